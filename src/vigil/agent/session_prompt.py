@@ -1,0 +1,113 @@
+"""The stored system prompt of a session: built once, replayed verbatim, rebuilt on request.
+
+A rebuild happens only for a session without a prompt (its first turn) or when the profile's
+refresh epoch, or a request for this session, is newer than the epoch its prompt satisfies.
+Each rebuild is recorded in the session's model configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from vigil.agent.events import PromptRebuilt, TurnEvent
+from vigil.clock import Clock
+from vigil.config import Settings
+from vigil.profiles import Profile
+from vigil.prompt.builder import build_system_prompt
+from vigil.store import SessionRecord, SessionStore, StoreError
+
+EPOCH_KEY = "prompt:refresh_epoch"
+SATISFIED = "prompt_epoch"
+REQUESTED = "prompt_refresh_request"
+EVENTS = "prompt_events"
+_MAX_EVENTS = 20
+
+
+class PromptDamaged(StoreError):
+    """A session's stored prompt is missing, empty or does not match its hash."""
+
+
+def prompt_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_epoch(store: SessionStore) -> int:
+    """The profile's refresh epoch (0 before the first refresh request)."""
+    entry = store.get_meta(EPOCH_KEY)
+    return int(entry.value) if entry is not None and isinstance(entry.value, int) else 0
+
+
+def needs_rebuild(session: SessionRecord, epoch: int) -> str | None:
+    """Why this session must rebuild its prompt now, or ``None`` to replay the stored one."""
+    if session.system_prompt_hash is None:
+        return "new session"
+    satisfied = int(session.model_config.get(SATISFIED, 0) or 0)
+    if epoch > satisfied:
+        return "profile refresh"
+    if int(session.model_config.get(REQUESTED, 0) or 0) > satisfied:
+        return "session refresh"
+    return None
+
+
+class PromptKeeper:
+    """Gives each turn its session's system prompt, building or rebuilding only when due."""
+
+    def __init__(self, store: SessionStore, profile: Profile, settings: Settings, clock: Clock):
+        self.store = store
+        self.profile = profile
+        self.settings = settings
+        self.clock = clock
+        self._texts: dict[str, str] = {}
+
+    def current_epoch_marker(self) -> dict[str, Any]:
+        """What a brand-new session records: it satisfies the current epoch."""
+        return {SATISFIED: read_epoch(self.store)}
+
+    async def prompt_for_turn(
+        self, session: SessionRecord, emit: Callable[[TurnEvent], Awaitable[None]]
+    ) -> str:
+        """The exact system prompt text for this turn of ``session``."""
+        epoch = await asyncio.to_thread(read_epoch, self.store)
+        reason = needs_rebuild(session, epoch)
+        if reason is None:
+            return await self._stored_text(session)
+        text = await asyncio.to_thread(self.rebuild, session, epoch, reason)
+        await emit(PromptRebuilt(reason))
+        return text
+
+    def rebuild(self, session: SessionRecord, epoch: int, reason: str) -> str:
+        """Build from the files on disk and store prompt + satisfied epoch in one write."""
+        config = dict(session.model_config)
+        built = build_system_prompt(
+            self.profile,
+            cwd=Path(config.get("cwd") or Path.cwd()),
+            started_at=session.started_at,
+            max_file_chars=self.settings.prompt.max_file_chars,
+            include_context_files=self.settings.prompt.context_files,
+        )
+        config[SATISFIED] = max(epoch, int(config.get(REQUESTED, 0) or 0), int(config.get(SATISFIED, 0) or 0))
+        events = list(config.get(EVENTS) or [])
+        events.append({"at": self.clock.now(), "reason": reason, "epoch": config[SATISFIED]})
+        config[EVENTS] = events[-_MAX_EVENTS:]
+        digest = self.store.set_session_prompt(session.id, built.text, model_config=config)
+        self._texts[digest] = built.text
+        return built.text
+
+    async def _stored_text(self, session: SessionRecord) -> str:
+        digest = session.system_prompt_hash
+        assert digest is not None
+        cached = self._texts.get(digest)
+        if cached is not None:
+            return cached
+        text = await asyncio.to_thread(self.store.get_prompt, digest)
+        if not text or prompt_hash(text) != digest:
+            raise PromptDamaged(
+                f"the stored system prompt of session {session.id} is "
+                f"{'missing' if text is None else 'empty' if not text else 'damaged'}; "
+                f"repair it with `vigil sessions repair-prompts --session {session.id}`"
+            )
+        self._texts[digest] = text
+        return text

@@ -1,0 +1,269 @@
+"""One agent turn: stored prompt + history + new message → model → tools → answer.
+
+Every message is stored the moment it exists, so a crash or a broken connection mid-turn loses
+nothing already received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from vigil.agent.events import (
+    AssistantStep,
+    EventCallback,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnEvent,
+)
+from vigil.agent.history import INTERRUPTED_TOOL_RESULT, build_history, to_chat_message
+from vigil.agent.session_prompt import PromptKeeper
+from vigil.clock import Clock, SystemClock
+from vigil.config import Settings
+from vigil.models.base import ChatMessage, ModelClient, ModelRequest
+from vigil.profiles import Profile
+from vigil.store import NewMessage, SessionRecord, SessionStore
+from vigil.store.records import ToolCall
+from vigil.tools.base import ApprovalCallback, ToolContext
+from vigil.tools.registry import default_tool_names, run_tool_call, tool_specs
+from vigil.usage import Usage
+
+SessionHook = Callable[[SessionRecord], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How a turn ended.
+
+    ``stop`` is ``answered``, ``iteration_budget`` (the model kept calling tools) or
+    ``max_tokens`` (the answer was cut off).
+    """
+
+    session_id: str
+    answer: str
+    stop: str
+    usage: Usage
+    model_calls: int
+    tool_calls: int
+
+
+@dataclass
+class _History:
+    count: int
+    messages: list[ChatMessage] = field(default_factory=list)
+
+
+class Agent:
+    """Runs turns for sessions of one profile against one model client."""
+
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        client: ModelClient,
+        profile: Profile,
+        settings: Settings,
+        cwd: Path | None = None,
+        clock: Clock | None = None,
+        approve: ApprovalCallback | None = None,
+        source: str = "cli",
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.profile = profile
+        self.settings = settings
+        self.cwd = (cwd or Path.cwd()).resolve()
+        self.clock = clock or SystemClock()
+        self.approve = approve
+        self.source = source
+        self.prompts = PromptKeeper(store, profile, settings, self.clock)
+        self.session_start_hooks: list[SessionHook] = []
+        self._histories: dict[str, _History] = {}
+
+    # -- sessions -------------------------------------------------------------------------
+    async def new_session(
+        self, *, source: str | None = None, title: str | None = None, parent_id: str | None = None
+    ) -> SessionRecord:
+        """Create a session with the current tool list pinned; fires the session-start hooks."""
+        model_config: dict[str, Any] = {"cwd": str(self.cwd)}
+        if self.settings.model.temperature is not None:
+            model_config["temperature"] = self.settings.model.temperature
+        model_config.update(await asyncio.to_thread(self.prompts.current_epoch_marker))
+        session = await asyncio.to_thread(
+            self.store.create_session,
+            source=source or self.source,
+            model=self.client.model,
+            model_config=model_config,
+            title=title,
+            parent_id=parent_id,
+            tool_names=default_tool_names(self.settings),
+            started_at=self.clock.now(),
+        )
+        for hook in self.session_start_hooks:
+            result = hook(session)
+            if inspect.isawaitable(result):
+                await result
+        return session
+
+    # -- turns ----------------------------------------------------------------------------
+    async def run_turn(
+        self,
+        session_id: str,
+        user_text: str,
+        *,
+        on_event: EventCallback | None = None,
+        stream: bool = True,
+    ) -> TurnResult:
+        """Run one turn of ``session_id`` for ``user_text`` and return the final answer.
+
+        Cancelling the task (Ctrl-C) stops the turn; what was stored stays, and tool calls
+        left without a result get a placeholder result so the history stays valid.
+        """
+        emit = _emitter(on_event)
+        session = await asyncio.to_thread(self.store.get_session, session_id)
+        system = await self.prompts.prompt_for_turn(session, emit)
+        history = await self._load_history(session)
+        if session.title is None and user_text.strip():
+            await asyncio.to_thread(
+                self.store.update_session, session_id, title=_title_from(user_text)
+            )
+        await self._append(session_id, history, NewMessage("user", user_text))
+
+        specs = tool_specs(session.tool_names)
+        context = ToolContext(
+            profile=self.profile,
+            settings=self.settings,
+            store=self.store,
+            session_id=session_id,
+            cwd=Path(session.model_config.get("cwd") or self.cwd),
+            approve=self.approve,
+        )
+        total = Usage()
+        calls_run = 0
+        on_text = (lambda text: emit(TextDelta(text))) if stream and on_event else None
+        for iteration in range(1, self.settings.agent.max_iterations + 1):
+            request = ModelRequest(
+                system=system,
+                messages=tuple(history.messages),
+                tools=specs,
+                max_tokens=self.settings.model.max_output_tokens,
+                temperature=self.settings.model.temperature,
+            )
+            response = await self.client.complete(request, on_text=on_text)
+            total = total + response.usage
+            await self._append(
+                session_id,
+                history,
+                NewMessage(
+                    "assistant",
+                    response.content,
+                    tool_calls=response.tool_calls,
+                    usage=response.usage,
+                    meta={"stop_reason": response.stop_reason},
+                ),
+            )
+            await emit(AssistantStep(response.content, len(response.tool_calls), response.usage))
+            if not response.tool_calls:
+                stop = "max_tokens" if response.stop_reason == "max_tokens" else "answered"
+                return TurnResult(session_id, response.content or "", stop, total, iteration, calls_run)
+            await self._run_tools(session_id, history, response.tool_calls, context, session, emit)
+            calls_run += len(response.tool_calls)
+        budget = self.settings.agent.max_iterations
+        return TurnResult(
+            session_id,
+            f"[stopped: the iteration budget of {budget} model calls for one turn was used up; "
+            "send another message to let the agent continue]",
+            "iteration_budget",
+            total,
+            budget,
+            calls_run,
+        )
+
+    async def _run_tools(
+        self,
+        session_id: str,
+        history: _History,
+        calls: tuple[ToolCall, ...],
+        context: ToolContext,
+        session: SessionRecord,
+        emit: Callable[[TurnEvent], Any],
+    ) -> None:
+        done: set[str] = set()
+        try:
+            for call in calls:
+                await emit(ToolStarted(call.name, call.arguments))
+                result = await run_tool_call(call, context, session.tool_names)
+                await self._append(
+                    session_id,
+                    history,
+                    NewMessage(
+                        "tool",
+                        result.content,
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        meta={"is_error": True} if result.is_error else {},
+                    ),
+                )
+                done.add(call.id)
+                await emit(ToolFinished(call.name, result.content, result.is_error))
+        except asyncio.CancelledError:
+            missing = [c for c in calls if c.id not in done]
+            await asyncio.shield(self._close_calls(session_id, history, missing))
+            raise
+
+    async def _close_calls(self, session_id: str, history: _History, calls: list[ToolCall]) -> None:
+        for call in calls:
+            await self._append(
+                session_id,
+                history,
+                NewMessage(
+                    "tool",
+                    INTERRUPTED_TOOL_RESULT,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    meta={"is_error": True, "interrupted": True},
+                ),
+            )
+
+    # -- history --------------------------------------------------------------------------
+    async def _load_history(self, session: SessionRecord) -> _History:
+        cached = self._histories.get(session.id)
+        if cached is not None and cached.count == session.message_count:
+            return cached
+        records = await asyncio.to_thread(self.store.get_messages, session.id)
+        history = _History(len(records), build_history(records))
+        self._histories[session.id] = history
+        return history
+
+    async def _append(self, session_id: str, history: _History, message: NewMessage) -> None:
+        await asyncio.to_thread(
+            self.store.append_message, session_id, message, created_at=self.clock.now()
+        )
+        history.count += 1
+        rebuilt = to_chat_message(message)
+        if rebuilt is not None:
+            history.messages.append(rebuilt)
+
+    def forget(self, session_id: str) -> None:
+        """Drop the in-memory history of a session (it is re-read on its next turn)."""
+        self._histories.pop(session_id, None)
+
+
+def _title_from(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 60 else line[:59] + "…"
+
+
+def _emitter(callback: EventCallback | None) -> Callable[[TurnEvent], Any]:
+    async def emit(event: TurnEvent) -> None:
+        if callback is None:
+            return
+        result = callback(event)
+        if inspect.isawaitable(result):
+            await result
+
+    return emit

@@ -1,0 +1,108 @@
+"""``vigil chat``: the interactive REPL, or one-shot answers with ``-q``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+
+from vigil.agent.events import TextDelta, TurnEvent
+from vigil.agent.turn import Agent
+from vigil.cli.context import AppContext, pass_app
+from vigil.cli.render import err_console
+from vigil.models.base import ModelError
+from vigil.models.factory import build_client
+from vigil.runtime.controller import ConversationController
+
+
+@click.command()
+@click.option("-q", "--query", help="Ask one question, print the answer and exit.")
+@click.option("-r", "--resume", "resume_ref", metavar="ID", help="Continue a stored conversation (id or prefix).")
+@click.option("-c", "--continue", "continue_latest", is_flag=True, help="Continue the latest conversation.")
+@click.option("--no-stream", is_flag=True, help="Print answers whole instead of streaming them.")
+@pass_app
+def chat(
+    app: AppContext,
+    query: str | None,
+    resume_ref: str | None,
+    continue_latest: bool,
+    no_stream: bool,
+) -> None:
+    """Talk to the agent.
+
+    Without -q this opens the interactive REPL (type /help there). The conversation is stored
+    as it happens; leave with /quit or Ctrl-D and pick it up again with --continue.
+    """
+    if resume_ref and continue_latest:
+        raise click.UsageError("use either --resume or --continue, not both")
+    if query is not None and not query.strip():
+        raise click.UsageError("the question given with -q is empty")
+    exit_code = asyncio.run(_chat(app, query, resume_ref, continue_latest, not no_stream))
+    if exit_code:
+        sys.exit(exit_code)
+
+
+async def _chat(
+    app: AppContext, query: str | None, resume_ref: str | None, continue_latest: bool, stream: bool
+) -> int:
+    store = app.store
+    session_id: str | None = None
+    if resume_ref:
+        session_id = store.newest_continuation(store.resolve_session(resume_ref))
+    elif continue_latest:
+        latest = store.list_conversations(limit=1)
+        if not latest:
+            raise click.ClickException("there is no conversation to continue yet")
+        session_id = latest[0].head.id
+    try:
+        client = await build_client(app.settings.model)
+    except ModelError as exc:
+        raise click.ClickException(str(exc)) from None
+    approve = None
+    if query is None:
+        from vigil.cli.repl import ask_approval
+
+        approve = ask_approval
+    agent = Agent(store=store, client=client, profile=app.profile, settings=app.settings, approve=approve)
+    controller = ConversationController(agent, session_id=session_id)
+    if session_id is not None:
+        await controller.resume(session_id)
+    try:
+        if query is not None:
+            return await _one_shot(controller, query, stream)
+        from vigil.cli.repl import Repl
+
+        return await Repl(controller, app.profile, stream=stream).run()
+    finally:
+        await client.aclose()
+
+
+async def _one_shot(controller: ConversationController, query: str, stream: bool) -> int:
+    streamed = stream and sys.stdout.isatty()
+    wrote: list[str] = []
+
+    def on_event(event: TurnEvent) -> None:
+        if streamed and isinstance(event, TextDelta):
+            wrote.append(event.text)
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+
+    try:
+        result = await controller.turn(query, on_event=on_event)
+    except ModelError as exc:
+        if wrote:
+            sys.stdout.write("\n")
+        err_console.print(f"[red]Error:[/red] {exc}")
+        if controller.session_id:
+            err_console.print(f"[dim]session {controller.session_id} is kept[/dim]")
+        return 1
+    if streamed and wrote:
+        sys.stdout.write("\n")
+    else:
+        click.echo(result.answer)
+    err_console.print(f"[dim]session {result.session_id}[/dim]")
+    return 0 if result.stop == "answered" else 2
+
+
+COMMANDS = [chat]

@@ -1,0 +1,77 @@
+"""What every command shares: the selected profile, its settings and its store, opened lazily."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, TypeVar
+
+import click
+
+from vigil.config import Settings, load_settings
+from vigil.profiles import Profile, get_profile
+from vigil.store import SessionStore, open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AppContext:
+    """Per-invocation state: resolves the profile, config and store on first use."""
+
+    def __init__(self) -> None:
+        self.profile_name: str | None = None
+        self._profile: Profile | None = None
+        self._settings: Settings | None = None
+        self._store: SessionStore | None = None
+
+    @property
+    def profile(self) -> Profile:
+        if self._profile is None:
+            self._profile = get_profile(self.profile_name)
+        return self._profile
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.profile.config_path)
+        return self._settings
+
+    @property
+    def store(self) -> SessionStore:
+        if self._store is None:
+            self._store = open_store(self.settings.store.url or self.profile.state_db)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def _remember_profile(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(AppContext).profile_name = value
+
+
+def profile_option(func: F) -> F:
+    """Add ``-p/--profile`` to a command, so the option works after any subcommand too."""
+    return click.option(
+        "-p",
+        "--profile",
+        metavar="NAME",
+        envvar="VIGIL_PROFILE",
+        expose_value=False,
+        is_eager=True,
+        callback=_remember_profile,
+        help="Profile to use (default: the root profile in $VIGIL_HOME).",
+    )(func)
+
+
+def pass_app(func: F) -> F:
+    """Give the command the shared :class:`AppContext` as its first argument."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        return func(ctx.ensure_object(AppContext), *args, **kwargs)
+
+    return profile_option(wrapper)  # type: ignore[return-value]

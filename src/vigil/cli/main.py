@@ -1,0 +1,79 @@
+"""The ``vigil`` command: a thin click front end over the library."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from vigil import __version__
+from vigil.cli.context import AppContext, profile_option
+from vigil.config import ConfigError
+from vigil.profiles import ProfileError
+from vigil.store import StoreError
+
+USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ProfileError, StoreError)
+
+
+class VigilGroup(click.Group):
+    """Turns vigil's own errors into a one-line message and exit code 1, and closes the store."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except USER_ERRORS as exc:
+            raise click.ClickException(str(exc)) from None
+        finally:
+            app = ctx.find_object(AppContext)
+            if app is not None and ctx.parent is None:
+                app.close()
+
+
+@click.group(cls=VigilGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="vigil")
+@profile_option
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """vigil — a persistent personal AI agent that lives on this machine.
+
+    Every conversation is kept in the profile's session store; each keeps its system prompt
+    byte for byte so the provider's prompt cache keeps hitting.
+
+    \b
+    Start here:
+      vigil chat                  talk to the agent (interactive)
+      vigil chat -q "question"    one-shot answer
+      vigil sessions list         past conversations
+      vigil config show           the active settings
+    """
+    ctx.ensure_object(AppContext)
+
+
+def _register() -> None:
+    from vigil.cli import config_cmd, profile_cmd, sessions_cmd
+
+    cli.add_command(profile_cmd.profile)
+    cli.add_command(config_cmd.config)
+    cli.add_command(sessions_cmd.sessions)
+    for optional in ("chat_cmd", "usage_cmd"):
+        try:
+            module = __import__(f"vigil.cli.{optional}", fromlist=["command"])
+        except ModuleNotFoundError as exc:
+            if exc.name != f"vigil.cli.{optional}":
+                raise
+            continue
+        for command in getattr(module, "COMMANDS", ()):
+            cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli.main(prog_name="vigil")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""``vigil sessions``: list, show, search, export, rename and delete stored conversations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from vigil.cli.context import AppContext, pass_app
+from vigil.cli.render import console, echo_json, local_time, shorten
+from vigil.export import export_jsonl, export_markdown, message_to_dict, session_to_dict
+
+
+@click.group()
+def sessions() -> None:
+    """Work with stored conversations.
+
+    A SESSION argument is a full id or any unique prefix of one (like git hashes).
+    """
+
+
+@sessions.command("list")
+@click.option("-n", "--limit", default=30, show_default=True, help="How many to show (0 = all).")
+@click.option("--source", help="Only sessions from this source (cli, cron, slack, ...).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+def list_cmd(app: AppContext, limit: int, source: str | None, as_json: bool) -> None:
+    """List conversations, most recent first.
+
+    A compressed conversation appears once, under its newest continuation session id.
+    """
+    heads = app.store.list_conversations(limit=limit or None)
+    if source:
+        heads = [h for h in heads if h.head.source == source]
+    if as_json:
+        echo_json(
+            [
+                {**session_to_dict(h.head), "conversation_root": h.root_id, "segments": h.segments}
+                for h in heads
+            ]
+        )
+        return
+    if not heads:
+        console.print("No sessions yet. Start one with `vigil chat`.")
+        return
+    table = Table("id", "last active", "source", "msgs", "title", box=None)
+    for h in heads:
+        s = h.head
+        marks = f" (+{h.segments - 1} earlier)" if h.segments > 1 else ""
+        ended = " [dim](ended)[/dim]" if s.end_reason else ""
+        table.add_row(
+            s.id,
+            local_time(s.updated_at),
+            s.source,
+            str(s.message_count),
+            escape(shorten(s.title, 50)) + marks + ended,
+        )
+    console.print(table)
+
+
+@sessions.command("show")
+@click.argument("session")
+@click.option("--full", is_flag=True, help="Show whole messages instead of one line each.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (metadata and messages).")
+@pass_app
+def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
+    """Show one session: metadata and its messages."""
+    store = app.store
+    record = store.get_session(store.resolve_session(session))
+    messages = store.get_messages(record.id)
+    if as_json:
+        echo_json(
+            {**session_to_dict(record), "messages": [message_to_dict(m) for m in messages]}
+        )
+        return
+    console.print(f"[bold]{escape(record.title or 'untitled')}[/bold]  {record.id}")
+    console.print(
+        f"source {record.source} · started {local_time(record.started_at)} · "
+        f"{record.message_count} messages · model {record.model or '-'}"
+    )
+    if record.parent_id:
+        console.print(f"continues {record.parent_id}")
+    if record.end_reason:
+        console.print(f"ended {local_time(record.ended_at)} ({record.end_reason})")
+    console.print()
+    for m in messages:
+        text = m.content or ""
+        if m.tool_calls:
+            text += " ".join(f"→ {c.name}({shorten(c.arguments, 60)})" for c in m.tool_calls)
+        body = text if full else shorten(text, 100)
+        console.print(f"[bold]{m.seq:>4} {m.role:<9}[/bold] {escape(body)}")
+
+
+@sessions.command("search")
+@click.argument("query", nargs=-1, required=True)
+@click.option("-n", "--limit", default=20, show_default=True)
+@click.option("--session", "session_ref", help="Only search this session.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+def search_cmd(
+    app: AppContext, query: tuple[str, ...], limit: int, session_ref: str | None, as_json: bool
+) -> None:
+    """Full-text search over every message of this profile."""
+    store = app.store
+    session_id = store.resolve_session(session_ref) if session_ref else None
+    hits = store.search(" ".join(query), limit=limit, session_id=session_id)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "session_id": h.session_id,
+                    "message_id": h.message_id,
+                    "role": h.role,
+                    "snippet": h.snippet,
+                    "created_at": h.created_at,
+                    "session_title": h.session_title,
+                }
+                for h in hits
+            ]
+        )
+        return
+    if not hits:
+        console.print("No matches.")
+        return
+    for h in hits:
+        console.print(
+            f"[bold]{h.session_id}[/bold] {local_time(h.created_at)} {h.role:<9} "
+            f"{escape(shorten(h.snippet, 110))}"
+        )
+
+
+@sessions.command("export")
+@click.argument("session")
+@click.option(
+    "--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl", show_default=True
+)
+@click.option("--conversation", is_flag=True, help="Include the earlier sessions it continues.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
+@pass_app
+def export_cmd(
+    app: AppContext, session: str, fmt: str, conversation: bool, output: Path | None
+) -> None:
+    """Export a session's transcript as JSON Lines or Markdown."""
+    store = app.store
+    session_id = store.resolve_session(session)
+    ids = [s.id for s in store.parent_chain(session_id)] if conversation else [session_id]
+    lines = (export_jsonl if fmt == "jsonl" else export_markdown)(store, ids)
+    text = "\n".join(lines) + "\n"
+    if output:
+        output.write_text(text, encoding="utf-8")
+        console.print(f"Exported {len(ids)} session(s) to {output}", style="dim")
+    else:
+        click.echo(text, nl=False)
+
+
+@sessions.command("rename")
+@click.argument("session")
+@click.argument("title")
+@pass_app
+def rename_cmd(app: AppContext, session: str, title: str) -> None:
+    """Give a session a new title."""
+    title = " ".join(title.split())
+    if not title:
+        raise click.ClickException("the title must not be empty")
+    store = app.store
+    record = store.update_session(store.resolve_session(session), title=title)
+    console.print(f"Renamed {record.id} to {escape(title)!r}")
+
+
+@sessions.command("delete")
+@click.argument("session")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_app
+def delete_cmd(app: AppContext, session: str, yes: bool) -> None:
+    """Delete a session and its messages (cannot be undone)."""
+    store = app.store
+    record = store.get_session(store.resolve_session(session))
+    if not yes:
+        click.confirm(
+            f"Delete session {record.id} ({record.message_count} messages, "
+            f"{record.title or 'untitled'})?",
+            abort=True,
+            err=True,
+        )
+    store.delete_session(record.id)
+    console.print(f"Deleted session {record.id}.")

@@ -1,0 +1,67 @@
+"""``vigil usage``: tokens by kind and the prompt-cache hit ratio."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from vigil.cli.context import AppContext, pass_app
+from vigil.cli.render import console, echo_json, shorten
+from vigil.usage import Usage
+
+
+def _row(usage: Usage) -> dict[str, float | int]:
+    return {**usage.as_dict(), "cache_hit_ratio": round(usage.cache_hit_ratio, 4)}
+
+
+@click.command()
+@click.option("--session", "session_ref", metavar="ID", help="Only this session (id or prefix).")
+@click.option("-n", "--limit", default=20, show_default=True, help="Sessions to list (0 = all).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool) -> None:
+    """Show tokens used (uncached input, cache read, cache write, output) and the cache hit
+    ratio, per session and in total."""
+    store = app.store
+    if session_ref:
+        sessions = [store.get_session(store.resolve_session(session_ref))]
+    else:
+        sessions = store.list_sessions()
+    total = sum((s.usage for s in sessions), Usage())
+    shown = sessions if session_ref or not limit else sessions[:limit]
+    if as_json:
+        echo_json(
+            {
+                "sessions": [
+                    {"id": s.id, "title": s.title, "model": s.model, **_row(s.usage)} for s in shown
+                ],
+                "total": {**_row(total), "sessions": len(sessions)},
+            }
+        )
+        return
+    table = Table("session", "title", "input", "cache read", "cache write", "output", "hit", box=None)
+    for s in shown:
+        u = s.usage
+        table.add_row(
+            s.id,
+            shorten(s.title, 30),
+            f"{u.input_tokens:,}",
+            f"{u.cache_read_tokens:,}",
+            f"{u.cache_write_tokens:,}",
+            f"{u.output_tokens:,}",
+            f"{u.cache_hit_ratio:.0%}",
+        )
+    table.add_row(
+        f"total ({len(sessions)})",
+        "",
+        f"{total.input_tokens:,}",
+        f"{total.cache_read_tokens:,}",
+        f"{total.cache_write_tokens:,}",
+        f"{total.output_tokens:,}",
+        f"{total.cache_hit_ratio:.0%}",
+        style="bold",
+    )
+    console.print(table)
+
+
+COMMANDS = [usage]

@@ -1,0 +1,93 @@
+"""Exporting a session's transcript as JSON Lines or Markdown."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+from vigil.store import MessageRecord, SessionRecord, SessionStore
+
+
+def session_to_dict(session: SessionRecord) -> dict[str, Any]:
+    """A session's metadata as plain JSON-able data."""
+    return {
+        "id": session.id,
+        "source": session.source,
+        "title": session.title,
+        "parent_id": session.parent_id,
+        "end_reason": session.end_reason,
+        "started_at": _iso(session.started_at),
+        "ended_at": _iso(session.ended_at),
+        "updated_at": _iso(session.updated_at),
+        "model": session.model,
+        "model_config": session.model_config,
+        "system_prompt_hash": session.system_prompt_hash,
+        "tool_names": list(session.tool_names),
+        "message_count": session.message_count,
+        "usage": session.usage.as_dict(),
+    }
+
+
+def message_to_dict(message: MessageRecord) -> dict[str, Any]:
+    """A message as plain JSON-able data."""
+    data: dict[str, Any] = {
+        "seq": message.seq,
+        "role": message.role,
+        "content": message.content,
+        "created_at": _iso(message.created_at),
+    }
+    if message.tool_calls:
+        data["tool_calls"] = [call.as_dict() for call in message.tool_calls]
+    if message.tool_call_id:
+        data["tool_call_id"] = message.tool_call_id
+        data["tool_name"] = message.tool_name
+    if any(message.usage.as_dict().values()):
+        data["usage"] = message.usage.as_dict()
+    return data
+
+
+def export_jsonl(store: SessionStore, session_ids: list[str]) -> Iterator[str]:
+    """One line per session header and per message, in order."""
+    for session_id in session_ids:
+        session = store.get_session(session_id)
+        yield json.dumps({"type": "session", **session_to_dict(session)}, ensure_ascii=False)
+        for message in store.get_messages(session_id):
+            yield json.dumps(
+                {"type": "message", "session_id": session_id, **message_to_dict(message)},
+                ensure_ascii=False,
+            )
+
+
+def export_markdown(store: SessionStore, session_ids: list[str]) -> Iterator[str]:
+    """A readable transcript: a heading per session, a section per message."""
+    for session_id in session_ids:
+        session = store.get_session(session_id)
+        yield f"# {session.title or 'Session ' + session.id}\n"
+        yield f"- id: `{session.id}`"
+        yield f"- started: {_iso(session.started_at)}"
+        if session.parent_id:
+            yield f"- continues: `{session.parent_id}`"
+        if session.end_reason:
+            yield f"- ended: {_iso(session.ended_at)} ({session.end_reason})"
+        yield ""
+        for message in store.get_messages(session_id):
+            yield from _markdown_message(message)
+
+
+def _markdown_message(message: MessageRecord) -> Iterator[str]:
+    heading = {"user": "User", "assistant": "Assistant", "tool": "Tool result", "summary": "Summary"}
+    title = heading.get(message.role, message.role.title())
+    if message.role == "tool" and message.tool_name:
+        title += f" ({message.tool_name})"
+    yield f"## {title}\n"
+    if message.content:
+        yield message.content + "\n"
+    for call in message.tool_calls:
+        yield f"Tool call `{call.name}`:\n\n```json\n{call.arguments}\n```\n"
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")

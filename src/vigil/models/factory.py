@@ -1,0 +1,171 @@
+"""Pick and build the ``ModelClient`` a profile's config and the environment describe."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+from vigil.config import ModelSettings
+from vigil.models.base import ModelClient, ModelError
+from vigil.models.retry import RetryPolicy
+
+Provider = Literal["openai", "anthropic"]
+
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+MODEL_ENV = "VIGIL_MODEL"
+
+# Sent when a custom endpoint is configured without a key: local servers ignore it, and a real
+# provider answers 401, which becomes a ModelAuthError naming where a key should come from.
+PLACEHOLDER_KEY = "no-key"
+
+SETUP_HELP = """\
+Configure it in one of these ways:
+  vigil config set model.provider openai      (or anthropic)
+  vigil config set model.name MODEL           (e.g. gpt-4o-mini, claude-sonnet-4-5)
+  vigil config set model.api_key_env VAR      (the environment variable holding the key)
+or export the endpoint and a key, e.g. for a local server:
+  export OPENAI_BASE_URL=http://localhost:11434/v1
+  export OPENAI_API_KEY=local                 (Ollama, llama.cpp and vLLM accept any key)
+or export ANTHROPIC_API_KEY for Anthropic."""
+
+
+class ModelNotConfigured(ModelError):
+    """No provider, endpoint or key is configured, so there is nothing to call."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    """The model settings after applying config, environment and defaults."""
+
+    provider: Provider
+    model: str | None
+    """``None``: ask the endpoint which models it lists and take the first."""
+    base_url: str
+    api_key: str = field(repr=False)
+    key_source: str = ""
+    """Where ``api_key`` came from, for error messages (never the key itself)."""
+
+
+def resolve_model_settings(settings: ModelSettings, env: Mapping[str, str]) -> ResolvedModel:
+    """Combine ``settings`` with ``env``; raise ``ModelNotConfigured`` when nothing says what to call.
+
+    Precedence: config, then environment, then the provider's defaults. Without a configured
+    provider, Anthropic is chosen only when ``ANTHROPIC_API_KEY`` is the only key present.
+    """
+    provider: Provider
+    if settings.provider is not None:
+        provider = settings.provider
+    elif env.get("ANTHROPIC_API_KEY") and not env.get("OPENAI_API_KEY"):
+        provider = "anthropic"
+    else:
+        provider = "openai"
+
+    base_url = settings.base_url or env.get(BASE_URL_ENV[provider]) or None
+    api_key, key_source = _api_key(settings, env, provider)
+    if api_key is None:
+        if base_url is None:
+            raise ModelNotConfigured(_missing_key_message(settings, provider))
+        api_key = PLACEHOLDER_KEY
+        key_source = f"nowhere (neither model.api_key nor {_key_var(settings, provider)} is set)"
+
+    model = settings.name or env.get(MODEL_ENV) or None
+    return ResolvedModel(
+        provider=provider,
+        model=model,
+        base_url=base_url or DEFAULT_BASE_URLS[provider],
+        api_key=api_key,
+        key_source=key_source,
+    )
+
+
+async def build_client(
+    settings: ModelSettings,
+    env: Mapping[str, str] = os.environ,
+    *,
+    retry: RetryPolicy | None = None,
+) -> ModelClient:
+    """A ready client for ``settings`` + ``env``; without a model name, the endpoint's first listed model.
+
+    Raises ``ModelNotConfigured`` when nothing is configured, or when no model name is known and
+    none can be discovered; other ``ModelError``s when listing the endpoint's models fails.
+    """
+    resolved = resolve_model_settings(settings, env)
+    client: ModelClient
+    # The SDKs are imported here, not at module level: each takes a second or more to import.
+    if resolved.provider == "anthropic":
+        from vigil.models.anthropic_client import AnthropicClient
+
+        if resolved.model is None:
+            raise ModelNotConfigured(
+                f"No Anthropic model is named. Set one with `vigil config set model.name MODEL` "
+                f"or export {MODEL_ENV}=MODEL (e.g. claude-sonnet-4-5)."
+            )
+        client = AnthropicClient(
+            settings,
+            model=resolved.model,
+            api_key=resolved.api_key,
+            base_url=resolved.base_url,
+            key_source=resolved.key_source,
+            retry=retry,
+        )
+        return client
+
+    from vigil.models.openai_client import OpenAIClient
+
+    client = OpenAIClient(
+        settings,
+        model=resolved.model or "",
+        api_key=resolved.api_key,
+        base_url=resolved.base_url,
+        key_source=resolved.key_source,
+        retry=retry,
+    )
+    if resolved.model is None:
+        try:
+            models = await client.list_models()
+        except BaseException:
+            await client.aclose()
+            raise
+        if not models:
+            await client.aclose()
+            raise ModelNotConfigured(
+                f"The model endpoint {resolved.base_url} lists no models. Name one with "
+                f"`vigil config set model.name MODEL` or export {MODEL_ENV}=MODEL."
+            )
+        client.model = models[0]
+    return client
+
+
+def _key_var(settings: ModelSettings, provider: Provider) -> str:
+    return settings.api_key_env or KEY_ENV[provider]
+
+
+def _api_key(settings: ModelSettings, env: Mapping[str, str], provider: Provider) -> tuple[str | None, str]:
+    if settings.api_key:
+        return settings.api_key, "the config key model.api_key"
+    if settings.api_key_env and env.get(settings.api_key_env):
+        source = f"the environment variable {settings.api_key_env} (model.api_key_env)"
+        return env[settings.api_key_env], source
+    default_var = KEY_ENV[provider]
+    if env.get(default_var):
+        return env[default_var], f"the environment variable {default_var}"
+    return None, ""
+
+
+def _missing_key_message(settings: ModelSettings, provider: Provider) -> str:
+    if settings.api_key_env:
+        problem = (
+            f"No model is configured: model.api_key_env names {settings.api_key_env}, "
+            f"but neither it nor {KEY_ENV[provider]} is set."
+        )
+    elif settings.provider is not None:
+        problem = f"No API key for the {provider} provider: {KEY_ENV[provider]} is not set."
+    else:
+        problem = "No model is configured: no API key or endpoint was found in the config or the environment."
+    return f"{problem}\n{SETUP_HELP}"

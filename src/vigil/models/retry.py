@@ -1,0 +1,180 @@
+"""Retry with back-off, and the provider-neutral translation of HTTP failures into ``ModelError``.
+
+Both clients switch their SDK's own retries off and run every call through ``call_with_retries``,
+so the retry behaviour is the same for every provider and a test can drive it with a fake sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
+
+from vigil.models.base import (
+    ModelAuthError,
+    ModelBadRequest,
+    ModelError,
+    ModelRateLimited,
+    ModelUnreachable,
+)
+
+T = TypeVar("T")
+
+Sleep = Callable[[float], Awaitable[None]]
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+"""Besides every 5xx: request timeout, conflict (a lock on the provider's side) and rate limits."""
+
+BAD_REQUEST_STATUSES = frozenset({400, 404, 413, 422})
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently a failed call is retried.
+
+    Attempt ``n`` (0-based) that fails retryably waits ``min(max_delay, base_delay * 2**n)``
+    scaled by a random factor in ``[0.5, 1.0)``, unless the provider sent ``Retry-After``, which
+    is honoured up to ``max_retry_after`` seconds.
+    """
+
+    max_retries: int = 3
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+    max_retry_after: float = 60.0
+    sleep: Sleep = asyncio.sleep
+    jitter: Callable[[], float] = field(default=random.random)
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after the failed attempt number ``attempt`` (0-based)."""
+        if retry_after is not None:
+            return max(0.0, min(retry_after, self.max_retry_after))
+        backoff = min(self.max_delay, self.base_delay * (2**attempt))
+        return backoff * (0.5 + self.jitter() / 2)
+
+
+class Retryable(Exception):
+    """Raised by one attempt when trying again may help; ``error`` is what to raise when giving up."""
+
+    def __init__(self, error: ModelError, retry_after: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
+async def call_with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
+    """Run ``attempt`` until it returns, raises a non-``Retryable`` error, or retries run out.
+
+    Giving up raises the last ``Retryable.error`` with the number of attempts appended.
+    """
+    for number in range(policy.max_retries + 1):
+        try:
+            return await attempt()
+        except Retryable as failure:
+            if number >= policy.max_retries:
+                error = failure.error
+                if number:
+                    error.args = (f"{error.args[0]} (gave up after {number + 1} attempts)", *error.args[1:])
+                raise error from failure.__cause__
+            await policy.sleep(policy.delay(number, failure.retry_after))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What an error message may say about where a call went (never the key itself)."""
+
+    url: str
+    key_source: str
+    """Where the API key came from, e.g. ``environment variable OPENAI_API_KEY``."""
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms``, ``retry-after`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def provider_message(body: object, fallback: str) -> str:
+    """The human-readable message inside an error body (OpenAI and Anthropic shapes alike)."""
+    node: Any = body
+    if isinstance(node, Mapping) and isinstance(node.get("error"), Mapping):
+        node = node["error"]
+    if isinstance(node, Mapping) and isinstance(node.get("message"), str) and node["message"]:
+        return node["message"]
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    return fallback
+
+
+def status_failure(
+    status: int,
+    message: str,
+    headers: Mapping[str, str] | None,
+    endpoint: Endpoint,
+) -> Exception:
+    """The ``ModelError`` (or ``Retryable``) for an HTTP error status from ``endpoint``."""
+    where = endpoint.url
+    if status in (401, 403):
+        verb = "rejected the API key" if status == 401 else "refused access with this API key"
+        return ModelAuthError(
+            f"the model endpoint {where} {verb} (HTTP {status}: {message}); "
+            f"the key comes from {endpoint.key_source} — check it, or point model.api_key_env "
+            "at the variable holding the right key"
+        )
+    if status in BAD_REQUEST_STATUSES:
+        return ModelBadRequest(f"the model endpoint {where} refused the request (HTTP {status}): {message}")
+    if status == 429:
+        return Retryable(
+            ModelRateLimited(f"the model endpoint {where} is rate limiting us (HTTP 429): {message}"),
+            parse_retry_after(headers),
+        )
+    if status >= 500 or status in RETRYABLE_STATUSES:
+        return Retryable(
+            ModelError(f"the model endpoint {where} failed (HTTP {status}): {message}"),
+            parse_retry_after(headers),
+        )
+    return ModelError(f"the model endpoint {where} answered HTTP {status}: {message}")
+
+
+def connection_failure(
+    exc: BaseException, endpoint: Endpoint, *, timed_out: bool, timeout: float
+) -> Retryable:
+    """A ``Retryable`` wrapping ``ModelUnreachable`` for a refused, unresolvable or timed-out connection."""
+    if timed_out:
+        reason = f"no answer within {timeout:g}s"
+    else:
+        reason = describe_cause(exc)
+    return Retryable(ModelUnreachable(f"cannot reach the model endpoint {endpoint.url}: {reason}"))
+
+
+def describe_cause(exc: BaseException) -> str:
+    """The most specific message in an exception chain (the SDKs wrap the socket error)."""
+    detail = ""
+    node: BaseException | None = exc
+    while node is not None:
+        text = str(node).strip()
+        if text:
+            detail = text
+        node = node.__cause__ or node.__context__
+    return detail or type(exc).__name__

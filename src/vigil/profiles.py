@@ -1,0 +1,147 @@
+"""Profiles: independent vigil homes, each with its own config, files and ``state.db``.
+
+``$VIGIL_HOME`` (default ``~/.vigil``) is the ``default`` profile; a named profile lives in
+``$VIGIL_HOME/profiles/<name>/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_PROFILE = "default"
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class ProfileError(Exception):
+    """A profile name is invalid, missing, or already exists."""
+
+
+def vigil_home() -> Path:
+    """The root home: ``$VIGIL_HOME`` or ``~/.vigil``."""
+    env = os.environ.get("VIGIL_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".vigil"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One profile's name and home directory, with the paths of everything it keeps."""
+
+    name: str
+    home: Path
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "config.yaml"
+
+    @property
+    def state_db(self) -> Path:
+        return self.home / "state.db"
+
+    @property
+    def soul_path(self) -> Path:
+        return self.home / "SOUL.md"
+
+    @property
+    def user_path(self) -> Path:
+        return self.home / "USER.md"
+
+    @property
+    def memory_path(self) -> Path:
+        return self.home / "MEMORY.md"
+
+    @property
+    def skills_dir(self) -> Path:
+        return self.home / "skills"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def cron_output_dir(self) -> Path:
+        return self.home / "cron" / "output"
+
+    @property
+    def history_path(self) -> Path:
+        """The REPL's input history (what the user typed, for arrow-up recall)."""
+        return self.home / "repl_history"
+
+    @property
+    def exists(self) -> bool:
+        return self.home.is_dir()
+
+    def ensure(self) -> "Profile":
+        """Create the home and its standard folders (private to the user) if missing."""
+        for path in (self.home, self.skills_dir, self.logs_dir, self.cron_output_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.home, 0o700)
+        return self
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it is a valid profile name, else raise ``ProfileError``."""
+    if not _NAME_RE.match(name):
+        raise ProfileError(
+            f"invalid profile name '{name}': use lowercase letters, digits, '-' and '_' "
+            "(at most 64, starting with a letter or digit)"
+        )
+    return name
+
+
+def profile_path(name: str | None) -> Profile:
+    """The profile called ``name`` (``None`` or ``default`` = the root home); may not exist yet."""
+    root = vigil_home()
+    if name is None or name == DEFAULT_PROFILE:
+        return Profile(DEFAULT_PROFILE, root)
+    return Profile(validate_name(name), root / "profiles" / name)
+
+
+def get_profile(name: str | None) -> Profile:
+    """The profile to use for a command: the default one is created on first use, a named one
+    must have been created with ``vigil profile create``."""
+    profile = profile_path(name)
+    if profile.name == DEFAULT_PROFILE:
+        return profile.ensure()
+    if not profile.exists:
+        raise ProfileError(
+            f"profile '{profile.name}' does not exist (create it with `vigil profile create {profile.name}`)"
+        )
+    return profile
+
+
+def list_profiles() -> list[Profile]:
+    """The default profile followed by every named profile, sorted by name."""
+    root = vigil_home()
+    profiles = [Profile(DEFAULT_PROFILE, root)]
+    named = root / "profiles"
+    if named.is_dir():
+        for child in sorted(named.iterdir()):
+            if child.is_dir() and _NAME_RE.match(child.name) and child.name != DEFAULT_PROFILE:
+                profiles.append(Profile(child.name, child))
+    return profiles
+
+
+def create_profile(name: str) -> Profile:
+    """Create a named profile; raise ``ProfileError`` if it exists or the name is invalid."""
+    if name == DEFAULT_PROFILE:
+        raise ProfileError("'default' is the root profile; it always exists")
+    profile = profile_path(name)
+    if profile.exists:
+        raise ProfileError(f"profile '{name}' already exists at {profile.home}")
+    profile.home.parent.mkdir(parents=True, exist_ok=True)
+    return profile.ensure()
+
+
+def delete_profile(name: str) -> Profile:
+    """Delete a named profile and everything in it (its sessions too)."""
+    if name == DEFAULT_PROFILE:
+        raise ProfileError("the default profile cannot be deleted")
+    profile = profile_path(name)
+    if not profile.exists:
+        raise ProfileError(f"profile '{name}' does not exist")
+    shutil.rmtree(profile.home)
+    return profile

@@ -1,0 +1,111 @@
+"""The built-in slash commands."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from vigil.runtime.slash import CommandRegistry, CommandReply, ConversationControl, SlashCommand
+from vigil.store import StoreError
+from vigil.usage import Usage
+
+
+def _short(text: str | None, width: int = 50) -> str:
+    line = " ".join((text or "").split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+async def _new(control: ConversationControl, _args: str) -> CommandReply:
+    session_id = await control.new_conversation()
+    return CommandReply(f"Started a new conversation ({session_id}). Files are read afresh.")
+
+
+async def _resume(control: ConversationControl, args: str) -> CommandReply:
+    if not args:
+        return await _sessions(control, "")
+    try:
+        session_id = await control.resume(args.split()[0])
+    except StoreError as exc:
+        return CommandReply(str(exc), is_error=True)
+    record = await asyncio.to_thread(control.store.get_session, session_id)
+    return CommandReply(
+        f"Resumed {session_id} — {_short(record.title) or 'untitled'} ({record.message_count} messages)."
+    )
+
+
+async def _sessions(control: ConversationControl, args: str) -> CommandReply:
+    heads = await asyncio.to_thread(control.store.list_conversations, limit=10)
+    if not heads:
+        return CommandReply("No stored conversations yet.")
+    lines = ["Recent conversations (resume with /resume ID):"]
+    for head in heads:
+        s = head.head
+        when = datetime.fromtimestamp(s.updated_at).strftime("%Y-%m-%d %H:%M")
+        mark = " *" if s.id == control.session_id else ""
+        lines.append(f"  {s.id}  {when}  {s.message_count:>4} msgs  {_short(s.title)}{mark}")
+    return CommandReply("\n".join(lines))
+
+
+async def _title(control: ConversationControl, args: str) -> CommandReply:
+    if control.session_id is None:
+        return CommandReply("No conversation yet: send a message first.", is_error=True)
+    if not args:
+        record = await asyncio.to_thread(control.store.get_session, control.session_id)
+        return CommandReply(f"Title: {record.title or '(untitled)'}")
+    title = " ".join(args.split())
+    await asyncio.to_thread(control.store.update_session, control.session_id, title=title)
+    return CommandReply(f"Title set: {title}")
+
+
+async def _usage(control: ConversationControl, _args: str) -> CommandReply:
+    if control.session_id is None:
+        return CommandReply("No conversation yet: nothing used.")
+    chain = await asyncio.to_thread(control.store.parent_chain, control.session_id)
+    total = sum((s.usage for s in chain), Usage())
+    return CommandReply(
+        "Tokens this conversation: "
+        f"{total.input_tokens:,} input, {total.cache_read_tokens:,} cache read, "
+        f"{total.cache_write_tokens:,} cache write, {total.output_tokens:,} output "
+        f"— cache hit ratio {total.cache_hit_ratio:.0%}"
+    )
+
+
+def _tools(control: ConversationControl, _args: str) -> CommandReply:
+    names = control.tool_names()
+    return CommandReply("Tools pinned for this session: " + (", ".join(names) or "none"))
+
+
+def _skills(control: ConversationControl, _args: str) -> CommandReply:
+    skills = control.skills()
+    if not skills:
+        return CommandReply("No skills. Add one as skills/<name>/SKILL.md in the profile.")
+    return CommandReply("\n".join(["Skills:"] + [f"  {n} — {d}" for n, d in skills]))
+
+
+def _model(control: ConversationControl, args: str) -> CommandReply:
+    if not args:
+        return CommandReply(f"Model: {control.model_name()}")
+    control.set_model(args.split()[0])
+    return CommandReply(
+        f"Model switched to {control.model_name()} (the stored system prompt stays; no refresh needed)."
+    )
+
+
+def _quit(_control: ConversationControl, _args: str) -> CommandReply:
+    return CommandReply("Bye.", action="quit")
+
+
+def build_registry() -> CommandRegistry:
+    """The registry with every built-in command; front ends may register more."""
+    registry = CommandRegistry()
+    registry.register(SlashCommand("help", "list the commands", lambda c, a: CommandReply(registry.help_text()), aliases=("?",)))
+    registry.register(SlashCommand("new", "start a new conversation (files are read afresh)", _new, aliases=("reset",)))
+    registry.register(SlashCommand("resume", "switch to a stored conversation", _resume, usage="[ID]"))
+    registry.register(SlashCommand("sessions", "list recent conversations", _sessions))
+    registry.register(SlashCommand("title", "show or set this conversation's title", _title, usage="[TEXT]"))
+    registry.register(SlashCommand("usage", "tokens used and prompt-cache hit ratio", _usage))
+    registry.register(SlashCommand("tools", "tools available in this session", _tools))
+    registry.register(SlashCommand("skills", "skills of this profile", _skills))
+    registry.register(SlashCommand("model", "show or switch the model", _model, usage="[NAME]"))
+    registry.register(SlashCommand("quit", "leave (the conversation is kept)", _quit, aliases=("exit", "q")))
+    return registry

@@ -1,0 +1,61 @@
+"""The session store: the protocol, its records and errors, and ``open_store`` to pick a backend."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from vigil.clock import Clock
+from vigil.store.base import UNSET, SessionStore
+from vigil.store.errors import (
+    AmbiguousSession,
+    SchemaTooNew,
+    SessionNotFound,
+    StoreError,
+    StoreUnreadable,
+)
+from vigil.store.ids import prompt_hash
+from vigil.store.records import (
+    ConversationHead,
+    MessageRecord,
+    MetaEntry,
+    NewMessage,
+    SearchHit,
+    SessionRecord,
+    ToolCall,
+)
+from vigil.store.sqlite import SQLiteStore
+
+__all__ = [
+    "UNSET",
+    "AmbiguousSession",
+    "ConversationHead",
+    "MessageRecord",
+    "MetaEntry",
+    "NewMessage",
+    "SchemaTooNew",
+    "SearchHit",
+    "SessionNotFound",
+    "SessionRecord",
+    "SQLiteStore",
+    "SessionStore",
+    "StoreError",
+    "StoreUnreadable",
+    "ToolCall",
+    "open_store",
+    "prompt_hash",
+]
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def open_store(path_or_url: str | os.PathLike[str], *, clock: Clock | None = None) -> SessionStore:
+    """Open the session store at a file path (SQLite) or a ``postgresql://`` URL.
+
+    Raises ``StoreError`` (or a subclass) when the store cannot be opened; the message says why.
+    """
+    if isinstance(path_or_url, str) and path_or_url.startswith(_POSTGRES_SCHEMES):
+        raise StoreError(
+            "PostgreSQL backend is not available yet; use a file path for an embedded SQLite store"
+        )
+    return SQLiteStore(Path(path_or_url), clock=clock)

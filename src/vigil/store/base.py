@@ -1,0 +1,180 @@
+"""The ``SessionStore`` protocol: what every backend (SQLite, PostgreSQL) must do.
+
+Callers depend only on this protocol. Every method is synchronous and thread-safe and every
+write is its own short transaction; async code calls the store through a worker thread.
+Times are Unix epoch seconds (UTC floats).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Protocol, runtime_checkable
+
+from vigil.store.records import (
+    ConversationHead,
+    MessageRecord,
+    MetaEntry,
+    NewMessage,
+    SearchHit,
+    SessionRecord,
+)
+
+_UNSET: Any = object()
+UNSET: Any = _UNSET
+"""Sentinel for :meth:`SessionStore.update_session`: leave this field as it is."""
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Durable storage of sessions, messages, system prompts and small state."""
+
+    # -- schema ---------------------------------------------------------------------------
+    def schema_version(self) -> int:
+        """The migration number the database is at."""
+        ...
+
+    def close(self) -> None:
+        """Release connections. The store must not be used afterwards."""
+        ...
+
+    # -- sessions -------------------------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        source: str,
+        model: str | None = None,
+        model_config: dict[str, Any] | None = None,
+        title: str | None = None,
+        parent_id: str | None = None,
+        tool_names: Iterable[str] = (),
+        system_prompt: str | None = None,
+        session_id: str | None = None,
+        started_at: float | None = None,
+    ) -> SessionRecord:
+        """Create a session with a fresh unique id (or ``session_id``) and return it.
+
+        ``system_prompt``, when given, is stored content-addressed in the same transaction
+        and the session points at it. ``parent_id`` links a continuation to its parent.
+        """
+        ...
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        """Return the session with exactly this id; raise ``SessionNotFound`` otherwise."""
+        ...
+
+    def resolve_session(self, ref: str) -> str:
+        """Turn a full id or a unique id prefix into a session id.
+
+        Raises ``SessionNotFound`` when nothing matches and ``AmbiguousSession`` when several
+        sessions start with ``ref``. An exact id always wins over longer ids it prefixes.
+        """
+        ...
+
+    def list_sessions(
+        self, *, limit: int | None = None, source: str | None = None
+    ) -> list[SessionRecord]:
+        """Sessions, most recently active first."""
+        ...
+
+    def list_conversations(self, *, limit: int | None = None) -> list[ConversationHead]:
+        """Conversations, each once (a parent chain collapsed to its newest session),
+        most recently active first."""
+        ...
+
+    def latest_session(self, *, source: str | None = None) -> SessionRecord | None:
+        """The most recently active session, optionally of one source."""
+        ...
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = UNSET,
+        model: str | None = UNSET,
+        model_config: dict[str, Any] = UNSET,
+        tool_names: Iterable[str] = UNSET,
+    ) -> SessionRecord:
+        """Change the given fields (others stay) and return the updated session."""
+        ...
+
+    def set_session_prompt(
+        self, session_id: str, prompt: str, *, model_config: dict[str, Any] | None = None
+    ) -> str:
+        """Store ``prompt`` content-addressed and point the session at it, together with
+        ``model_config`` when given, in one transaction. Returns the prompt hash."""
+        ...
+
+    def end_session(self, session_id: str, reason: str, *, ended_at: float | None = None) -> None:
+        """Mark a session ended (``compression``, ``new``, ``user`` ...). Idempotent."""
+        ...
+
+    def reopen_session(self, session_id: str) -> None:
+        """Clear a session's end so that it can take turns again (``/resume``)."""
+        ...
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session and its messages. Children keep existing with no parent."""
+        ...
+
+    def parent_chain(self, session_id: str) -> list[SessionRecord]:
+        """The session and its ancestors, oldest first."""
+        ...
+
+    def newest_continuation(self, session_id: str) -> str:
+        """Follow child links from ``session_id`` to the newest continuation session."""
+        ...
+
+    # -- messages -------------------------------------------------------------------------
+    def append_message(
+        self, session_id: str, message: NewMessage, *, created_at: float | None = None
+    ) -> MessageRecord:
+        """Append one message in its own transaction and update the session counters."""
+        ...
+
+    def get_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[MessageRecord]:
+        """A session's messages in order (those with ``seq > after_seq``)."""
+        ...
+
+    def search(
+        self, query: str, *, limit: int = 20, session_id: str | None = None
+    ) -> list[SearchHit]:
+        """Full-text search over message content, best matches first.
+
+        ``query`` is plain words; they are matched as terms, never as query syntax.
+        """
+        ...
+
+    # -- system prompts -------------------------------------------------------------------
+    def put_prompt(self, text: str) -> str:
+        """Store a prompt under its content hash (idempotent) and return the hash."""
+        ...
+
+    def get_prompt(self, prompt_hash: str) -> str | None:
+        """The stored text for ``prompt_hash``, or ``None`` if there is no such row."""
+        ...
+
+    # -- state_meta -----------------------------------------------------------------------
+    def get_meta(self, key: str) -> MetaEntry | None:
+        """The entry stored under ``key``, or ``None``."""
+        ...
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store a JSON-serialisable value under ``key``."""
+        ...
+
+    def delete_meta(self, key: str) -> bool:
+        """Remove ``key``; return whether it existed."""
+        ...
+
+    def compare_and_set_meta(self, key: str, expected: Any, new: Any) -> bool:
+        """Atomically replace the value under ``key`` if it currently equals ``expected``.
+
+        ``expected=None`` means "the key is absent"; ``new=None`` deletes the key. Returns
+        whether the swap happened. This is how concurrent processes claim work.
+        """
+        ...
+
+    def list_meta(self, prefix: str) -> list[MetaEntry]:
+        """Every entry whose key starts with ``prefix``, ordered by key."""
+        ...

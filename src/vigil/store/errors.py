@@ -1,0 +1,36 @@
+"""Errors raised by every session store backend."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class for session store failures; the message is meant for the user."""
+
+
+class SessionNotFound(StoreError):
+    """No session has this id, or no session id starts with this prefix."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"no session matches '{ref}' (see `vigil sessions list`)")
+        self.ref = ref
+
+
+class AmbiguousSession(StoreError):
+    """More than one session id starts with the given prefix."""
+
+    def __init__(self, ref: str, candidates: list[str]) -> None:
+        shown = ", ".join(candidates[:5]) + (" ..." if len(candidates) > 5 else "")
+        super().__init__(
+            f"session prefix '{ref}' is ambiguous: {len(candidates)} sessions match ({shown}); "
+            "type more characters"
+        )
+        self.ref = ref
+        self.candidates = candidates
+
+
+class SchemaTooNew(StoreError):
+    """The database was written by a newer vigil than this one."""
+
+
+class StoreUnreadable(StoreError):
+    """The database file exists but is not a usable vigil database."""

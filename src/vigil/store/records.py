@@ -1,0 +1,112 @@
+"""Plain records that cross the session store boundary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vigil.usage import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool invocation requested by the model."""
+
+    id: str
+    name: str
+    arguments: str  # the JSON text exactly as the model produced it
+
+    def as_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ToolCall":
+        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data.get("arguments", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message about to be appended to a session.
+
+    Roles: ``user``, ``assistant`` (may carry ``tool_calls``), ``tool`` (a tool result, with
+    ``tool_call_id`` and ``tool_name``), ``summary`` (a compression summary).
+    """
+
+    role: str
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    usage: Usage = Usage()
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """A stored message; ``seq`` is its 1-based position within its session."""
+
+    id: int
+    session_id: str
+    seq: int
+    role: str
+    content: str | None
+    tool_calls: tuple[ToolCall, ...]
+    tool_call_id: str | None
+    tool_name: str | None
+    created_at: float
+    usage: Usage
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A stored session: one conversation segment with its own pinned prompt and tools."""
+
+    id: str
+    source: str
+    title: str | None
+    parent_id: str | None
+    end_reason: str | None
+    started_at: float
+    ended_at: float | None
+    updated_at: float
+    model: str | None
+    model_config: dict[str, Any]
+    system_prompt_hash: str | None
+    tool_names: tuple[str, ...]
+    message_count: int
+    usage: Usage
+
+    @property
+    def is_ended(self) -> bool:
+        return self.ended_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class MetaEntry:
+    """A ``state_meta`` row: a JSON value with the time it last changed."""
+
+    key: str
+    value: Any
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A full-text search match in a message."""
+
+    session_id: str
+    message_id: int
+    role: str
+    snippet: str
+    created_at: float
+    session_title: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationHead:
+    """A conversation as a user sees it: its root session and the newest continuation."""
+
+    root_id: str
+    head: SessionRecord
+    segments: int

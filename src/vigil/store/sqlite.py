@@ -1,0 +1,500 @@
+"""The embedded session store: one SQLite file (``state.db``) in WAL mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable
+
+from vigil.clock import Clock, SystemClock
+from vigil.store.base import UNSET
+from vigil.store.checks import (
+    check_dict,
+    check_key,
+    check_limit,
+    check_message,
+    check_names,
+    check_prompt,
+)
+from vigil.store.conversations import collapse
+from vigil.store.errors import (
+    AmbiguousSession,
+    SchemaTooNew,
+    SessionNotFound,
+    StoreError,
+    StoreUnreadable,
+)
+from vigil.store.fts import to_match_query
+from vigil.store.ids import check_session_id, is_session_ref, new_session_id, prompt_hash
+from vigil.store.records import (
+    ConversationHead,
+    MessageRecord,
+    MetaEntry,
+    NewMessage,
+    SearchHit,
+    SessionRecord,
+)
+from vigil.store.rows import canonical_json, message_from_row, meta_value, session_from_row
+from vigil.store.sqlite_conn import Database, prepare_file
+from vigil.store.sqlite_migrations import LATEST_VERSION, applied_version, migrate
+
+_SESSION_COLUMNS = (
+    "id, source, title, parent_id, end_reason, started_at, ended_at, updated_at, model, "
+    "model_config, system_prompt_hash, tool_names, message_count, "
+    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens"
+)
+_MESSAGE_COLUMNS = (
+    "id, session_id, seq, role, content, tool_calls, tool_call_id, tool_name, created_at, "
+    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, meta"
+)
+# rowid breaks ties between equal timestamps (a fake clock, a fast machine) by creation order.
+_MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
+# Of several continuations of one session, the newest is the one started last.
+_NEWEST_CHILD_LAST = "ORDER BY started_at, rowid"
+_NEWEST_CHILD_FIRST = "ORDER BY started_at DESC, rowid DESC"
+
+
+class SQLiteStore:
+    """``SessionStore`` on an SQLite file, safe to share between threads and processes.
+
+    ``path`` is created (mode 0600, parent directories too) if missing and migrated to the
+    newest schema. ``durable=False`` trades the last few transactions on power loss (never
+    on a crash of vigil itself) for faster commits: ``synchronous=NORMAL`` instead of ``FULL``.
+    Raises ``StoreUnreadable`` for a file that is not a vigil database and ``SchemaTooNew``
+    for one written by a newer vigil; in both cases the file is left as it was.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, clock: Clock | None = None, durable: bool = True
+    ) -> None:
+        self.path = Path(path).expanduser()
+        self._clock: Clock = clock or SystemClock()
+        prepare_file(self.path)
+        self._db = Database(self.path, durable=durable)
+        try:
+            self._open_schema(self._db.connection())
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _open_schema(self, conn: sqlite3.Connection) -> None:
+        try:
+            version = applied_version(conn)
+            if version == 0 and conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name NOT LIKE 'sqlite%' LIMIT 1"
+            ).fetchone():
+                raise StoreUnreadable(
+                    f"{self.path} is an SQLite database of some other program, not a vigil "
+                    "session database; it was left untouched"
+                )
+            if version > LATEST_VERSION:
+                raise SchemaTooNew(
+                    f"{self.path} was written by a newer vigil (schema {version}, this vigil "
+                    f"knows up to {LATEST_VERSION}); upgrade vigil"
+                )
+            conn.execute("PRAGMA journal_mode = WAL")
+            migrate(conn, now=self._clock.now())
+        except sqlite3.OperationalError as exc:
+            raise self._db.translate(exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreUnreadable(f"{self.path} is not a usable vigil session database: {exc}") from exc
+
+    def schema_version(self) -> int:
+        with self._db.read() as conn:
+            return applied_version(conn)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- sessions -------------------------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        source: str,
+        model: str | None = None,
+        model_config: dict[str, Any] | None = None,
+        title: str | None = None,
+        parent_id: str | None = None,
+        tool_names: Iterable[str] = (),
+        system_prompt: str | None = None,
+        session_id: str | None = None,
+        started_at: float | None = None,
+    ) -> SessionRecord:
+        if not source:
+            raise ValueError("a session needs a source")
+        config_json = canonical_json(check_dict(model_config or {}, "model_config"))
+        tools_json = canonical_json(check_names(tool_names))
+        if session_id is not None:
+            check_session_id(session_id)
+        check_prompt(system_prompt)
+        now = self._clock.now() if started_at is None else started_at
+        with self._db.write() as conn:
+            if parent_id is not None and not _exists(conn, parent_id):
+                raise SessionNotFound(parent_id)
+            if session_id is None:
+                session_id = _unused_id(conn)
+            elif _exists(conn, session_id):
+                raise StoreError(f"a session with id {session_id} already exists")
+            hash_ = None if system_prompt is None else _put_prompt(conn, system_prompt, now)
+            conn.execute(
+                "INSERT INTO sessions (id, source, title, parent_id, started_at, updated_at, model,"
+                " model_config, system_prompt_hash, tool_names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, source, title, parent_id, now, now, model, config_json, hash_, tools_json),
+            )
+            return session_from_row(_session_row(conn, session_id))
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        with self._db.read() as conn:
+            return session_from_row(_session_row(conn, session_id))
+
+    def resolve_session(self, ref: str) -> str:
+        if not is_session_ref(ref):
+            raise SessionNotFound(ref)
+        with self._db.read() as conn:
+            if _exists(conn, ref):
+                return ref
+            # ref is hex only, so it cannot smuggle GLOB wildcards in.
+            rows = conn.execute("SELECT id FROM sessions WHERE id GLOB ? ORDER BY id", (ref + "*",))
+            ids = [r[0] for r in rows]
+        if not ids:
+            raise SessionNotFound(ref)
+        if len(ids) > 1:
+            raise AmbiguousSession(ref, ids)
+        return ids[0]
+
+    def list_sessions(self, *, limit: int | None = None, source: str | None = None) -> list[SessionRecord]:
+        return self._recent_sessions(limit, source, lenient=True)
+
+    def latest_session(self, *, source: str | None = None) -> SessionRecord | None:
+        found = self._recent_sessions(1, source, lenient=False)
+        return found[0] if found else None
+
+    def _recent_sessions(
+        self, limit: int | None, source: str | None, *, lenient: bool
+    ) -> list[SessionRecord]:
+        where, params = ("WHERE source = ?", [source]) if source is not None else ("", [])
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions {where} {_MOST_RECENT_FIRST} LIMIT ?",
+                (*params, _sql_limit(limit)),
+            ).fetchall()
+        return [session_from_row(r, lenient=lenient) for r in rows]
+
+    def list_conversations(self, *, limit: int | None = None) -> list[ConversationHead]:
+        with self._db.read() as conn:
+            rows = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions {_NEWEST_CHILD_LAST}").fetchall()
+        chains = collapse(rows)
+        if limit is not None:
+            chains = chains[: check_limit(limit)]
+        return [
+            ConversationHead(c.root_id, session_from_row(c.head, lenient=True), c.segments) for c in chains
+        ]
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = UNSET,
+        model: str | None = UNSET,
+        model_config: dict[str, Any] = UNSET,
+        tool_names: Iterable[str] = UNSET,
+    ) -> SessionRecord:
+        changes: dict[str, Any] = {}
+        if title is not UNSET:
+            changes["title"] = title
+        if model is not UNSET:
+            changes["model"] = model
+        if model_config is not UNSET:
+            changes["model_config"] = canonical_json(check_dict(model_config, "model_config"))
+        if tool_names is not UNSET:
+            changes["tool_names"] = canonical_json(check_names(tool_names))
+        with self._db.write() as conn:
+            if changes:
+                assignments = ", ".join(f"{column} = ?" for column in changes)  # fixed names only
+                conn.execute(
+                    f"UPDATE sessions SET {assignments} WHERE id = ?", (*changes.values(), session_id)
+                )
+            return session_from_row(_session_row(conn, session_id))
+
+    def set_session_prompt(
+        self, session_id: str, prompt: str, *, model_config: dict[str, Any] | None = None
+    ) -> str:
+        check_prompt(prompt)
+        config_json = (
+            None if model_config is None else canonical_json(check_dict(model_config, "model_config"))
+        )
+        with self._db.write() as conn:
+            if not _exists(conn, session_id):
+                raise SessionNotFound(session_id)
+            hash_ = _put_prompt(conn, prompt, self._clock.now())
+            conn.execute(
+                "UPDATE sessions SET system_prompt_hash = ?, model_config = COALESCE(?, model_config)"
+                " WHERE id = ?",
+                (hash_, config_json, session_id),
+            )
+        return hash_
+
+    def end_session(self, session_id: str, reason: str, *, ended_at: float | None = None) -> None:
+        if not reason:
+            raise ValueError("ending a session needs a reason")
+        when = self._clock.now() if ended_at is None else ended_at
+        with self._db.write() as conn:
+            if not _exists(conn, session_id):
+                raise SessionNotFound(session_id)
+            conn.execute(
+                "UPDATE sessions SET ended_at = ?, end_reason = ?, updated_at = MAX(updated_at, ?)"
+                " WHERE id = ? AND ended_at IS NULL",
+                (when, reason, when, session_id),
+            )
+
+    def reopen_session(self, session_id: str) -> None:
+        with self._db.write() as conn:
+            cursor = conn.execute(
+                "UPDATE sessions SET ended_at = NULL, end_reason = NULL, updated_at = MAX(updated_at, ?)"
+                " WHERE id = ?",
+                (self._clock.now(), session_id),
+            )
+            if cursor.rowcount == 0:
+                raise SessionNotFound(session_id)
+
+    def delete_session(self, session_id: str) -> None:
+        with self._db.write() as conn:
+            if not _exists(conn, session_id):
+                raise SessionNotFound(session_id)
+            conn.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = ?", (session_id,))
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))  # triggers clean FTS
+            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    def parent_chain(self, session_id: str) -> list[SessionRecord]:
+        chain: list[SessionRecord] = []
+        with self._db.read() as conn:
+            row: sqlite3.Row | None = _session_row(conn, session_id)
+            seen: set[str] = set()
+            while row is not None and row["id"] not in seen:
+                seen.add(row["id"])
+                chain.append(session_from_row(row))
+                parent = row["parent_id"]
+                row = None if parent is None else _session_row(conn, parent, missing_ok=True)
+        chain.reverse()
+        return chain
+
+    def newest_continuation(self, session_id: str) -> str:
+        with self._db.read() as conn:
+            if not _exists(conn, session_id):
+                raise SessionNotFound(session_id)
+            current, seen = session_id, {session_id}
+            while True:
+                child = conn.execute(
+                    f"SELECT id FROM sessions WHERE parent_id = ? {_NEWEST_CHILD_FIRST} LIMIT 1",
+                    (current,),
+                ).fetchone()
+                if child is None or child[0] in seen:
+                    return current
+                current = child[0]
+                seen.add(current)
+
+    # -- messages -------------------------------------------------------------------------
+    def append_message(
+        self, session_id: str, message: NewMessage, *, created_at: float | None = None
+    ) -> MessageRecord:
+        check_message(message)
+        usage = message.usage
+        counts = (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens)
+        calls_json = canonical_json([call.as_dict() for call in message.tool_calls])
+        meta_json = canonical_json(message.meta)
+        when = self._clock.now() if created_at is None else created_at
+        with self._db.write() as conn:
+            found = conn.execute(
+                "SELECT (SELECT MAX(seq) FROM messages WHERE session_id = s.id)"
+                " FROM sessions s WHERE s.id = ?",
+                (session_id,),
+            ).fetchone()
+            if found is None:
+                raise SessionNotFound(session_id)
+            seq = (found[0] or 0) + 1
+            cursor = conn.execute(
+                f"INSERT INTO messages ({_MESSAGE_COLUMNS.removeprefix('id, ')})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id, seq, message.role, message.content, calls_json, message.tool_call_id,
+                    message.tool_name, when, *counts, meta_json,
+                ),
+            )
+            conn.execute(
+                "UPDATE sessions SET message_count = message_count + 1, input_tokens = input_tokens + ?,"
+                " cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,"
+                " output_tokens = output_tokens + ?, updated_at = MAX(updated_at, ?) WHERE id = ?",
+                (*counts, when, session_id),
+            )
+            message_id = cursor.lastrowid
+        assert message_id is not None
+        return MessageRecord(
+            id=message_id,
+            session_id=session_id,
+            seq=seq,
+            role=message.role,
+            content=message.content,
+            tool_calls=message.tool_calls,
+            tool_call_id=message.tool_call_id,
+            tool_name=message.tool_name,
+            created_at=when,
+            usage=usage,
+            meta=json.loads(meta_json),
+        )
+
+    def get_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[MessageRecord]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+                " WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (session_id, after_seq, _sql_limit(limit)),
+            ).fetchall()
+            if not rows and not _exists(conn, session_id):
+                raise SessionNotFound(session_id)
+        return [message_from_row(r) for r in rows]
+
+    def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> list[SearchHit]:
+        match = to_match_query(query)
+        if match is None:
+            return []
+        where, params = ("AND m.session_id = ?", [session_id]) if session_id is not None else ("", [])
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT m.id, m.session_id, m.role, m.created_at, s.title,"
+                " snippet(messages_fts, 0, '«', '»', '…', 16) AS snippet"
+                " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+                " JOIN sessions s ON s.id = m.session_id"
+                f" WHERE messages_fts MATCH ? {where} ORDER BY rank LIMIT ?",
+                (match, *params, _sql_limit(limit)),
+            ).fetchall()
+        return [
+            SearchHit(
+                session_id=r["session_id"],
+                message_id=r["id"],
+                role=r["role"],
+                snippet=r["snippet"],
+                created_at=r["created_at"],
+                session_title=r["title"],
+            )
+            for r in rows
+        ]
+
+    # -- system prompts -------------------------------------------------------------------
+    def put_prompt(self, text: str) -> str:
+        check_prompt(text)
+        with self._db.write() as conn:
+            return _put_prompt(conn, text, self._clock.now())
+
+    def get_prompt(self, prompt_hash: str) -> str | None:
+        with self._db.read() as conn:
+            row = conn.execute("SELECT text FROM system_prompts WHERE hash = ?", (prompt_hash,)).fetchone()
+        return None if row is None else row[0]
+
+    # -- state_meta -----------------------------------------------------------------------
+    def get_meta(self, key: str) -> MetaEntry | None:
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT key, value, updated_at FROM state_meta WHERE key = ?", (key,)
+            ).fetchone()
+        return None if row is None else MetaEntry(key, meta_value(row["value"], key), row["updated_at"])
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store ``value`` under ``key``; ``None`` deletes the key, as in compare-and-set."""
+        if value is None:
+            self.delete_meta(key)
+            return
+        encoded = canonical_json(value)
+        with self._db.write() as conn:
+            _put_meta(conn, check_key(key), encoded, self._clock.now())
+
+    def delete_meta(self, key: str) -> bool:
+        with self._db.write() as conn:
+            return conn.execute("DELETE FROM state_meta WHERE key = ?", (key,)).rowcount > 0
+
+    def compare_and_set_meta(self, key: str, expected: Any, new: Any) -> bool:
+        check_key(key)
+        want = None if expected is None else canonical_json(expected)
+        encoded = None if new is None else canonical_json(new)
+        with self._db.write() as conn:
+            row = conn.execute("SELECT value FROM state_meta WHERE key = ?", (key,)).fetchone()
+            # Re-encode what is stored: a value written by hand or by older code may differ in spacing.
+            current = None if row is None else canonical_json(meta_value(row[0], key))
+            if current != want:
+                return False
+            if encoded is None:
+                conn.execute("DELETE FROM state_meta WHERE key = ?", (key,))
+            else:
+                _put_meta(conn, key, encoded, self._clock.now())
+            return True
+
+    def list_meta(self, prefix: str) -> list[MetaEntry]:
+        upper = _prefix_upper_bound(prefix)
+        below, params = ("AND key < ?", (prefix, upper)) if upper is not None else ("", (prefix,))
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT key, value, updated_at FROM state_meta WHERE key >= ? {below} ORDER BY key", params
+            ).fetchall()
+        return [MetaEntry(r["key"], meta_value(r["value"], r["key"]), r["updated_at"]) for r in rows]
+
+
+# -- helpers that run inside a transaction ------------------------------------------------
+def _exists(conn: sqlite3.Connection, session_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+
+
+def _session_row(conn: sqlite3.Connection, session_id: str, *, missing_ok: bool = False) -> Any:
+    row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if row is None and not missing_ok:
+        raise SessionNotFound(session_id)
+    return row
+
+
+def _unused_id(conn: sqlite3.Connection) -> str:
+    # Under the write lock nobody can take the id between this check and the insert.
+    while _exists(conn, candidate := new_session_id()):
+        pass
+    return candidate
+
+
+def _put_prompt(conn: sqlite3.Connection, text: str, now: float) -> str:
+    hash_ = prompt_hash(text)
+    # Storing the right text again heals a row whose text was damaged.
+    conn.execute(
+        "INSERT INTO system_prompts (hash, text, created_at) VALUES (?, ?, ?)"
+        " ON CONFLICT (hash) DO UPDATE SET text = excluded.text WHERE text != excluded.text",
+        (hash_, text, now),
+    )
+    return hash_
+
+
+def _put_meta(conn: sqlite3.Connection, key: str, encoded: str, now: float) -> None:
+    conn.execute(
+        "INSERT INTO state_meta (key, value, updated_at) VALUES (?, ?, ?)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        (key, encoded, now),
+    )
+
+
+def _sql_limit(limit: int | None) -> int:
+    return -1 if limit is None else check_limit(limit)
+
+
+def _prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix`` (None: no bound).
+
+    SQLite compares TEXT as UTF-8 bytes, which orders like code points, so bumping the last
+    character that can be bumped gives the bound.
+    """
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop())
+        if last < 0x10FFFF:
+            bumped = last + 1
+            if 0xD800 <= bumped <= 0xDFFF:  # surrogates cannot be stored; skip past them
+                bumped = 0xE000
+            return "".join(chars) + chr(bumped)
+    return None

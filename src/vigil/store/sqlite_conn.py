@@ -1,0 +1,151 @@
+"""The SQLite file itself: creating it privately, refusing what is not a database, and giving
+each thread its own connection with short read and write transactions."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import weakref
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from vigil.store.errors import StoreError, StoreUnreadable
+
+BUSY_TIMEOUT_SECONDS = 30.0
+"""How long a writer waits for another process's write transaction before giving up."""
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def prepare_file(path: Path) -> None:
+    """Make sure ``path`` can be handed to SQLite without SQLite ever writing to a stranger.
+
+    A missing file is created empty with mode 0600 (SQLite gives the ``-wal`` and ``-shm``
+    files the database's mode), its directory too. An existing file must be empty or start
+    with the SQLite header; anything else raises ``StoreUnreadable`` and is not touched.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        _check_header(path)
+    except OSError as exc:
+        raise StoreUnreadable(f"cannot create the session database {path}: {exc.strerror}") from exc
+    else:
+        os.close(fd)
+
+
+def _check_header(path: Path) -> None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreUnreadable(f"cannot read the session database {path}: {exc.strerror}") from exc
+    if head and head != _SQLITE_HEADER:
+        raise StoreUnreadable(
+            f"{path} is not a vigil session database (not an SQLite file); "
+            "it was left untouched - move it aside or choose another path"
+        )
+
+
+class Database:
+    """One SQLite file shared by the threads of this process, one connection per thread.
+
+    A connection per thread (rather than one behind a lock) lets readers run while a writer
+    holds the WAL write lock; SQLite's own locking then serialises writers across threads and
+    processes alike. Connections of threads that have ended are closed when a new one opens.
+    """
+
+    def __init__(self, path: Path, *, durable: bool = True) -> None:
+        self.path = path
+        self._synchronous = "FULL" if durable else "NORMAL"
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
+        self._closed = False
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use (autocommit; transactions explicit)."""
+        if self._closed:
+            raise StoreError(f"the session store {self.path} is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._lock:
+                self._close_orphans()
+                self._conns.append((weakref.ref(threading.current_thread()), conn))
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            # check_same_thread=False only so that close() may close every thread's connection.
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        except sqlite3.Error as exc:
+            raise StoreUnreadable(f"cannot open the session database {self.path}: {exc}") from exc
+        return conn
+
+    def _close_orphans(self) -> None:
+        alive = []
+        for thread_ref, conn in self._conns:
+            thread = thread_ref()
+            if thread is not None and thread.is_alive():
+                alive.append((thread_ref, conn))
+            else:
+                conn.close()
+        self._conns = alive
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on any error.
+
+        Taking the write lock up front means the busy timeout applies and a read-then-write
+        never fails half-way because another writer got in between.
+        """
+        with self._transaction("BEGIN IMMEDIATE") as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees the same snapshot."""
+        with self._transaction("BEGIN") as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
+        conn = self.connection()
+        try:
+            conn.execute(begin)
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            finally:
+                if conn.in_transaction:  # the body or the COMMIT failed
+                    conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise self.translate(exc) from exc
+
+    def translate(self, exc: sqlite3.Error) -> StoreError:
+        """A user-facing ``StoreError`` for an SQLite failure on this file."""
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StoreError(
+                f"the session database {self.path} stayed locked by another process for "
+                f"{BUSY_TIMEOUT_SECONDS:.0f} s; try again"
+            )
+        return StoreError(f"session database {self.path}: {text}")
+
+    def close(self) -> None:
+        """Close every thread's connection; further use raises ``StoreError``."""
+        with self._lock:
+            self._closed = True
+            for _, conn in self._conns:
+                conn.close()
+            self._conns = []

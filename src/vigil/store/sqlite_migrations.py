@@ -1,0 +1,174 @@
+"""Numbered, forward-only schema migrations of the SQLite store.
+
+Each migration is a list of statements applied in one ``BEGIN IMMEDIATE`` transaction together
+with its row in ``schema_migrations``, so a database is always at exactly one version and
+several processes opening a fresh file at once apply each migration once. Released migrations
+are never edited; a change to the schema is a new migration at the end of the list.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step: ``version`` is its position (1-based), ``statements`` run in order."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+_V1_CORE = Migration(
+    1,
+    "sessions, messages, state_meta",
+    (
+        """
+        CREATE TABLE sessions (
+            id            TEXT PRIMARY KEY,
+            source        TEXT NOT NULL,
+            title         TEXT,
+            parent_id     TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+            end_reason    TEXT,
+            started_at    REAL NOT NULL,
+            ended_at      REAL,
+            updated_at    REAL NOT NULL,
+            model         TEXT,
+            model_config  TEXT NOT NULL DEFAULT '{}',
+            tool_names    TEXT NOT NULL DEFAULT '[]',
+            message_count INTEGER NOT NULL DEFAULT 0,
+            input_tokens  INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0
+        )
+        """,
+        "CREATE INDEX sessions_updated ON sessions(updated_at)",
+        "CREATE INDEX sessions_parent ON sessions(parent_id)",
+        """
+        CREATE TABLE messages (
+            id           INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id   TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq          INTEGER NOT NULL,
+            role         TEXT NOT NULL,
+            content      TEXT,
+            tool_calls   TEXT NOT NULL DEFAULT '[]',
+            tool_call_id TEXT,
+            tool_name    TEXT,
+            created_at   REAL NOT NULL,
+            UNIQUE (session_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE state_meta (
+            key        TEXT PRIMARY KEY,
+            value      TEXT NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """,
+    ),
+)
+
+_V2_PROMPTS_USAGE_FTS = Migration(
+    2,
+    "system prompts, cache usage, message meta, full-text search",
+    (
+        """
+        CREATE TABLE system_prompts (
+            hash       TEXT PRIMARY KEY,
+            text       TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )
+        """,
+        "ALTER TABLE sessions ADD COLUMN system_prompt_hash TEXT REFERENCES system_prompts(hash)",
+        "ALTER TABLE sessions ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE sessions ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE messages ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE messages ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE messages ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE messages ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE messages ADD COLUMN meta TEXT NOT NULL DEFAULT '{}'",
+        # External content: the text lives once, in messages; the triggers keep the index in step.
+        """
+        CREATE VIRTUAL TABLE messages_fts USING fts5(
+            content,
+            content = 'messages',
+            content_rowid = 'id',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        )
+        """,
+        """
+        CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+        END
+        """,
+        """
+        CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        END
+        """,
+        """
+        CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+        END
+        """,
+        # Index the messages written before this version.
+        "INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_PROMPTS_USAGE_FTS)
+LATEST_VERSION: int = MIGRATIONS[-1].version
+
+_CREATE_LEDGER = """
+    CREATE TABLE IF NOT EXISTS schema_migrations (
+        version    INTEGER PRIMARY KEY,
+        applied_at REAL NOT NULL
+    )
+"""
+
+
+def applied_version(conn: sqlite3.Connection) -> int:
+    """The highest migration recorded in ``conn``'s database; 0 for a database without any."""
+    has_ledger = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if not has_ledger:
+        return 0
+    row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(conn: sqlite3.Connection, target: int | None = None, *, now: float | None = None) -> int:
+    """Apply the pending migrations up to ``target`` (default: the latest); return the version.
+
+    ``conn`` must not be inside a transaction. A database already at or past ``target`` is left
+    alone; deciding whether a newer database is acceptable is the caller's business.
+    """
+    goal = LATEST_VERSION if target is None else target
+    if not 0 <= goal <= LATEST_VERSION:
+        raise ValueError(f"no migration {goal}: this vigil knows versions 1 to {LATEST_VERSION}")
+    for migration in MIGRATIONS[applied_version(conn) : goal]:
+        _apply(conn, migration, time.time() if now is None else now)
+    return applied_version(conn)
+
+
+def _apply(conn: sqlite3.Connection, migration: Migration, now: float) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(_CREATE_LEDGER)
+        # Re-read under the write lock: another process may have applied it a moment ago.
+        if applied_version(conn) < migration.version:
+            for statement in migration.statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                (migration.version, now),
+            )
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

@@ -1,0 +1,305 @@
+"""``FakeModelServer``: the model every vigil test and benchmark talks to.
+
+A real HTTP server on loopback (uvicorn in a background thread) speaking the OpenAI chat
+completions API and the Anthropic Messages API, streaming and not, with tool calls; replies
+are scripted by the test (``scripting``) and prompt-cache usage is simulated
+(``prefix_cache``). Run ``python -m vigil.testing.fake_model --port 8765`` to serve one by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import socket
+import sys
+import threading
+import time
+from types import TracebackType
+from typing import Callable, Sequence
+
+import uvicorn
+
+from vigil.testing.app import FakeModelApp, install_log_filter
+from vigil.testing.engine import FakeModelEngine
+from vigil.testing.records import RecordedRequest
+from vigil.testing.scripting import Reply, Rule
+
+_START_TIMEOUT = 10.0
+_STOP_TIMEOUT = 10.0
+
+
+class FakeModelServer:
+    """A scriptable fake OpenAI/Anthropic endpoint with prefix-cache accounting.
+
+    Thread-safe: script and inspect it from the test thread while it serves from its own.
+    ``stop()`` makes it disappear abruptly (open connections are reset); ``start()`` again
+    brings it back on the same port.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str = "test-key",
+        models: Sequence[str] = ("fake-model",),
+        default_reply: Reply | str = "ok",
+        cache_ttl: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+        strict_models: bool = False,
+    ) -> None:
+        """``port=0`` picks a free port. ``clock`` drives the cache TTL (seconds).
+        ``strict_models`` answers 404 for model names not in ``models``."""
+        self._host = host
+        self._port = port
+        self._engine = FakeModelEngine(
+            api_key=api_key,
+            models=models,
+            default_reply=default_reply,
+            cache_ttl=cache_ttl,
+            clock=clock,
+            strict_models=strict_models,
+        )
+        self._app = FakeModelApp(self._engine)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> "FakeModelServer":
+        """Bind and serve in a background thread; returns once connections are accepted."""
+        if self.running:
+            return self
+        install_log_filter()
+        sock = _bind(self._host, self._port)
+        self._port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._app,
+            log_config=None,
+            lifespan="off",
+            http="h11",
+            ws="none",
+            loop="asyncio",
+            timeout_graceful_shutdown=1,
+        )
+        server = uvicorn.Server(config)
+        serve = self._serve(server, sock)
+        thread = threading.Thread(target=asyncio.run, args=(serve,), name="fake-model", daemon=True)
+        self._server, self._thread = server, thread
+        thread.start()
+        deadline = time.monotonic() + _START_TIMEOUT
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                self._server = self._thread = None
+                sock.close()
+                raise RuntimeError(f"fake model server failed to start on {self._host}:{self._port}")
+            time.sleep(0.001)
+        return self
+
+    async def _serve(self, server: uvicorn.Server, sock: socket.socket) -> None:
+        self._loop = asyncio.get_running_loop()
+        await server.serve(sockets=[sock])
+
+    def stop(self) -> None:
+        """Stop serving now: in-flight responses are cut off, the port is released."""
+        server, thread, loop = self._server, self._thread, self._loop
+        if server is None or thread is None:
+            return
+        if loop is not None and loop.is_running():
+            try:
+                loop.call_soon_threadsafe(_vanish, server)
+            except RuntimeError:  # the loop closed in between
+                pass
+        server.should_exit = True
+        server.force_exit = True
+        thread.join(_STOP_TIMEOUT)
+        self._server = self._thread = self._loop = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> "FakeModelServer":
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- addresses and configuration ----------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @property
+    def port(self) -> int:
+        """The bound port (0 before the first ``start()`` when a free port was asked for)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """For OpenAI clients: ``http://127.0.0.1:PORT/v1``."""
+        return f"{self.anthropic_base_url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """For Anthropic clients (the SDK appends ``/v1/messages``): ``http://127.0.0.1:PORT``."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self._port}"
+
+    @property
+    def api_key(self) -> str:
+        return self._engine.api_key
+
+    @property
+    def models(self) -> list[str]:
+        return list(self._engine.models)
+
+    # -- scripting ----------------------------------------------------------------------------
+
+    def queue(self, *replies: Reply | str) -> None:
+        """Queue replies for the next model calls, used in order before any rule."""
+        self._engine.script.queue(*replies)
+
+    def rule(
+        self,
+        *,
+        reply: Reply | str,
+        contains: str | None = None,
+        match: Callable[[str], bool] | None = None,
+        times: int | None = None,
+    ) -> Rule:
+        """Answer ``reply`` when the last user message's text contains ``contains`` and/or
+        satisfies ``match``; at most ``times`` times (``None``: always). Consulted in the
+        order added, only when the queue is empty."""
+        return self._engine.script.rule(reply=reply, contains=contains, match=match, times=times)
+
+    def set_default_reply(self, reply: Reply | str) -> None:
+        """The reply when the queue is empty and no rule applies (until ``reset()``)."""
+        self._engine.script.set_default(reply)
+
+    @property
+    def pending(self) -> int:
+        """Queued replies not yet used."""
+        return self._engine.script.pending
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of every model call since the last reset, oldest first."""
+        return self._engine.recorder.snapshot()
+
+    @property
+    def last_request(self) -> RecordedRequest | None:
+        return self._engine.recorder.last()
+
+    @property
+    def hits(self) -> int:
+        """Served calls that read at least one token from the cache."""
+        return self._engine.recorder.hits
+
+    @property
+    def misses(self) -> int:
+        """Served calls that read nothing from the cache."""
+        return self._engine.recorder.misses
+
+    def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[RecordedRequest]:
+        """Block until ``count`` model calls were recorded (from a thread that is not running
+        the client under test); raises ``TimeoutError``."""
+        return self._engine.recorder.wait_for(count, timeout)
+
+    async def wait_for_requests_async(self, count: int, timeout: float = 5.0) -> list[RecordedRequest]:
+        """``wait_for_requests`` for async tests: yields to the event loop while waiting."""
+        return await self._engine.recorder.wait_for_async(count, timeout)
+
+    # -- state --------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Clear the queue, rules, default reply override, recorded requests, counters and cache."""
+        self._engine.reset()
+
+    def clear_cache(self) -> None:
+        self._engine.cache.clear()
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the cache clock forward, e.g. past the TTL to expire everything."""
+        self._engine.advance_clock(seconds)
+
+    @property
+    def cache_ttl(self) -> float:
+        return self._engine.cache.ttl
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # An explicit IPPROTO_TCP matters: asyncio only disables Nagle on accepted sockets whose
+    # proto says TCP, and with Nagle every response pays a 40 ms delayed-ACK stall.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    # Lets a restarted server take its old port back while old connections sit in TIME_WAIT.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _vanish(server: uvicorn.Server) -> None:
+    """Stop accepting and reset every open connection, before uvicorn's graceful shutdown
+    gets a chance to wait for them."""
+    for listener in getattr(server, "servers", []):
+        listener.close()
+    for connection in list(server.server_state.connections):
+        transport = getattr(connection, "transport", None)
+        if transport is not None:
+            transport.abort()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve a fake model until interrupted."""
+    parser = argparse.ArgumentParser(
+        prog="python -m vigil.testing.fake_model",
+        description="Serve a fake OpenAI/Anthropic-compatible model with prefix-cache accounting.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
+    parser.add_argument("--api-key", default="test-key")
+    parser.add_argument("--model", action="append", help="a model name to offer (repeatable)")
+    parser.add_argument("--reply", default="ok", help="the text of every answer")
+    args = parser.parse_args(argv)
+
+    server = FakeModelServer(
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        models=args.model or ["fake-model"],
+        default_reply=args.reply,
+    )
+    try:
+        server.start()
+    except (OSError, RuntimeError) as exc:
+        print(f"fake model: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    print(f"OpenAI base URL:    {server.base_url}")
+    print(f"Anthropic base URL: {server.anthropic_base_url}")
+    print(f"API key: {server.api_key}   models: {', '.join(server.models)}")
+    print("Serving; press Ctrl-C to stop.", flush=True)
+
+    stopping = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.set())
+    while not stopping.wait(0.5):
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

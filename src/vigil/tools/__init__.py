@@ -1,0 +1,1 @@
+"""The agent's built-in tools: each a small module, run through ``vigil.tools.registry``."""

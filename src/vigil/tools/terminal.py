@@ -1,0 +1,190 @@
+"""The ``terminal`` tool: run a shell command and report its exit code and output."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import shutil
+import signal
+from typing import Any
+
+from vigil.tools import danger
+from vigil.tools.base import (
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolResult,
+    request_approval,
+    truncate_middle,
+)
+
+# After the shell exits, background children may still hold the output pipe open; wait this
+# long for them to let go before reporting without them (they keep running).
+_DRAIN_GRACE = 1.0
+_POLL = 0.1
+_CHUNK = 65536
+_DRAINING: set[asyncio.Task[None]] = set()
+
+
+class CappedOutput:
+    """Collects decoded output, keeping only the first and the last ``cap`` characters.
+
+    Memory stays bounded however much a command prints, and the final text keeps both the
+    beginning (what ran) and the end (how it finished), which is where the signal usually is.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.total = 0
+        self._head = ""
+        self._tail = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes, *, final: bool = False) -> None:
+        text = self._decoder.decode(data, final=final)
+        if not text:
+            return
+        self.total += len(text)
+        room = self.cap - len(self._head)
+        if room > 0:
+            self._head += text[:room]
+            text = text[room:]
+        if text:
+            self._tail = (self._tail + text)[-self.cap :]
+
+    def text(self) -> str:
+        """Everything collected, cut in the middle to about ``cap`` characters if longer."""
+        self.feed(b"", final=True)
+        if self.total == len(self._head) + len(self._tail):
+            return truncate_middle(self._head + self._tail, self.cap)
+        head = self._head[: self.cap // 2]
+        tail = self._tail[len(self._tail) - (self.cap - len(head)) :]
+        omitted = self.total - len(head) - len(tail)
+        return f"{head}\n[... {omitted} characters omitted ...]\n{tail}"
+
+
+def _shell() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+class TerminalTool(Tool):
+    name = "terminal"
+    description = (
+        "Run a shell command (bash when available) and return its exit code and combined stdout/stderr. "
+        "Runs in the session's working directory unless `workdir` is given; stdin is empty, so "
+        "interactive programs must be driven with flags. Long output is cut in the middle. "
+        "Commands that could destroy data or the system need the user's approval."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The shell command line to run."},
+            "workdir": {
+                "type": "string",
+                "description": "Directory to run in (relative to the working directory).",
+            },
+            "timeout": {
+                "type": "number",
+                "description": "Seconds before the command is killed (capped by the configured limit).",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        command: str = args["command"]
+        if not command.strip():
+            raise ToolFailure("the command is empty")
+        workdir = ctx.resolve(args["workdir"]) if args.get("workdir") else ctx.cwd
+        if not workdir.is_dir():
+            raise ToolFailure(f"working directory {workdir} does not exist or is not a directory")
+        limit = ctx.settings.tools.terminal_timeout
+        requested = args.get("timeout")
+        timeout = min(float(requested), limit) if requested and requested > 0 else limit
+
+        reason = danger.check(command)
+        if reason:
+            refusal = await request_approval(
+                ctx, self.name, f"run a command that {reason}: {command}"
+            )
+            if refusal:
+                return refusal
+        return await run_command(command, workdir, timeout, ctx.settings.tools.terminal_output_cap)
+
+
+async def run_command(
+    command: str, workdir: os.PathLike[str] | str, timeout: float, cap: int
+) -> ToolResult:
+    """Run ``command`` in its own process group and describe the outcome."""
+    proc = await asyncio.create_subprocess_exec(
+        _shell(),
+        "-c",
+        command,
+        cwd=workdir,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # its own process group, so a timeout can kill every child
+    )
+    assert proc.stdout is not None
+    output = CappedOutput(cap)
+    reader = asyncio.create_task(_pump(proc.stdout, output))
+    timed_out = False
+    try:
+        await asyncio.wait_for(_exit_code(proc, reader), timeout)
+    except asyncio.TimeoutError:
+        timed_out = True
+        _kill_group(proc.pid)
+        await _exit_code(proc, reader)
+    except BaseException:
+        _kill_group(proc.pid)
+        reader.cancel()
+        raise
+    await asyncio.wait({reader}, timeout=_DRAIN_GRACE)
+    detached = not reader.done()
+    if detached:
+        # Keep draining so a background child never blocks on a full pipe or dies of SIGPIPE.
+        _DRAINING.add(reader)
+        reader.add_done_callback(_DRAINING.discard)
+
+    text = output.text().rstrip("\n") or "(no output)"
+    if timed_out:
+        return ToolResult(
+            f"timed out after {timeout:g}s: the command and its child processes were killed\n"
+            f"output so far:\n{text}",
+            is_error=True,
+        )
+    note = (
+        "\n[background processes still hold the output open; they keep running, "
+        "their further output is not shown]"
+        if detached
+        else ""
+    )
+    return ToolResult(f"exit code: {proc.returncode}\n{text}{note}")
+
+
+async def _exit_code(proc: asyncio.subprocess.Process, reader: asyncio.Task[None]) -> int:
+    """Wait for the shell to exit.
+
+    ``Process.wait()`` also waits for the output pipe to close, which a background child can
+    hold open indefinitely, so once the output has not ended, watch the exit status directly.
+    """
+    while proc.returncode is None:
+        if reader.done():
+            return await proc.wait()
+        await asyncio.wait({reader}, timeout=_POLL)
+    return proc.returncode
+
+
+async def _pump(stream: asyncio.StreamReader, output: CappedOutput) -> None:
+    while chunk := await stream.read(_CHUNK):
+        output.feed(chunk)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,135 @@
+"""`vigil sessions ...` over a real state.db, as a user would run it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import run_cli, run_vigil
+from vigil.store import NewMessage, SQLiteStore, ToolCall
+from vigil.usage import Usage
+
+
+@pytest.fixture
+def seeded(vigil_home: Path) -> dict[str, str]:
+    """A profile with a two-segment (compressed) conversation and an unrelated one."""
+    vigil_home.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStore(vigil_home / "state.db")
+    try:
+        first = store.create_session(source="cli", title="Postgres tuning", session_id="aaa111000001")
+        store.append_message(first.id, NewMessage("user", "how do I tune postgres shared_buffers?"))
+        store.append_message(
+            first.id,
+            NewMessage(
+                "assistant",
+                None,
+                tool_calls=(ToolCall("c1", "terminal", '{"command": "free -m"}'),),
+                usage=Usage(100, 0, 50, 10),
+            ),
+        )
+        store.append_message(first.id, NewMessage("tool", "Mem: 24000", tool_call_id="c1", tool_name="terminal"))
+        store.append_message(first.id, NewMessage("assistant", "Use a quarter of RAM.", usage=Usage(20, 150, 0, 8)))
+        store.end_session(first.id, "compression")
+        cont = store.create_session(source="cli", title="Postgres tuning", parent_id=first.id, session_id="aaa111000002")
+        store.append_message(cont.id, NewMessage("summary", "Summary: tuning shared_buffers."))
+        store.append_message(cont.id, NewMessage("user", "and work_mem?"))
+        other = store.create_session(source="cron", title="Daily report", session_id="bbb222000001")
+        store.append_message(other.id, NewMessage("user", "write the daily report"))
+    finally:
+        store.close()
+    return {"first": first.id, "cont": cont.id, "other": other.id}
+
+
+def test_list_shows_each_conversation_once_with_its_newest_session(seeded: dict[str, str]) -> None:
+    listed = json.loads(run_cli("sessions", "list", "--json").output)
+    ids = [row["id"] for row in listed]
+    assert ids == [seeded["other"], seeded["cont"]]
+    compressed = listed[1]
+    assert compressed["conversation_root"] == seeded["first"] and compressed["segments"] == 2
+    human = run_cli("sessions", "list").output
+    assert seeded["cont"] in human and seeded["first"] not in human
+    assert "(+1 earlier)" in human
+
+
+def test_show_by_prefix_and_json(seeded: dict[str, str]) -> None:
+    result = run_cli("sessions", "show", "aaa111000001")
+    assert result.exit_code == 0
+    assert "Postgres tuning" in result.output and "compression" in result.output
+    assert "terminal" in result.output
+    data = json.loads(run_cli("sessions", "show", "bbb", "--json").output)
+    assert data["id"] == seeded["other"]
+    assert [m["content"] for m in data["messages"]] == ["write the daily report"]
+
+
+def test_unknown_and_ambiguous_prefixes_are_distinct_clear_errors(seeded: dict[str, str], vigil_home: Path) -> None:
+    db = vigil_home / "state.db"
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    unknown = run_cli("sessions", "show", "ccc")
+    assert unknown.exit_code == 1 and "no session matches 'ccc'" in unknown.output
+    ambiguous = run_cli("sessions", "rename", "aaa", "x")
+    assert ambiguous.exit_code == 1 and "ambiguous" in ambiguous.output and "2 sessions" in ambiguous.output
+    deleted = run_cli("sessions", "delete", "aaa", "--yes")
+    assert deleted.exit_code == 1
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_search_finds_words_and_survives_query_syntax(seeded: dict[str, str]) -> None:
+    hits = json.loads(run_cli("sessions", "search", "shared_buffers", "--json").output)
+    assert {h["session_id"] for h in hits} >= {seeded["first"]}
+    assert json.loads(run_cli("sessions", "search", "daily", "--json", "--session", "bbb").output)[0][
+        "session_id"
+    ] == seeded["other"]
+    hostile = run_cli("sessions", "search", 'postgres" OR NEAR(', "--json")
+    assert hostile.exit_code == 0
+    assert run_cli("sessions", "search", "zebra").output.strip() == "No matches."
+
+
+def test_export_jsonl_and_markdown(seeded: dict[str, str], tmp_path: Path) -> None:
+    lines = run_cli("sessions", "export", "aaa111000002", "--conversation").output.splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["type"] for r in records].count("session") == 2
+    assert records[0]["id"] == seeded["first"]
+    tool_call = next(r for r in records if r.get("tool_calls"))
+    assert tool_call["tool_calls"][0]["name"] == "terminal"
+    out = tmp_path / "talk.md"
+    assert run_cli("sessions", "export", "aaa111000001", "--format", "markdown", "-o", str(out)).exit_code == 0
+    text = out.read_text()
+    assert text.startswith("# Postgres tuning") and "## Tool result (terminal)" in text
+    assert "Use a quarter of RAM." in text
+
+
+def test_rename_and_delete(seeded: dict[str, str]) -> None:
+    assert run_cli("sessions", "rename", "bbb", "Weekly report").exit_code == 0
+    assert json.loads(run_cli("sessions", "show", "bbb", "--json").output)["title"] == "Weekly report"
+    assert run_cli("sessions", "rename", "bbb", "   ").exit_code != 0
+    declined = run_cli("sessions", "delete", "bbb", input="n\n")
+    assert declined.exit_code == 1
+    assert run_cli("sessions", "show", "bbb").exit_code == 0
+    assert run_cli("sessions", "delete", "bbb", "--yes").exit_code == 0
+    assert run_cli("sessions", "show", "bbb").exit_code == 1
+
+
+def test_damaged_database_file_is_a_clear_error_and_untouched(vigil_home: Path) -> None:
+    vigil_home.mkdir(parents=True)
+    db = vigil_home / "state.db"
+    db.write_bytes(b"this is not a database, just some notes\n" * 50)
+    before = db.read_bytes()
+    result = run_vigil("sessions", "list", home=vigil_home)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and str(db) in result.stderr
+    assert db.read_bytes() == before
+
+
+def test_usage_reports_tokens_and_hit_ratio(seeded: dict[str, str]) -> None:
+    data = json.loads(run_cli("usage", "--json").output)
+    assert data["total"]["input_tokens"] == 120
+    assert data["total"]["cache_read_tokens"] == 150
+    assert data["total"]["cache_write_tokens"] == 50
+    assert data["total"]["output_tokens"] == 18
+    assert data["total"]["cache_hit_ratio"] == pytest.approx(150 / 320, abs=1e-4)
+    one = json.loads(run_cli("usage", "--session", "aaa111000001", "--json").output)
+    assert [s["id"] for s in one["sessions"]] == [seeded["first"]]
+    assert "total" in run_cli("usage").output

@@ -1,0 +1,161 @@
+"""Files that are not (usable) vigil databases, and damaged rows inside one."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from vigil.clock import FakeClock
+from vigil.store import (
+    NewMessage,
+    SchemaTooNew,
+    StoreError,
+    StoreUnreadable,
+    ToolCall,
+    open_store,
+)
+from vigil.store.sqlite import SQLiteStore
+from vigil.store.sqlite_migrations import LATEST_VERSION
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def siblings(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir())
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"these are my notes, not a database\n" * 100,
+        bytes(range(256)) * 40,
+        b"SQLite format 3\x00" + b"\xff" * 4080,  # the right header, then nonsense
+        b"SQLite",  # a truncated header
+    ],
+    ids=["text", "binary", "bad-pages", "truncated"],
+)
+def test_a_file_that_is_not_a_database_is_refused_and_left_alone(db_path: Path, content: bytes) -> None:
+    db_path.write_bytes(content)
+    before = digest(db_path)
+    with pytest.raises(StoreUnreadable) as refused:
+        SQLiteStore(db_path)
+    assert str(db_path) in str(refused.value)
+    assert digest(db_path) == before
+    assert siblings(db_path) == ["state.db"]  # no -wal or -shm left behind
+
+
+def test_another_programs_database_is_refused_and_left_alone(db_path: Path) -> None:
+    with closing(sqlite3.connect(db_path)) as conn:
+        conn.execute("CREATE TABLE recipes (name TEXT)")
+        conn.execute("INSERT INTO recipes VALUES ('soup')")
+        conn.commit()
+    before = digest(db_path)
+    with pytest.raises(StoreUnreadable, match="other program"):
+        SQLiteStore(db_path)
+    assert digest(db_path) == before
+
+
+def test_a_directory_in_the_way_is_refused(db_path: Path) -> None:
+    db_path.mkdir()
+    with pytest.raises(StoreUnreadable):
+        SQLiteStore(db_path)
+
+
+def test_an_empty_file_becomes_a_database(db_path: Path) -> None:
+    db_path.touch()
+    store = SQLiteStore(db_path)
+    assert store.schema_version() == LATEST_VERSION
+    store.close()
+
+
+def test_a_newer_schema_is_refused(db_path: Path) -> None:
+    SQLiteStore(db_path).close()
+    with closing(sqlite3.connect(db_path)) as conn:
+        conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)", (LATEST_VERSION + 5,))
+        conn.commit()
+    before = digest(db_path)
+    with pytest.raises(SchemaTooNew) as refused:
+        SQLiteStore(db_path)
+    message = str(refused.value)
+    assert f"schema {LATEST_VERSION + 5}" in message and f"knows up to {LATEST_VERSION}" in message
+    assert "upgrade vigil" in message and "state.db" in message
+    assert digest(db_path) == before
+
+
+def test_open_store_picks_the_backend(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "state.db")
+    assert isinstance(store, SQLiteStore)
+    store.close()
+    with pytest.raises(StoreError, match="PostgreSQL backend is not available yet"):
+        open_store("postgresql://vigil@localhost/vigil")
+
+
+def test_a_closed_store_says_so(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.list_sessions()
+
+
+# -- damaged rows -------------------------------------------------------------------------
+def damage(path: Path, sql: str, *params: object) -> None:
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(sql, params)
+        conn.commit()
+
+
+def test_a_damaged_session_row_is_named_not_a_traceback(
+    db_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(db_path, clock=clock)
+    healthy = store.create_session(source="cli", model_config={"epoch": 1}, tool_names=["terminal"])
+    clock.set_sync(clock.now() + 1)
+    broken = store.create_session(source="cli", model_config={"epoch": 1}, tool_names=["terminal"])
+    damage(db_path, "UPDATE sessions SET model_config = '{not json', tool_names = '\"x\"' WHERE id = ?", broken.id)
+
+    # Strict reads name the session and the column.
+    for read in (lambda: store.get_session(broken.id), lambda: store.latest_session(), lambda: store.parent_chain(broken.id)):
+        with pytest.raises(StoreError) as refused:
+            read()
+        assert broken.id in str(refused.value) and "model_config" in str(refused.value)
+
+    # List views still work: the damaged fields show as empty and a warning says why.
+    with caplog.at_level(logging.WARNING, logger="vigil.store"):
+        listed = {s.id: s for s in store.list_sessions()}
+    assert listed[broken.id].model_config == {} and listed[broken.id].tool_names == ()
+    assert listed[healthy.id].model_config == {"epoch": 1}
+    assert any(broken.id in r.getMessage() and "tool_names" in r.getMessage() for r in caplog.records)
+    assert {c.head.id for c in store.list_conversations()} == {healthy.id, broken.id}
+
+    store.delete_session(broken.id)  # and it can be cleared away
+    assert [s.id for s in store.list_sessions()] == [healthy.id]
+    store.close()
+
+
+def test_a_damaged_message_row_is_named(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    session = store.create_session(source="cli")
+    store.append_message(session.id, NewMessage(role="assistant", tool_calls=(ToolCall("c", "terminal", "{}"),)))
+    damage(db_path, "UPDATE messages SET tool_calls = '[{\"id\": 1}]' WHERE session_id = ?", session.id)
+    with pytest.raises(StoreError) as refused:
+        store.get_messages(session.id)
+    assert session.id in str(refused.value) and "tool_calls" in str(refused.value)
+    store.close()
+
+
+def test_a_damaged_meta_value_is_named(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    store.set_meta("heartbeat:abc", {"status": "active"})
+    damage(db_path, "UPDATE state_meta SET value = 'nope' WHERE key = 'heartbeat:abc'")
+    with pytest.raises(StoreError, match="heartbeat:abc"):
+        store.get_meta("heartbeat:abc")
+    store.set_meta("heartbeat:abc", {"status": "paused"})  # overwriting repairs it
+    assert store.get_meta("heartbeat:abc").value == {"status": "paused"}  # type: ignore[union-attr]
+    store.close()

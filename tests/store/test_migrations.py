@@ -1,0 +1,131 @@
+"""Schema migrations of the SQLite store: forward-only, recorded, and lossless."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from vigil.clock import FakeClock
+from vigil.store import NewMessage, SessionRecord
+from vigil.store.sqlite import SQLiteStore
+from vigil.store.sqlite_migrations import LATEST_VERSION, MIGRATIONS, applied_version, migrate
+from vigil.usage import Usage
+
+
+def make_v1_database(path: Path) -> None:
+    """A database as the first schema version left it, with a parent chain, messages and meta."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert migrate(conn, target=1, now=100.0) == 1
+        conn.executemany(
+            "INSERT INTO sessions (id, source, title, parent_id, end_reason, started_at, ended_at, updated_at,"
+            " model, model_config, tool_names, message_count, input_tokens, output_tokens)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                ("aaaaaaaaaaaa", "cli", "old talk", None, "compression", 10.0, 20.0, 20.0,
+                 "gpt-old", '{"epoch": 1}', '["terminal"]', 2, 50, 7),
+                ("bbbbbbbbbbbb", "cli", None, "aaaaaaaaaaaa", None, 20.0, None, 30.0,
+                 "gpt-old", "{}", '["terminal", "files"]', 1, 5, 1),
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO messages (session_id, seq, role, content, tool_calls, tool_call_id, tool_name, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                ("aaaaaaaaaaaa", 1, "user", "remember the lighthouse keeper", "[]", None, None, 11.0),
+                ("aaaaaaaaaaaa", 2, "assistant", None,
+                 '[{"id": "c1", "name": "terminal", "arguments": "{}"}]', None, None, 12.0),
+                ("bbbbbbbbbbbb", 1, "summary", "we spoke about a lighthouse", "[]", None, None, 21.0),
+            ],
+        )
+        conn.execute("INSERT INTO state_meta (key, value, updated_at) VALUES ('refresh_epoch', '3', 15.0)")
+    finally:
+        conn.close()
+
+
+def test_migrations_are_numbered_from_one() -> None:
+    assert [m.version for m in MIGRATIONS] == list(range(1, LATEST_VERSION + 1))
+    assert LATEST_VERSION >= 2
+
+
+def test_a_new_database_is_at_the_latest_version(db_path: Path, clock: FakeClock) -> None:
+    store = SQLiteStore(db_path, clock=clock)
+    assert store.schema_version() == LATEST_VERSION
+    store.close()
+    with closing(sqlite3.connect(db_path)) as conn:
+        ledger = conn.execute("SELECT version, applied_at FROM schema_migrations ORDER BY version").fetchall()
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert ledger == [(v, clock.now()) for v in range(1, LATEST_VERSION + 1)]
+
+
+def test_reopening_applies_nothing_twice(db_path: Path, clock: FakeClock) -> None:
+    SQLiteStore(db_path, clock=clock).close()
+    clock.set_sync(clock.now() + 60)
+    store = SQLiteStore(db_path, clock=clock)
+    store.close()
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute("SELECT COUNT(*), MAX(applied_at) FROM schema_migrations").fetchone() == (
+            LATEST_VERSION,
+            clock.now() - 60,
+        )
+
+
+def test_migrate_to_a_target_and_never_back(db_path: Path) -> None:
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        assert applied_version(conn) == 0
+        assert migrate(conn, target=1) == 1
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"sessions", "messages", "state_meta"} <= tables and "system_prompts" not in tables
+        assert migrate(conn) == LATEST_VERSION
+        assert migrate(conn, target=1) == LATEST_VERSION  # forward only: nothing is undone
+        with pytest.raises(ValueError):
+            migrate(conn, target=LATEST_VERSION + 1)
+    finally:
+        conn.close()
+
+
+def test_a_first_version_database_migrates_without_loss(db_path: Path, clock: FakeClock) -> None:
+    make_v1_database(db_path)
+    store = SQLiteStore(db_path, clock=clock)
+    assert store.schema_version() == LATEST_VERSION
+
+    old = store.get_session("aaaaaaaaaaaa")
+    assert old == SessionRecord(
+        id="aaaaaaaaaaaa", source="cli", title="old talk", parent_id=None, end_reason="compression",
+        started_at=10.0, ended_at=20.0, updated_at=20.0, model="gpt-old", model_config={"epoch": 1},
+        system_prompt_hash=None, tool_names=("terminal",), message_count=2, usage=Usage(50, 0, 0, 7),
+    )
+    newer = store.get_session("bbbbbbbbbbbb")
+    assert newer.parent_id == old.id and newer.tool_names == ("terminal", "files")
+    assert [c.head.id for c in store.list_conversations()] == ["bbbbbbbbbbbb"]
+
+    messages = store.get_messages(old.id)
+    assert [(m.seq, m.role, m.content) for m in messages] == [
+        (1, "user", "remember the lighthouse keeper"),
+        (2, "assistant", None),
+    ]
+    assert messages[1].tool_calls[0].name == "terminal"
+    assert all(m.usage == Usage() and m.meta == {} for m in messages)
+    assert store.get_meta("refresh_epoch").value == 3  # type: ignore[union-attr]
+
+    # Messages written before full-text search existed are found, and new ones join them.
+    assert {h.session_id for h in store.search("lighthouse")} == {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}
+    appended = store.append_message(old.id, NewMessage(role="user", content="the lighthouse again"))
+    assert appended.seq == 3 and len(store.search("lighthouse")) == 3
+    assert store.get_session(old.id).message_count == 3
+    store.close()
+
+
+def test_files_are_private(tmp_path: Path) -> None:
+    path = tmp_path / "profile" / "nested" / "state.db"
+    store = SQLiteStore(path)
+    store.create_session(source="cli")  # something in the WAL
+    for suffix in ("", "-wal", "-shm"):
+        mode = stat.S_IMODE((path.parent / (path.name + suffix)).stat().st_mode)
+        assert mode == 0o600, f"{path.name}{suffix} has mode {oct(mode)}"
+    store.close()

@@ -1,0 +1,78 @@
+"""Bodies of the processes in test_concurrency (importable by a "spawn" child)."""
+
+from __future__ import annotations
+
+from multiprocessing.synchronize import Event
+from multiprocessing.queues import Queue
+from typing import Any
+
+from vigil.store import NewMessage
+from vigil.store.sqlite import SQLiteStore
+
+
+def content(session_id: str, i: int) -> str:
+    return f"{session_id} message {i}"
+
+
+def append(path: str, session_id: str, count: int, start: Event, results: Queue[Any]) -> None:
+    """Append ``count`` messages to one session, one transaction each; report every error."""
+    errors: list[str] = []
+    try:
+        # durable=False skips the fsync per commit: it changes when the WAL reaches the disk,
+        # not the locking under test, and keeps the run time independent of the disk.
+        store = SQLiteStore(path, durable=False)
+        try:
+            start.wait()
+            for i in range(count):
+                try:
+                    store.append_message(session_id, NewMessage(role="user", content=content(session_id, i)))
+                except Exception as exc:  # noqa: BLE001 - every failure is reported to the test
+                    errors.append(f"append {i}: {exc!r}")
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"open: {exc!r}")
+    results.put(("writer", session_id, errors))
+
+
+def read(path: str, session_ids: list[str], stop: Event, results: Queue[Any]) -> None:
+    """Follow every session's new messages until ``stop``, as a live view would; a gap, a
+    repeat or a reordering is reported as an error, and so is any exception."""
+    errors: list[str] = []
+    seen = dict.fromkeys(session_ids, 0)
+    reads = 0
+    try:
+        store = SQLiteStore(path)
+        try:
+            while not stop.is_set() and len(errors) < 20:
+                try:
+                    for session_id in session_ids:
+                        new = store.get_messages(session_id, after_seq=seen[session_id])
+                        first = seen[session_id]
+                        expected = [(first + i + 1, content(session_id, first + i)) for i in range(len(new))]
+                        if [(m.seq, m.content) for m in new] != expected:
+                            errors.append(f"session {session_id}: messages after {first} out of order")
+                        seen[session_id] += len(new)
+                    store.list_sessions()
+                    store.search("message 7")
+                    reads += 1
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(f"read: {exc!r}")
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"reader: {exc!r}")
+    results.put(("reader", reads, errors))
+
+
+def open_and_create(path: str, start: Event, results: Queue[Any]) -> None:
+    """Open a (possibly brand-new) database at the same moment as others and create a session."""
+    try:
+        start.wait()
+        store = SQLiteStore(path)
+        try:
+            results.put(("ok", store.create_session(source="race").id))
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001
+        results.put(("error", repr(exc)))
