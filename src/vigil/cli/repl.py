@@ -7,7 +7,8 @@ import signal
 import sys
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import Completer, Completion, Document
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
