@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from tests.models.conftest import ClientFactory, RecordedSleeps
 from vigil.models.base import (
     ChatMessage,
     ModelAuthError,
@@ -21,6 +20,8 @@ from vigil.models.base import (
     ToolSpec,
 )
 from vigil.testing import FakeModelServer, Reply, ToolCallSpec
+
+from .conftest import ClientFactory, RecordedSleeps
 
 SYSTEM = "You are vigil, a patient assistant. " * 20
 TOOLS = (

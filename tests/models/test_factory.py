@@ -6,11 +6,12 @@ import os
 
 import pytest
 
-from tests.models.conftest import RecordedSleeps
 from vigil.config import ModelSettings
 from vigil.models import ModelAuthError, ModelNotConfigured, RetryPolicy, build_client
 from vigil.models.base import ChatMessage, ModelRequest
 from vigil.testing import FakeModelServer, Reply
+
+from .conftest import RecordedSleeps
 
 HELLO = ModelRequest(system="be brief", messages=[ChatMessage("user", "hello")])
 

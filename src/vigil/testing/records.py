@@ -43,7 +43,8 @@ class RecordedRequest:
     cache_write_tokens: int
     output_tokens: int
     full_prefix_hit: bool
-    """The whole previous served request (same api and model) was read from the cache."""
+    """The whole previous served request (same api and model) was read from the cache, by the
+    simulation (a ``Reply.usage`` override does not change it)."""
     reply: Reply | None
     reply_source: str
     """``queue``, ``rule``, ``default``, or ``''`` when the request was rejected."""
