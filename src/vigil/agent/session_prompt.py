@@ -8,7 +8,7 @@ Each rebuild is recorded in the session's model configuration.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -17,9 +17,11 @@ from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.profiles import Profile
 from vigil.prompt.builder import build_system_prompt
-from vigil.store import SessionRecord, SessionStore, StoreError
+from vigil.store import SessionRecord, SessionStore, StoreError, prompt_hash
 
-EPOCH_KEY = "prompt:refresh_epoch"
+REFRESH_KEY = "prompt:refresh"
+"""state_meta: ``{"counter": N, "profile_epoch": M}``. ``counter`` only grows; every refresh
+request takes the next value. ``profile_epoch`` is the value every session must satisfy."""
 SATISFIED = "prompt_epoch"
 REQUESTED = "prompt_refresh_request"
 EVENTS = "prompt_events"
@@ -30,22 +32,30 @@ class PromptDamaged(StoreError):
     """A session's stored prompt is missing, empty or does not match its hash."""
 
 
-def prompt_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+@dataclass(frozen=True, slots=True)
+class RefreshState:
+    """The profile's refresh counters (both 0 before the first request)."""
+
+    counter: int = 0
+    profile_epoch: int = 0
+
+    def as_value(self) -> dict[str, int]:
+        return {"counter": self.counter, "profile_epoch": self.profile_epoch}
 
 
-def read_epoch(store: SessionStore) -> int:
-    """The profile's refresh epoch (0 before the first refresh request)."""
-    entry = store.get_meta(EPOCH_KEY)
-    return int(entry.value) if entry is not None and isinstance(entry.value, int) else 0
+def read_refresh_state(store: SessionStore) -> RefreshState:
+    """One point read of the profile's refresh counters."""
+    entry = store.get_meta(REFRESH_KEY)
+    value = entry.value if entry is not None and isinstance(entry.value, dict) else {}
+    return RefreshState(int(value.get("counter", 0) or 0), int(value.get("profile_epoch", 0) or 0))
 
 
-def needs_rebuild(session: SessionRecord, epoch: int) -> str | None:
+def needs_rebuild(session: SessionRecord, state: RefreshState) -> str | None:
     """Why this session must rebuild its prompt now, or ``None`` to replay the stored one."""
     if session.system_prompt_hash is None:
         return "new session"
     satisfied = int(session.model_config.get(SATISFIED, 0) or 0)
-    if epoch > satisfied:
+    if state.profile_epoch > satisfied:
         return "profile refresh"
     if int(session.model_config.get(REQUESTED, 0) or 0) > satisfied:
         return "session refresh"
@@ -63,23 +73,24 @@ class PromptKeeper:
         self._texts: dict[str, str] = {}
 
     def current_epoch_marker(self) -> dict[str, Any]:
-        """What a brand-new session records: it satisfies the current epoch."""
-        return {SATISFIED: read_epoch(self.store)}
+        """What a brand-new session records: it satisfies every request made so far."""
+        return {SATISFIED: read_refresh_state(self.store).counter}
 
     async def prompt_for_turn(
         self, session: SessionRecord, emit: Callable[[TurnEvent], Awaitable[None]]
     ) -> str:
         """The exact system prompt text for this turn of ``session``."""
-        epoch = await asyncio.to_thread(read_epoch, self.store)
-        reason = needs_rebuild(session, epoch)
+        state = await asyncio.to_thread(read_refresh_state, self.store)
+        reason = needs_rebuild(session, state)
         if reason is None:
             return await self._stored_text(session)
-        text = await asyncio.to_thread(self.rebuild, session, epoch, reason)
+        text = await asyncio.to_thread(self.rebuild, session.id, state, reason)
         await emit(PromptRebuilt(reason))
         return text
 
-    def rebuild(self, session: SessionRecord, epoch: int, reason: str) -> str:
+    def rebuild(self, session_id: str, state: RefreshState, reason: str) -> str:
         """Build from the files on disk and store prompt + satisfied epoch in one write."""
+        session = self.store.get_session(session_id)  # fresh: a request may have just landed
         config = dict(session.model_config)
         built = build_system_prompt(
             self.profile,
@@ -88,7 +99,9 @@ class PromptKeeper:
             max_file_chars=self.settings.prompt.max_file_chars,
             include_context_files=self.settings.prompt.context_files,
         )
-        config[SATISFIED] = max(epoch, int(config.get(REQUESTED, 0) or 0), int(config.get(SATISFIED, 0) or 0))
+        config[SATISFIED] = max(
+            state.counter, int(config.get(REQUESTED, 0) or 0), int(config.get(SATISFIED, 0) or 0)
+        )
         events = list(config.get(EVENTS) or [])
         events.append({"at": self.clock.now(), "reason": reason, "epoch": config[SATISFIED]})
         config[EVENTS] = events[-_MAX_EVENTS:]

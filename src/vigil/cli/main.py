@@ -51,12 +51,13 @@ def cli(ctx: click.Context) -> None:
 
 
 def _register() -> None:
-    from vigil.cli import config_cmd, profile_cmd, sessions_cmd
+    from vigil.cli import config_cmd, profile_cmd, prompts_cmd, sessions_cmd
 
     cli.add_command(profile_cmd.profile)
     cli.add_command(config_cmd.config)
     cli.add_command(sessions_cmd.sessions)
-    for optional in ("chat_cmd", "usage_cmd"):
+    prompts_cmd.register(sessions_cmd.sessions)
+    for optional in ("chat_cmd", "usage_cmd", "heartbeat_cmd", "cron_cmd"):
         try:
             module = __import__(f"vigil.cli.{optional}", fromlist=["command"])
         except ModuleNotFoundError as exc:

@@ -88,4 +88,7 @@ class ConversationController:
     async def turn(self, text: str, *, on_event: EventCallback | None = None) -> TurnResult:
         """Send a user message and run the turn."""
         session_id = await self.ensure_session()
-        return await self.agent.run_turn(session_id, text, on_event=on_event)
+        result = await self.agent.run_turn(session_id, text, on_event=on_event)
+        # compression may have moved the conversation to a continuation session
+        self._session_id = result.session_id
+        return result
