@@ -42,8 +42,9 @@ def model_settings(server: FakeModelServer, provider: str, **overrides: object) 
 
 
 @pytest.fixture
-def profile(tmp_path: Path) -> Profile:
-    return Profile("default", tmp_path / "home").ensure()
+def profile(vigil_home: Path) -> Profile:
+    """The default profile of the test's $VIGIL_HOME, so `vigil` commands see the same data."""
+    return Profile("default", vigil_home).ensure()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ Each rebuild is recorded in the session's model configuration.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -17,49 +16,18 @@ from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.profiles import Profile
 from vigil.prompt.builder import build_system_prompt
-from vigil.store import SessionRecord, SessionStore, StoreError, prompt_hash
+from vigil.prompt.epoch import (
+    EVENTS,
+    REQUESTED,
+    SATISFIED,
+    PromptDamaged,
+    RefreshState,
+    needs_rebuild,
+    read_refresh_state,
+)
+from vigil.store import SessionRecord, SessionStore, prompt_hash
 
-REFRESH_KEY = "prompt:refresh"
-"""state_meta: ``{"counter": N, "profile_epoch": M}``. ``counter`` only grows; every refresh
-request takes the next value. ``profile_epoch`` is the value every session must satisfy."""
-SATISFIED = "prompt_epoch"
-REQUESTED = "prompt_refresh_request"
-EVENTS = "prompt_events"
 _MAX_EVENTS = 20
-
-
-class PromptDamaged(StoreError):
-    """A session's stored prompt is missing, empty or does not match its hash."""
-
-
-@dataclass(frozen=True, slots=True)
-class RefreshState:
-    """The profile's refresh counters (both 0 before the first request)."""
-
-    counter: int = 0
-    profile_epoch: int = 0
-
-    def as_value(self) -> dict[str, int]:
-        return {"counter": self.counter, "profile_epoch": self.profile_epoch}
-
-
-def read_refresh_state(store: SessionStore) -> RefreshState:
-    """One point read of the profile's refresh counters."""
-    entry = store.get_meta(REFRESH_KEY)
-    value = entry.value if entry is not None and isinstance(entry.value, dict) else {}
-    return RefreshState(int(value.get("counter", 0) or 0), int(value.get("profile_epoch", 0) or 0))
-
-
-def needs_rebuild(session: SessionRecord, state: RefreshState) -> str | None:
-    """Why this session must rebuild its prompt now, or ``None`` to replay the stored one."""
-    if session.system_prompt_hash is None:
-        return "new session"
-    satisfied = int(session.model_config.get(SATISFIED, 0) or 0)
-    if state.profile_epoch > satisfied:
-        return "profile refresh"
-    if int(session.model_config.get(REQUESTED, 0) or 0) > satisfied:
-        return "session refresh"
-    return None
 
 
 class PromptKeeper:
