@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 
@@ -78,7 +79,9 @@ def test_an_empty_file_becomes_a_database(db_path: Path) -> None:
 def test_a_newer_schema_is_refused(db_path: Path) -> None:
     SQLiteStore(db_path).close()
     with closing(sqlite3.connect(db_path)) as conn:
-        conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)", (LATEST_VERSION + 5,))
+        conn.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)", (LATEST_VERSION + 5,)
+        )
         conn.commit()
     before = digest(db_path)
     with pytest.raises(SchemaTooNew) as refused:
@@ -118,10 +121,18 @@ def test_a_damaged_session_row_is_named_not_a_traceback(
     healthy = store.create_session(source="cli", model_config={"epoch": 1}, tool_names=["terminal"])
     clock.set_sync(clock.now() + 1)
     broken = store.create_session(source="cli", model_config={"epoch": 1}, tool_names=["terminal"])
-    damage(db_path, "UPDATE sessions SET model_config = '{not json', tool_names = '\"x\"' WHERE id = ?", broken.id)
+    damage(
+        db_path,
+        "UPDATE sessions SET model_config = '{not json', tool_names = '\"x\"' WHERE id = ?",
+        broken.id,
+    )
 
     # Strict reads name the session and the column.
-    for read in (lambda: store.get_session(broken.id), lambda: store.latest_session(), lambda: store.parent_chain(broken.id)):
+    for read in (
+        lambda: store.get_session(broken.id),
+        lambda: store.latest_session(),
+        lambda: store.parent_chain(broken.id),
+    ):
         with pytest.raises(StoreError) as refused:
             read()
         assert broken.id in str(refused.value) and "model_config" in str(refused.value)
@@ -142,7 +153,9 @@ def test_a_damaged_session_row_is_named_not_a_traceback(
 def test_a_damaged_message_row_is_named(db_path: Path) -> None:
     store = SQLiteStore(db_path)
     session = store.create_session(source="cli")
-    store.append_message(session.id, NewMessage(role="assistant", tool_calls=(ToolCall("c", "terminal", "{}"),)))
+    store.append_message(
+        session.id, NewMessage(role="assistant", tool_calls=(ToolCall("c", "terminal", "{}"),))
+    )
     damage(db_path, "UPDATE messages SET tool_calls = '[{\"id\": 1}]' WHERE session_id = ?", session.id)
     with pytest.raises(StoreError) as refused:
         store.get_messages(session.id)
@@ -158,4 +171,24 @@ def test_a_damaged_meta_value_is_named(db_path: Path) -> None:
         store.get_meta("heartbeat:abc")
     store.set_meta("heartbeat:abc", {"status": "paused"})  # overwriting repairs it
     assert store.get_meta("heartbeat:abc").value == {"status": "paused"}  # type: ignore[union-attr]
+    store.close()
+
+
+def test_a_deleted_file_is_not_silently_recreated(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    for path in db_path.parent.iterdir():
+        path.unlink()
+    failures: list[BaseException] = []
+
+    def use_from_a_new_thread() -> None:  # a new thread opens a new connection
+        try:
+            store.list_sessions()
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    worker = threading.Thread(target=use_from_a_new_thread)
+    worker.start()
+    worker.join()
+    assert len(failures) == 1 and isinstance(failures[0], StoreError)
+    assert not db_path.exists()
     store.close()

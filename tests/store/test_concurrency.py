@@ -36,19 +36,21 @@ def test_processes_append_while_another_reads(db_path: Path) -> None:
     store = SQLiteStore(db_path)
     session_ids = [store.create_session(source=f"writer-{i}").id for i in range(WRITERS)]
     ctx = multiprocessing.get_context("spawn")
-    start, stop, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    ready, start, stop = ctx.Event(), ctx.Event(), ctx.Event()
+    write_results, read_results = ctx.Queue(), ctx.Queue()
     writers = [
-        ctx.Process(target=workers.append, args=(str(db_path), sid, MESSAGES_EACH, start, results))
+        ctx.Process(target=workers.append, args=(str(db_path), sid, MESSAGES_EACH, start, write_results))
         for sid in session_ids
     ]
-    reader = ctx.Process(target=workers.read, args=(str(db_path), session_ids, stop, results))
+    reader = ctx.Process(target=workers.read, args=(str(db_path), session_ids, ready, stop, read_results))
     for p in [reader, *writers]:
         p.start()
     try:
+        assert ready.wait(DEADLINE), "the reader did not start"
         start.set()
-        written = collect(results, WRITERS)
+        written = collect(write_results, WRITERS)
         stop.set()
-        (read_report,) = collect(results, 1)
+        (read_report,) = collect(read_results, 1)
     finally:
         stop.set()
         finish([reader, *writers])
@@ -69,7 +71,9 @@ def test_processes_append_while_another_reads(db_path: Path) -> None:
 def test_processes_opening_a_new_database_together(db_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     start, results = ctx.Event(), ctx.Queue()
-    openers = [ctx.Process(target=workers.open_and_create, args=(str(db_path), start, results)) for _ in range(4)]
+    openers = [
+        ctx.Process(target=workers.open_and_create, args=(str(db_path), start, results)) for _ in range(4)
+    ]
     for p in openers:
         p.start()
     try:

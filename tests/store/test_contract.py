@@ -6,6 +6,8 @@ import hashlib
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from vigil.clock import FakeClock
 from vigil.store import (
@@ -92,7 +94,9 @@ def test_get_unknown_session(store: SessionStore) -> None:
 
 
 def test_update_session_changes_only_given_fields(store: SessionStore) -> None:
-    session = store.create_session(source="cli", model="a", title="t", model_config={"k": 1}, tool_names=["x"])
+    session = store.create_session(
+        source="cli", model="a", title="t", model_config={"k": 1}, tool_names=["x"]
+    )
     updated = store.update_session(session.id, title="new title")
     assert updated.title == "new title"
     assert (updated.model, updated.model_config, updated.tool_names) == ("a", {"k": 1}, ("x",))
@@ -125,9 +129,10 @@ def test_end_and_reopen_session(store: SessionStore, clock: FakeClock) -> None:
     assert not reopened.is_ended and reopened.end_reason is None
     store.end_session(session.id, "new", ended_at=5.0)
     assert store.get_session(session.id).ended_at == 5.0
-    for call in (lambda: store.end_session("abcabcabcabc", "user"), lambda: store.reopen_session("abcabcabcabc")):
-        with pytest.raises(SessionNotFound):
-            call()
+    with pytest.raises(SessionNotFound):
+        store.end_session("abcabcabcabc", "user")
+    with pytest.raises(SessionNotFound):
+        store.reopen_session("abcabcabcabc")
 
 
 def test_delete_session(store: SessionStore) -> None:
@@ -190,13 +195,19 @@ def test_append_updates_counters_and_activity(store: SessionStore, clock: FakeCl
     when = tick(clock)
     first = store.append_message(session.id, NewMessage(role="user", content="hi"))
     assert first.created_at == when and first.usage == Usage()
-    store.append_message(session.id, NewMessage(role="assistant", content="hello", usage=Usage(100, 2000, 30, 40)))
+    store.append_message(
+        session.id, NewMessage(role="assistant", content="hello", usage=Usage(100, 2000, 30, 40))
+    )
     store.append_message(session.id, NewMessage(role="assistant", content="again", usage=Usage(1, 2, 3, 4)))
     stored = store.get_session(session.id)
     assert stored.message_count == 3
     assert stored.usage == Usage(101, 2002, 33, 44)
     assert stored.updated_at == when
-    assert [m.usage for m in store.get_messages(session.id)] == [Usage(), Usage(100, 2000, 30, 40), Usage(1, 2, 3, 4)]
+    assert [m.usage for m in store.get_messages(session.id)] == [
+        Usage(),
+        Usage(100, 2000, 30, 40),
+        Usage(1, 2, 3, 4),
+    ]
     old = store.append_message(session.id, NewMessage(role="user", content="late"), created_at=10.0)
     assert old.created_at == 10.0 and store.get_session(session.id).updated_at == when  # never backwards
 
@@ -208,12 +219,15 @@ def test_tool_calls_and_meta_round_trip(store: SessionStore) -> None:
         ToolCall(id="call_2", name="files", arguments='{"path":"ä/ü.txt"}'),
     )
     asked = store.append_message(
-        session.id, NewMessage(role="assistant", content=None, tool_calls=calls, meta={"finish": "tool_calls"})
+        session.id,
+        NewMessage(role="assistant", content=None, tool_calls=calls, meta={"finish": "tool_calls"}),
     )
     answered = store.append_message(
         session.id, NewMessage(role="tool", content="total 0", tool_call_id="call_1", tool_name="terminal")
     )
-    summary = store.append_message(session.id, NewMessage(role="summary", content="so far", meta={"n": [1, 2]}))
+    summary = store.append_message(
+        session.id, NewMessage(role="summary", content="so far", meta={"n": [1, 2]})
+    )
     assert store.get_messages(session.id) == [asked, answered, summary]
     stored = store.get_messages(session.id)
     assert stored[0].tool_calls == calls and stored[0].content is None
@@ -314,9 +328,21 @@ def test_concurrent_compare_and_set_has_one_winner(store_factory: StoreFactory) 
 
 
 def test_list_meta_by_prefix(store: SessionStore) -> None:
-    for key in ["heartbeat:b", "heartbeat", "heartbeat:a", "heartbeat;", "heartbeau", "cron:x", "heartbeat:\U0010ffff"]:
+    for key in [
+        "heartbeat:b",
+        "heartbeat",
+        "heartbeat:a",
+        "heartbeat;",
+        "heartbeau",
+        "cron:x",
+        "heartbeat:\U0010ffff",
+    ]:
         store.set_meta(key, key)
-    assert [e.key for e in store.list_meta("heartbeat:")] == ["heartbeat:a", "heartbeat:b", "heartbeat:\U0010ffff"]
+    assert [e.key for e in store.list_meta("heartbeat:")] == [
+        "heartbeat:a",
+        "heartbeat:b",
+        "heartbeat:\U0010ffff",
+    ]
     assert [e.value for e in store.list_meta("cron:")] == ["cron:x"]
     assert len(store.list_meta("")) == 7
     assert store.list_meta("nothing") == []
@@ -340,14 +366,38 @@ def test_search_finds_words_best_first(store: SessionStore) -> None:
 
 @pytest.mark.parametrize(
     "hostile",
-    ['tomato" OR', "NEAR(", '"', '""', "*", "AND", "OR NOT", "a:b", "(tomato", "tomato)", "col:tomato",
-     "tomato -x", "^tomato", "tomato*", "{tomato}", "'; DROP TABLE messages; --", "\x00", "NEAR(a b, 2)"],
+    [
+        'tomato" OR',
+        "NEAR(",
+        '"',
+        '""',
+        "*",
+        "AND",
+        "OR NOT",
+        "a:b",
+        "(tomato",
+        "tomato)",
+        "col:tomato",
+        "tomato -x",
+        "^tomato",
+        "tomato*",
+        "{tomato}",
+        "'; DROP TABLE messages; --",
+        "\x00",
+        "NEAR(a b, 2)",
+    ],
 )
 def test_search_treats_syntax_as_words(store: SessionStore, hostile: str) -> None:
     session = store.create_session(source="cli")
     say(store, session.id, "a tomato grows")
     store.search(hostile)  # must not raise
     assert len(store.search("tomato")) == 1
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text())
+def test_search_never_fails_on_any_text(store: SessionStore, text: str) -> None:
+    assert isinstance(store.search(text), list)
 
 
 def test_search_quotes_terms(store: SessionStore) -> None:

@@ -21,9 +21,10 @@ def make_v1_database(path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         assert migrate(conn, target=1, now=100.0) == 1
+        # fmt: off
         conn.executemany(
-            "INSERT INTO sessions (id, source, title, parent_id, end_reason, started_at, ended_at, updated_at,"
-            " model, model_config, tool_names, message_count, input_tokens, output_tokens)"
+            "INSERT INTO sessions (id, source, title, parent_id, end_reason, started_at, ended_at,"
+            " updated_at, model, model_config, tool_names, message_count, input_tokens, output_tokens)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 ("aaaaaaaaaaaa", "cli", "old talk", None, "compression", 10.0, 20.0, 20.0,
@@ -33,8 +34,8 @@ def make_v1_database(path: Path) -> None:
             ],
         )
         conn.executemany(
-            "INSERT INTO messages (session_id, seq, role, content, tool_calls, tool_call_id, tool_name, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO messages (session_id, seq, role, content, tool_calls, tool_call_id, tool_name,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 ("aaaaaaaaaaaa", 1, "user", "remember the lighthouse keeper", "[]", None, None, 11.0),
                 ("aaaaaaaaaaaa", 2, "assistant", None,
@@ -42,6 +43,7 @@ def make_v1_database(path: Path) -> None:
                 ("bbbbbbbbbbbb", 1, "summary", "we spoke about a lighthouse", "[]", None, None, 21.0),
             ],
         )
+        # fmt: on
         conn.execute("INSERT INTO state_meta (key, value, updated_at) VALUES ('refresh_epoch', '3', 15.0)")
     finally:
         conn.close()
@@ -96,9 +98,20 @@ def test_a_first_version_database_migrates_without_loss(db_path: Path, clock: Fa
 
     old = store.get_session("aaaaaaaaaaaa")
     assert old == SessionRecord(
-        id="aaaaaaaaaaaa", source="cli", title="old talk", parent_id=None, end_reason="compression",
-        started_at=10.0, ended_at=20.0, updated_at=20.0, model="gpt-old", model_config={"epoch": 1},
-        system_prompt_hash=None, tool_names=("terminal",), message_count=2, usage=Usage(50, 0, 0, 7),
+        id="aaaaaaaaaaaa",
+        source="cli",
+        title="old talk",
+        parent_id=None,
+        end_reason="compression",
+        started_at=10.0,
+        ended_at=20.0,
+        updated_at=20.0,
+        model="gpt-old",
+        model_config={"epoch": 1},
+        system_prompt_hash=None,
+        tool_names=("terminal",),
+        message_count=2,
+        usage=Usage(50, 0, 0, 7),
     )
     newer = store.get_session("bbbbbbbbbbbb")
     assert newer.parent_id == old.id and newer.tool_names == ("terminal", "files")

@@ -35,7 +35,7 @@ def append(path: str, session_id: str, count: int, start: Event, results: Queue[
     results.put(("writer", session_id, errors))
 
 
-def read(path: str, session_ids: list[str], stop: Event, results: Queue[Any]) -> None:
+def read(path: str, session_ids: list[str], ready: Event, stop: Event, results: Queue[Any]) -> None:
     """Follow every session's new messages until ``stop``, as a live view would; a gap, a
     repeat or a reordering is reported as an error, and so is any exception."""
     errors: list[str] = []
@@ -43,6 +43,7 @@ def read(path: str, session_ids: list[str], stop: Event, results: Queue[Any]) ->
     reads = 0
     try:
         store = SQLiteStore(path)
+        ready.set()
         try:
             while not stop.is_set() and len(errors) < 20:
                 try:
@@ -62,6 +63,7 @@ def read(path: str, session_ids: list[str], stop: Event, results: Queue[Any]) ->
             store.close()
     except Exception as exc:  # noqa: BLE001
         errors.append(f"reader: {exc!r}")
+    ready.set()  # in case opening failed: the test must not wait for it
     results.put(("reader", reads, errors))
 
 

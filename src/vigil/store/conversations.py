@@ -8,9 +8,9 @@ indexable by ``id``, ``parent_id`` and ``updated_at``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
-Row = Mapping[str, Any]
+from vigil.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,5 +15,7 @@ def to_match_query(text: str) -> str | None:
     of being parsed. Chunks with no letter or digit are dropped: they can match nothing.
     Returns ``None`` when nothing searchable is left.
     """
-    terms = ['"' + chunk.replace('"', '""') + '"' for chunk in text.split() if _WORDISH.search(chunk)]
+    # FTS5 reads the query as a C string: a NUL would end it inside a quoted term.
+    chunks = text.replace("\x00", " ").split()
+    terms = ['"' + chunk.replace('"', '""') + '"' for chunk in chunks if _WORDISH.search(chunk)]
     return " ".join(terms) or None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Mapping
+from typing import Any, Protocol
 
 from vigil.store.errors import StoreError
 from vigil.store.records import MessageRecord, SessionRecord, ToolCall
@@ -24,7 +24,11 @@ from vigil.usage import Usage
 
 log = logging.getLogger(__name__)
 
-Row = Mapping[str, Any]
+
+class Row(Protocol):
+    """A stored row: its columns by name."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
 
 
 def canonical_json(value: Any) -> str:

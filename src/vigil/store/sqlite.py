@@ -37,7 +37,7 @@ from vigil.store.records import (
     SessionRecord,
 )
 from vigil.store.rows import canonical_json, message_from_row, meta_value, session_from_row
-from vigil.store.sqlite_conn import Database, prepare_file
+from vigil.store.sqlite_conn import Database, is_busy, prepare_file
 from vigil.store.sqlite_migrations import LATEST_VERSION, applied_version, migrate
 
 _SESSION_COLUMNS = (
@@ -82,9 +82,12 @@ class SQLiteStore:
     def _open_schema(self, conn: sqlite3.Connection) -> None:
         try:
             version = applied_version(conn)
-            if version == 0 and conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE name NOT LIKE 'sqlite%' LIMIT 1"
-            ).fetchone():
+            if (
+                version == 0
+                and conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name NOT LIKE 'sqlite%' LIMIT 1"
+                ).fetchone()
+            ):
                 raise StoreUnreadable(
                     f"{self.path} is an SQLite database of some other program, not a vigil "
                     "session database; it was left untouched"
@@ -96,9 +99,9 @@ class SQLiteStore:
                 )
             conn.execute("PRAGMA journal_mode = WAL")
             migrate(conn, now=self._clock.now())
-        except sqlite3.OperationalError as exc:
-            raise self._db.translate(exc) from exc
         except sqlite3.DatabaseError as exc:
+            if is_busy(exc):
+                raise self._db.translate(exc) from exc
             raise StoreUnreadable(f"{self.path} is not a usable vigil session database: {exc}") from exc
 
     def schema_version(self) -> int:
@@ -157,7 +160,7 @@ class SQLiteStore:
                 return ref
             # ref is hex only, so it cannot smuggle GLOB wildcards in.
             rows = conn.execute("SELECT id FROM sessions WHERE id GLOB ? ORDER BY id", (ref + "*",))
-            ids = [r[0] for r in rows]
+            ids: list[str] = [r[0] for r in rows]
         if not ids:
             raise SessionNotFound(ref)
         if len(ids) > 1:
@@ -276,7 +279,7 @@ class SQLiteStore:
                 seen.add(row["id"])
                 chain.append(session_from_row(row))
                 parent = row["parent_id"]
-                row = None if parent is None else _session_row(conn, parent, missing_ok=True)
+                row = None if parent is None else _find_session_row(conn, parent)
         chain.reverse()
         return chain
 
@@ -318,8 +321,16 @@ class SQLiteStore:
                 f"INSERT INTO messages ({_MESSAGE_COLUMNS.removeprefix('id, ')})"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    session_id, seq, message.role, message.content, calls_json, message.tool_call_id,
-                    message.tool_name, when, *counts, meta_json,
+                    session_id,
+                    seq,
+                    message.role,
+                    message.content,
+                    calls_json,
+                    message.tool_call_id,
+                    message.tool_name,
+                    when,
+                    *counts,
+                    meta_json,
                 ),
             )
             conn.execute(
@@ -446,9 +457,16 @@ def _exists(conn: sqlite3.Connection, session_id: str) -> bool:
     return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
 
 
-def _session_row(conn: sqlite3.Connection, session_id: str, *, missing_ok: bool = False) -> Any:
-    row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    if row is None and not missing_ok:
+def _find_session_row(conn: sqlite3.Connection, session_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    return row
+
+
+def _session_row(conn: sqlite3.Connection, session_id: str) -> sqlite3.Row:
+    row = _find_session_row(conn, session_id)
+    if row is None:
         raise SessionNotFound(session_id)
     return row
 
@@ -484,7 +502,7 @@ def _sql_limit(limit: int | None) -> int:
 
 
 def _prefix_upper_bound(prefix: str) -> str | None:
-    """The smallest string greater than every string starting with ``prefix`` (None: no bound).
+    """An exclusive upper bound for the strings starting with ``prefix`` (None: there is none).
 
     SQLite compares TEXT as UTF-8 bytes, which orders like code points, so bumping the last
     character that can be bumped gives the bound.

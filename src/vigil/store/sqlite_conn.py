@@ -10,6 +10,7 @@ import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import quote
 
 from vigil.store.errors import StoreError, StoreUnreadable
 
@@ -50,6 +51,11 @@ def _check_header(path: Path) -> None:
         )
 
 
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` means another connection held a lock for longer than the busy timeout."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 class Database:
     """One SQLite file shared by the threads of this process, one connection per thread.
 
@@ -81,9 +87,15 @@ class Database:
 
     def _connect(self) -> sqlite3.Connection:
         try:
+            # mode=rw: SQLite must never create the file itself (it would not be private), so a
+            # file deleted under a running store is an error instead of a fresh empty database.
             # check_same_thread=False only so that close() may close every thread's connection.
             conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+                f"file:{quote(str(self.path))}?mode=rw",
+                uri=True,
+                timeout=BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,
+                check_same_thread=False,
             )
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA foreign_keys = ON")
@@ -134,13 +146,12 @@ class Database:
 
     def translate(self, exc: sqlite3.Error) -> StoreError:
         """A user-facing ``StoreError`` for an SQLite failure on this file."""
-        text = str(exc)
-        if "locked" in text or "busy" in text:
+        if is_busy(exc):
             return StoreError(
                 f"the session database {self.path} stayed locked by another process for "
                 f"{BUSY_TIMEOUT_SECONDS:.0f} s; try again"
             )
-        return StoreError(f"session database {self.path}: {text}")
+        return StoreError(f"session database {self.path}: {exc}")
 
     def close(self) -> None:
         """Close every thread's connection; further use raises ``StoreError``."""

@@ -1,0 +1,289 @@
+"""Session store benchmark: appends per second, history loads, full-text search.
+
+Run: ``.venv/bin/python bench/store_bench.py [--appends N] [--history N] [--corpus N]``.
+Prints figures and, for each, a ratio against a baseline measured in the same run (plain
+sqlite3 doing the bare minimum), so the numbers mean something on a noisy machine.
+Nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import platform
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import closing
+from functools import partial
+from pathlib import Path
+from typing import Callable
+
+from vigil.store import NewMessage, ToolCall
+from vigil.store.sqlite import SQLiteStore
+from vigil.usage import Usage
+
+COMMON = (
+    "the be to of and a in that have it for not on with he as you do at this but his by from they we say her "
+    "she or an will my one all would there their what so up out if about who get which go me when make can like "
+    "time no just him know take people into year your good some could them see other than then now look only come "
+    "its over think also back after use two how our work first well way even new want because any these give day "
+    "most us is was are were been has had did said file error test build deploy server config please thanks "
+    "question answer change update run check fix install branch commit review script"
+).split()
+
+
+def vocabulary(rng: random.Random, size: int) -> list[str]:
+    """Common English words first (the frequent ones), then made-up technical-looking words."""
+    syllables = [
+        "ka",
+        "lo",
+        "mi",
+        "ne",
+        "tor",
+        "vex",
+        "qui",
+        "dra",
+        "sel",
+        "pon",
+        "rix",
+        "gal",
+        "mur",
+        "fen",
+        "zo",
+    ]
+    made_up: set[str] = set()
+    while len(made_up) < size:
+        made_up.add("".join(rng.choices(syllables, k=rng.randint(2, 4))))
+    return COMMON + sorted(made_up)
+
+
+def sentence_maker(rng: random.Random, words: list[str]) -> Callable[[int, int], str]:
+    weights = [1.0 / (rank + 1) for rank in range(len(words))]  # Zipf-like, as in real text
+    cumulative = list(itertools.accumulate(weights))
+
+    def make(low: int, high: int) -> str:
+        text = " ".join(rng.choices(words, cum_weights=cumulative, k=rng.randint(low, high)))
+        return text[0].upper() + text[1:] + "."
+
+    return make
+
+
+def median_seconds(fn: Callable[[], object], repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def bench_appends(workdir: Path, count: int, rounds: int, make: Callable[[int, int], str]) -> None:
+    texts = [make(5, 60) for _ in range(count)]
+    durable = SQLiteStore(workdir / "appends-durable.db")
+    fast = SQLiteStore(workdir / "appends-fast.db", durable=False)
+    targets = [(store, store.create_session(source="bench").id) for store in (durable, fast)]
+    # Baseline: the same commits in plain sqlite3, one INSERT each, no index, counters or FTS.
+    bare = sqlite3.connect(workdir / "appends-baseline.db", isolation_level=None)
+    bare.execute("PRAGMA journal_mode = WAL")
+    bare.execute("PRAGMA synchronous = FULL")
+    bare.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, content TEXT)")
+
+    def append(store: SQLiteStore, session_id: str, batch: list[str]) -> None:
+        for text in batch:
+            store.append_message(session_id, NewMessage(role="user", content=text, usage=Usage(10, 20, 0, 5)))
+
+    def insert(batch: list[str]) -> None:
+        for text in batch:
+            bare.execute("BEGIN IMMEDIATE")
+            bare.execute("INSERT INTO messages (session_id, content) VALUES ('s', ?)", (text,))
+            bare.execute("COMMIT")
+
+    # Interleaved rounds, so that a slow spell of the disk hits every contender alike.
+    contenders: list[Callable[[list[str]], None]] = [
+        partial(append, *targets[0]),
+        partial(append, *targets[1]),
+        insert,
+    ]
+    spent = [0.0] * len(contenders)
+    for r in range(rounds):
+        batch = texts[r * count // rounds : (r + 1) * count // rounds]
+        for i, run in enumerate(contenders):
+            started = time.perf_counter()
+            run(batch)
+            spent[i] += time.perf_counter() - started
+    durable.close()
+    fast.close()
+    bare.close()
+    rate_durable, rate_fast, rate_bare = (count / t for t in spent)
+    print(f"\nappend, one message per transaction ({count:,} appends each, in {rounds} interleaved rounds)")
+    print(f"  store, durable (synchronous=FULL)      {rate_durable:>9,.0f} msg/s")
+    print(
+        f"  store, durable=False (NORMAL)          {rate_fast:>9,.0f} msg/s   "
+        f"x{rate_fast / rate_durable:.2f} the durable rate"
+    )
+    print(
+        f"  baseline: bare sqlite3 INSERT, FULL    {rate_bare:>9,.0f} msg/s   "
+        f"the durable store does x{rate_durable / rate_bare:.2f} of it"
+    )
+
+
+def bench_history(workdir: Path, size: int, loads: int, make: Callable[[int, int], str]) -> None:
+    store = SQLiteStore(workdir / "history.db", durable=False)
+    session = store.create_session(source="bench")
+    for i in range(size):
+        if i % 4 == 2:
+            calls = (ToolCall(id=f"call_{i}", name="terminal", arguments='{"cmd": "ls -la /tmp"}'),)
+            store.append_message(
+                session.id, NewMessage(role="assistant", tool_calls=calls, usage=Usage(5, 900, 0, 30))
+            )
+        elif i % 4 == 3:
+            message = NewMessage(
+                role="tool", content=make(20, 200), tool_call_id=f"call_{i - 1}", tool_name="terminal"
+            )
+            store.append_message(session.id, message)
+        else:
+            store.append_message(
+                session.id, NewMessage(role="user" if i % 4 == 0 else "assistant", content=make(5, 120))
+            )
+    load = median_seconds(lambda: store.get_messages(session.id), loads)
+    with closing(sqlite3.connect(store.path)) as conn:
+        raw = median_seconds(
+            lambda: conn.execute(
+                "SELECT * FROM messages WHERE session_id = ? ORDER BY seq", (session.id,)
+            ).fetchall(),
+            loads,
+        )
+    store.close()
+    print(f"\nload a whole history ({size} messages, median of {loads} loads)")
+    print(f"  store.get_messages                     {load * 1000:>9.2f} ms")
+    print(
+        f"  baseline: raw SELECT, tuples           {raw * 1000:>9.2f} ms   store is x{load / raw:.1f} of it"
+    )
+
+
+def bench_search(
+    workdir: Path,
+    corpus: int,
+    repeats: int,
+    rng: random.Random,
+    words: list[str],
+    make: Callable[[int, int], str],
+) -> None:
+    store = SQLiteStore(workdir / "search.db", durable=False)
+    sessions = [
+        store.create_session(source="bench", title=make(2, 5)).id for _ in range(max(1, corpus // 200))
+    ]
+    started = time.perf_counter()
+    # Fast path: one transaction of plain INSERTs into messages; the store's own triggers fill
+    # the full-text index exactly as append_message would, then the counters are fixed up.
+    with closing(sqlite3.connect(store.path, isolation_level=None)) as conn:
+        conn.execute("BEGIN")
+        rows = []
+        for i in range(corpus):
+            session_id = sessions[i % len(sessions)]
+            rows.append(
+                (session_id, i // len(sessions) + 1, "user" if i % 2 else "assistant", make(5, 80), 1.8e9 + i)
+            )
+        conn.executemany(
+            "INSERT INTO messages (session_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?)", rows
+        )
+        conn.execute(
+            "UPDATE sessions SET message_count = (SELECT COUNT(*) FROM messages m WHERE m.session_id = id)"
+        )
+        conn.execute("COMMIT")
+    built = time.perf_counter() - started
+
+    rare = words[-1]
+    queries = {
+        "one common word": "error",
+        "two words": "deploy server",
+        "three words": "please check the",
+        "one rare word": rare,
+        "rare + common": f"{rare} the",
+        "no match": "xylophone",
+        "hostile syntax": 'build" OR NEAR( *',
+    }
+    print(
+        f"\nfull-text search over {corpus:,} messages in {len(sessions):,} sessions "
+        f"(corpus built in {built:.1f} s via bulk INSERT into messages; triggers index it)"
+    )
+    medians = []
+    for label, query in queries.items():
+        hits = len(store.search(query))
+        median = median_seconds(partial(store.search, query), repeats)
+        medians.append(median)
+        print(f"  {label:<16} {query[:28]!r:<31} {median * 1000:>8.2f} ms   {hits:>2} hits (limit 20)")
+    filtered = median_seconds(lambda: store.search("error", session_id=sessions[0]), repeats)
+    print(f"  {'one session':<16} {'error, session_id=...':<31} {filtered * 1000:>8.2f} ms")
+    with closing(sqlite3.connect(store.path)) as conn:
+        like = median_seconds(
+            lambda: conn.execute(
+                "SELECT id FROM messages WHERE content LIKE ? AND content LIKE ? LIMIT 20",
+                ("%deploy%", "%server%"),
+            ).fetchall(),
+            repeats,
+        )
+        like_rare = median_seconds(
+            lambda: conn.execute(
+                "SELECT id FROM messages WHERE content LIKE ? LIMIT 20", (f"%{rare}%",)
+            ).fetchall(),
+            repeats,
+        )
+    overall = statistics.median(medians)
+    print(f"  median over the queries above          {overall * 1000:>8.2f} ms")
+    print(
+        f"  baseline: LIKE scan, 'deploy server'   {like * 1000:>8.2f} ms   "
+        f"(stops at 20 rows, no ranking; FTS ranked x{like / medians[1]:.1f} as fast)"
+    )
+    print(
+        f"  baseline: LIKE scan, rare word         {like_rare * 1000:>8.2f} ms   "
+        f"(FTS ranked x{like_rare / medians[3]:.1f} as fast)"
+    )
+    store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--appends", type=int, default=5000, help="messages appended, one per transaction")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the append test")
+    parser.add_argument(
+        "--history", type=int, default=500, help="messages in the session whose history is loaded"
+    )
+    parser.add_argument("--loads", type=int, default=21, help="history loads (median reported)")
+    parser.add_argument(
+        "--corpus", "--messages", type=int, default=100_000, help="messages in the search corpus"
+    )
+    parser.add_argument("--repeats", type=int, default=7, help="runs of each search query (median reported)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="where to put the databases (default: a temp dir)"
+    )
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    words = vocabulary(rng, 3000)
+    make = sentence_maker(rng, words)
+    print("vigil session store benchmark")
+    print(
+        f"  machine   {platform.platform()}, {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})"
+    )
+    print(f"  python    {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}")
+    print(
+        f"  workload  {args.appends:,} appends; {args.history}-message history x{args.loads}; "
+        f"{args.corpus:,}-message search corpus, {len(words):,}-word vocabulary (Zipf), queries x{args.repeats}"
+    )
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        workdir = Path(tmp)
+        print(f"  databases {workdir}")
+        bench_appends(workdir, args.appends, args.rounds, make)
+        bench_history(workdir, args.history, args.loads, make)
+        bench_search(workdir, args.corpus, args.repeats, rng, words, make)
+
+
+if __name__ == "__main__":
+    main()
