@@ -165,3 +165,18 @@ def test_capped_output_decodes_characters_split_across_chunks() -> None:
     for i in range(len(data)):
         out.feed(data[i : i + 1])
     assert out.text() == "héllo wörld €"
+
+
+async def test_model_keys_do_not_reach_commands(monkeypatch, make_ctx) -> None:
+    from vigil.config import ModelSettings, Settings
+    from vigil.store.records import ToolCall
+    from vigil.tools.registry import run_tool_call
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-secret")
+    monkeypatch.setenv("MY_GATEWAY_KEY", "sk-custom-secret")
+    monkeypatch.setenv("HARMLESS_SETTING", "visible")
+    ctx = make_ctx(settings=Settings(model=ModelSettings(api_key_env="MY_GATEWAY_KEY")))
+    call = ToolCall("c1", "terminal", '{"command": "env"}')
+    result = await run_tool_call(call, ctx, ["terminal"])
+    assert "visible" in result.content
+    assert "sk-openai-secret" not in result.content and "sk-custom-secret" not in result.content

@@ -111,11 +111,32 @@ class TerminalTool(Tool):
             )
             if refusal:
                 return refusal
-        return await run_command(command, workdir, timeout, ctx.settings.tools.terminal_output_cap)
+        return await run_command(
+            command,
+            workdir,
+            timeout,
+            ctx.settings.tools.terminal_output_cap,
+            env=command_environment(ctx.settings.model.api_key_env),
+        )
+
+
+MODEL_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+def command_environment(extra_key_variable: str | None = None) -> dict[str, str]:
+    """The environment commands run with: vigil's own model keys removed, so that a command
+    like ``env`` cannot copy them into the stored conversation."""
+    hidden = {*MODEL_KEY_VARIABLES, *([extra_key_variable] if extra_key_variable else [])}
+    return {k: v for k, v in os.environ.items() if k not in hidden}
 
 
 async def run_command(
-    command: str, workdir: os.PathLike[str] | str, timeout: float, cap: int
+    command: str,
+    workdir: os.PathLike[str] | str,
+    timeout: float,
+    cap: int,
+    *,
+    env: dict[str, str] | None = None,
 ) -> ToolResult:
     """Run ``command`` in its own process group and describe the outcome."""
     proc = await asyncio.create_subprocess_exec(
@@ -123,6 +144,7 @@ async def run_command(
         "-c",
         command,
         cwd=workdir,
+        env=env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
