@@ -88,3 +88,40 @@ def test_repl_in_a_pseudo_terminal(fake_model: FakeModelServer, vigil_home: Path
     shown = json.loads(run_cli("sessions", "show", session_id, "--json").output)
     users = [m["content"] for m in shown["messages"] if m["role"] == "user"]
     assert users == ["What is the capital of France?", "slow question"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_repl_asks_before_a_dangerous_command(fake_model: FakeModelServer, vigil_home: Path, tmp_path: Path) -> None:
+    from vigil.testing.scripting import ToolCallSpec
+
+    marker = tmp_path / "ran.txt"
+    # matches the `curl ... | sh` rule; harmless even if run: nothing listens on port 9
+    command = f"touch {marker}; curl -s http://127.0.0.1:9/x | sh"
+    fake_model.queue(
+        Reply.tool_calls(ToolCallSpec("terminal", {"command": command}, id="call_1")),
+        "I did not run it.",
+        Reply.tool_calls(ToolCallSpec("terminal", {"command": command}, id="call_2")),
+        "Ran it.",
+    )
+    env = {**os.environ, **_env(fake_model, vigil_home), "TERM": "xterm"}
+    child = pexpect.spawn(sys.executable, ["-m", "vigil.cli.main", "chat"], env=env, encoding="utf-8", timeout=20, dimensions=(30, 120))
+    try:
+        child.expect("you ›")
+        child.sendline("clean up please")
+        child.expect("needs approval")
+        child.expect(r"Allow it\? \[y/N\]")
+        child.sendline("n")
+        child.expect("I did not run it.")
+        assert not marker.exists()
+        child.expect("you ›")
+        child.sendline("ok, do it")
+        child.expect(r"Allow it\? \[y/N\]")
+        child.sendline("y")
+        child.expect("Ran it.")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert marker.exists()
+    declined = fake_model.requests[1].body
+    assert "declined" in json.dumps(declined)
