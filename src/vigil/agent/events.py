@@ -44,5 +44,16 @@ class PromptRebuilt:
     reason: str
 
 
-TurnEvent = Union[TextDelta, AssistantStep, ToolStarted, ToolFinished, PromptRebuilt]
+@dataclass(frozen=True, slots=True)
+class Compressed:
+    """The conversation was compressed: it continues in ``child_id``, which replaces
+    ``parent_id`` (now ended with reason ``compression``) from here on."""
+
+    parent_id: str
+    child_id: str
+    reason: str = "auto"
+    """``auto`` (the context budget) or ``manual`` (``/compress``)."""
+
+
+TurnEvent = Union[TextDelta, AssistantStep, ToolStarted, ToolFinished, PromptRebuilt, Compressed]
 EventCallback = Callable[[TurnEvent], Awaitable[None] | None]

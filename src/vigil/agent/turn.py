@@ -1,19 +1,24 @@
 """One agent turn: stored prompt + history + new message → model → tools → answer.
 
 Every message is stored the moment it exists, so a crash or a broken connection mid-turn loses
-nothing already received.
+nothing already received. A turn whose request would outgrow the compression budget compresses
+the conversation first and runs in the continuation session (see ``compression``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from vigil.agent.compression import CompressionResult, Compressor
+from vigil.agent.context_size import SizeTracker
 from vigil.agent.events import (
     AssistantStep,
+    Compressed,
     EventCallback,
     TextDelta,
     ToolFinished,
@@ -33,6 +38,10 @@ from vigil.tools.registry import default_tool_names, run_tool_call, tool_specs
 from vigil.usage import Usage
 
 SessionHook = Callable[[SessionRecord], Any]
+CompressionHook = Callable[[str, str], Any]
+"""Called with (parent id, continuation id) after a successful compression; sync or async."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +49,10 @@ class TurnResult:
     """How a turn ended.
 
     ``stop`` is ``answered``, ``iteration_budget`` (the model kept calling tools) or
-    ``max_tokens`` (the answer was cut off).
+    ``max_tokens`` (the answer was cut off). ``session_id`` is the session the turn ran in,
+    which front ends follow: the continuation when this turn compressed the conversation first
+    (``compressed_from`` then names the session it replaced) or when the turn was addressed to
+    a session compressed earlier. ``usage`` includes the summary call.
     """
 
     session_id: str
@@ -49,12 +61,25 @@ class TurnResult:
     usage: Usage
     model_calls: int
     tool_calls: int
+    compressed_from: str | None = None
 
 
 @dataclass
 class _History:
     count: int
     messages: list[ChatMessage] = field(default_factory=list)
+    size: SizeTracker = field(default_factory=SizeTracker)
+
+
+@dataclass
+class _Start:
+    """Where a turn runs, once any due compression has happened."""
+
+    session: SessionRecord
+    system: str
+    history: _History
+    usage: Usage
+    compressed_from: str | None
 
 
 class Agent:
@@ -82,6 +107,7 @@ class Agent:
         self.source = source
         self.prompts = PromptKeeper(store, profile, settings, self.clock)
         self.session_start_hooks: list[SessionHook] = []
+        self.compression_hooks: list[CompressionHook] = []
         self._histories: dict[str, _History] = {}
 
     # -- sessions -------------------------------------------------------------------------
@@ -124,9 +150,9 @@ class Agent:
         left without a result get a placeholder result so the history stays valid.
         """
         emit = _emitter(on_event)
-        session = await asyncio.to_thread(self.store.get_session, session_id)
-        system = await self.prompts.prompt_for_turn(session, emit)
-        history = await self._load_history(session)
+        start = await self._start(session_id, user_text, emit)
+        session, system, history = start.session, start.system, start.history
+        session_id = session.id
         if session.title is None and user_text.strip():
             await asyncio.to_thread(
                 self.store.update_session, session_id, title=_title_from(user_text)
@@ -142,7 +168,7 @@ class Agent:
             cwd=Path(session.model_config.get("cwd") or self.cwd),
             approve=self.approve,
         )
-        total = Usage()
+        total = start.usage
         calls_run = 0
         on_text = (lambda text: emit(TextDelta(text))) if stream and on_event else None
         for iteration in range(1, self.settings.agent.max_iterations + 1):
@@ -169,7 +195,10 @@ class Agent:
             await emit(AssistantStep(response.content, len(response.tool_calls), response.usage))
             if not response.tool_calls:
                 stop = "max_tokens" if response.stop_reason == "max_tokens" else "answered"
-                return TurnResult(session_id, response.content or "", stop, total, iteration, calls_run)
+                return TurnResult(
+                    session_id, response.content or "", stop, total, iteration, calls_run,
+                    start.compressed_from,
+                )
             await self._run_tools(session_id, history, response.tool_calls, context, session, emit)
             calls_run += len(response.tool_calls)
         budget = self.settings.agent.max_iterations
@@ -181,7 +210,80 @@ class Agent:
             total,
             budget,
             calls_run,
+            start.compressed_from,
         )
+
+    async def _start(
+        self, session_id: str, user_text: str, emit: Callable[[TurnEvent], Any]
+    ) -> _Start:
+        """The session, prompt and history this turn runs with; compresses first when the
+        request would pass the compression budget."""
+        session = await self._following(session_id)
+        system = await self.prompts.prompt_for_turn(session, emit)
+        history = await self._load_history(session)
+        estimate = history.size.estimate(
+            system=system,
+            tools=tool_specs(session.tool_names),
+            history=history.messages,
+            adding=[ChatMessage("user", user_text)],
+        )
+        compressor = self._compressor()
+        if not compressor.due(session, estimate):
+            return _Start(session, system, history, Usage(), None)
+        outcome = await self._compress(compressor, session, "auto", emit)
+        if not outcome.ok:
+            return _Start(session, system, history, outcome.usage, None)
+        assert outcome.child_id is not None
+        child = await asyncio.to_thread(self.store.get_session, outcome.child_id)
+        system = await self.prompts.prompt_for_turn(child, emit)
+        return _Start(child, system, await self._load_history(child), outcome.usage, session.id)
+
+    # -- compression ----------------------------------------------------------------------
+    async def compress(
+        self, session_id: str, *, reason: str = "manual", on_event: EventCallback | None = None
+    ) -> CompressionResult:
+        """Compress a conversation now, whatever its size (``/compress``).
+
+        On success the conversation continues in ``result.child_id``; on failure nothing
+        changed and ``result.failure`` says why. Model errors never raise.
+        """
+        session = await self._following(session_id)
+        return await self._compress(self._compressor(), session, reason, _emitter(on_event))
+
+    async def _compress(
+        self,
+        compressor: Compressor,
+        session: SessionRecord,
+        reason: str,
+        emit: Callable[[TurnEvent], Any],
+    ) -> CompressionResult:
+        outcome = await compressor.compress(session, reason=reason)
+        if not outcome.ok:
+            return outcome
+        assert outcome.child_id is not None
+        self.forget(session.id)
+        await emit(Compressed(session.id, outcome.child_id, reason))
+        for hook in self.compression_hooks:
+            try:
+                result = hook(session.id, outcome.child_id)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                # The compression is done and the turn must go on in the continuation.
+                log.exception("a compression hook failed for %s -> %s", session.id, outcome.child_id)
+        return outcome
+
+    def _compressor(self) -> Compressor:
+        # Built per use: the client and settings of an agent may be swapped at run time.
+        return Compressor(self.store, self.client, self.settings, self.clock, self.prompts)
+
+    async def _following(self, session_id: str) -> SessionRecord:
+        """The session, or the newest continuation of one that was compressed."""
+        session = await asyncio.to_thread(self.store.get_session, session_id)
+        if session.end_reason != "compression":
+            return session
+        newest = await asyncio.to_thread(self.store.newest_continuation, session_id)
+        return await asyncio.to_thread(self.store.get_session, newest)
 
     async def _run_tools(
         self,
@@ -235,7 +337,7 @@ class Agent:
         if cached is not None and cached.count == session.message_count:
             return cached
         records = await asyncio.to_thread(self.store.get_messages, session.id)
-        history = _History(len(records), build_history(records))
+        history = _History(len(records), build_history(records), SizeTracker.from_records(records))
         self._histories[session.id] = history
         return history
 
@@ -247,6 +349,7 @@ class Agent:
         rebuilt = to_chat_message(message)
         if rebuilt is not None:
             history.messages.append(rebuilt)
+            history.size.add(rebuilt, message.usage)
 
     def forget(self, session_id: str) -> None:
         """Drop the in-memory history of a session (it is re-read on its next turn)."""
