@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.agent.conftest import AgentFactory
@@ -145,3 +147,57 @@ async def test_history_and_prompt_replayed_after_restart(
     first, second = fake_model.requests
     assert second.full_prefix_hit
     assert "completely different persona" not in str(second.body)
+
+
+async def test_a_turn_stopped_between_call_and_result_leaves_a_valid_history(
+    make_agent: AgentFactory, fake_model: FakeModelServer
+) -> None:
+    """A front end whose event callback fails (a dropped websocket, say) or a Ctrl-C right
+    after the model asked for tools must not poison the next turn in the same process."""
+    from vigil.agent.events import AssistantStep, ToolStarted
+
+    agent = await make_agent()
+    session = await agent.new_session()
+
+    class Gone(Exception):
+        pass
+
+    def failing(event: TurnEvent) -> None:
+        if isinstance(event, ToolStarted):
+            raise Gone()
+
+    fake_model.queue(Reply.tool_calls(ToolCallSpec("skills_list", {}, id="call_a"), ToolCallSpec("skills_list", {}, id="call_b")))
+    with pytest.raises(Gone):
+        await agent.run_turn(session.id, "first", on_event=failing)
+    fake_model.queue("fine again")
+    assert (await agent.run_turn(session.id, "second")).answer == "fine again"
+
+    blocker = asyncio.Event()
+
+    async def stalls(event: TurnEvent) -> None:
+        if isinstance(event, AssistantStep) and event.tool_call_count:
+            await blocker.wait()
+
+    fake_model.queue(Reply.tool_calls(ToolCallSpec("skills_list", {}, id="call_c")))
+    task = asyncio.ensure_future(agent.run_turn(session.id, "third", on_event=stalls))
+    await fake_model.wait_for_requests_async(3)
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    fake_model.queue("still fine")
+    assert (await agent.run_turn(session.id, "fourth")).answer == "still fine"
+    assert fake_model.last_request.status == 200
+    tool_results = [m for m in agent.store.get_messages(session.id) if m.role == "tool"]
+    assert {m.tool_call_id for m in tool_results} == {"call_a", "call_b", "call_c"}
+
+
+async def test_empty_messages_are_refused_before_anything_is_stored(make_agent: AgentFactory) -> None:
+    from vigil.agent.turn import EmptyMessage
+
+    agent = await make_agent()
+    session = await agent.new_session()
+    with pytest.raises(EmptyMessage):
+        await agent.run_turn(session.id, "  \n ")
+    assert agent.store.get_messages(session.id) == []

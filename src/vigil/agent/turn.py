@@ -44,6 +44,10 @@ CompressionHook = Callable[[str, str], Any]
 log = logging.getLogger(__name__)
 
 
+class EmptyMessage(ValueError):
+    """A turn was asked for with no text to send."""
+
+
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     """How a turn ended.
@@ -149,6 +153,8 @@ class Agent:
         Cancelling the task (Ctrl-C) stops the turn; what was stored stays, and tool calls
         left without a result get a placeholder result so the history stays valid.
         """
+        if not user_text.strip():
+            raise EmptyMessage("the message is empty: there is nothing to send")
         emit = _emitter(on_event)
         start = await self._start(session_id, user_text, emit)
         session, system, history = start.session, start.system, start.history
@@ -171,36 +177,53 @@ class Agent:
         total = start.usage
         calls_run = 0
         on_text = (lambda text: emit(TextDelta(text))) if stream and on_event else None
-        for iteration in range(1, self.settings.agent.max_iterations + 1):
-            request = ModelRequest(
-                system=system,
-                messages=tuple(history.messages),
-                tools=specs,
-                max_tokens=self.settings.model.max_output_tokens,
-                temperature=self.settings.model.temperature,
-            )
-            response = await self.client.complete(request, on_text=on_text)
-            total = total + response.usage
-            await self._append(
-                session_id,
-                history,
-                NewMessage(
-                    "assistant",
-                    response.content,
-                    tool_calls=response.tool_calls,
-                    usage=response.usage,
-                    meta={"stop_reason": response.stop_reason},
-                ),
-            )
-            await emit(AssistantStep(response.content, len(response.tool_calls), response.usage))
-            if not response.tool_calls:
-                stop = "max_tokens" if response.stop_reason == "max_tokens" else "answered"
-                return TurnResult(
-                    session_id, response.content or "", stop, total, iteration, calls_run,
-                    start.compressed_from,
+        try:
+            for iteration in range(1, self.settings.agent.max_iterations + 1):
+                request = ModelRequest(
+                    system=system,
+                    messages=tuple(history.messages),
+                    tools=specs,
+                    max_tokens=self.settings.model.max_output_tokens,
+                    temperature=self.settings.model.temperature,
                 )
-            await self._run_tools(session_id, history, response.tool_calls, context, session, emit)
-            calls_run += len(response.tool_calls)
+                response = await self.client.complete(request, on_text=on_text)
+                total = total + response.usage
+                await self._append(
+                    session_id,
+                    history,
+                    NewMessage(
+                        "assistant",
+                        response.content,
+                        tool_calls=response.tool_calls,
+                        usage=response.usage,
+                        meta={"stop_reason": response.stop_reason},
+                    ),
+                )
+                done: set[str] = set()
+                try:
+                    await emit(
+                        AssistantStep(response.content, len(response.tool_calls), response.usage)
+                    )
+                    if not response.tool_calls:
+                        stop = "max_tokens" if response.stop_reason == "max_tokens" else "answered"
+                        return TurnResult(
+                            session_id, response.content or "", stop, total, iteration, calls_run,
+                            start.compressed_from,
+                        )
+                    await self._run_tools(
+                        session_id, history, response.tool_calls, context, session, emit, done
+                    )
+                except BaseException:
+                    # however the turn stops, every stored tool call gets a result
+                    missing = [c for c in response.tool_calls if c.id not in done]
+                    if missing:
+                        await asyncio.shield(self._close_calls(session_id, history, missing))
+                    raise
+                calls_run += len(response.tool_calls)
+        except BaseException:
+            # the in-memory history may no longer match the store; re-read it next turn
+            self.forget(session_id)
+            raise
         budget = self.settings.agent.max_iterations
         return TurnResult(
             session_id,
@@ -293,43 +316,44 @@ class Agent:
         context: ToolContext,
         session: SessionRecord,
         emit: Callable[[TurnEvent], Any],
+        done: set[str],
     ) -> None:
-        done: set[str] = set()
-        try:
-            for call in calls:
-                await emit(ToolStarted(call.name, call.arguments))
-                result = await run_tool_call(call, context, session.tool_names)
-                await self._append(
-                    session_id,
-                    history,
-                    NewMessage(
-                        "tool",
-                        result.content,
-                        tool_call_id=call.id,
-                        tool_name=call.name,
-                        meta={"is_error": True} if result.is_error else {},
-                    ),
-                )
-                done.add(call.id)
-                await emit(ToolFinished(call.name, result.content, result.is_error))
-        except asyncio.CancelledError:
-            missing = [c for c in calls if c.id not in done]
-            await asyncio.shield(self._close_calls(session_id, history, missing))
-            raise
-
-    async def _close_calls(self, session_id: str, history: _History, calls: list[ToolCall]) -> None:
+        """Run the calls in order, storing each result; ``done`` collects the ids stored."""
         for call in calls:
+            await emit(ToolStarted(call.name, call.arguments))
+            result = await run_tool_call(call, context, session.tool_names)
             await self._append(
                 session_id,
                 history,
                 NewMessage(
                     "tool",
-                    INTERRUPTED_TOOL_RESULT,
+                    result.content,
                     tool_call_id=call.id,
                     tool_name=call.name,
-                    meta={"is_error": True, "interrupted": True},
+                    meta={"is_error": True} if result.is_error else {},
                 ),
             )
+            done.add(call.id)
+            await emit(ToolFinished(call.name, result.content, result.is_error))
+
+    async def _close_calls(self, session_id: str, history: _History, calls: list[ToolCall]) -> None:
+        """Store placeholder results for calls that never ran; best effort, since the
+        history builder also closes them when the session is read back."""
+        for call in calls:
+            try:
+                await self._append(
+                    session_id,
+                    history,
+                    NewMessage(
+                        "tool",
+                        INTERRUPTED_TOOL_RESULT,
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        meta={"is_error": True, "interrupted": True},
+                    ),
+                )
+            except Exception:
+                return
 
     # -- history --------------------------------------------------------------------------
     async def _load_history(self, session: SessionRecord) -> _History:

@@ -38,6 +38,9 @@ def validate(body: Mapping[str, Any]) -> str | None:
         return "messages: at least one message is required"
     if not all(isinstance(m, dict) and m.get("role") in ("user", "assistant") for m in body["messages"]):
         return "messages: each message needs a role of 'user' or 'assistant'"
+    problem = _content_error(body["messages"])
+    if problem:
+        return problem
     markers = _markers(body.get("system")) + _markers(body.get("tools")) + _markers(body["messages"])
     markers += 1 if body.get("cache_control") else 0
     if markers > MAX_BREAKPOINTS:
@@ -46,6 +49,47 @@ def validate(body: Mapping[str, Any]) -> str | None:
 
 
 MAX_BREAKPOINTS = 4
+
+
+def _blocks(message: Mapping[str, Any]) -> list[Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
+
+def _content_error(messages: list[dict[str, Any]]) -> str | None:
+    """Anthropic's rules: no empty text blocks; every tool_use is answered by a tool_result in
+    the next message, and every tool_result answers a tool_use of the message before."""
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        blocks = _blocks(message)
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text", "")).strip():
+                return f"messages.{index}: text content blocks must contain non-whitespace text"
+        results = {
+            str(b.get("tool_use_id"))
+            for b in blocks
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        }
+        if open_calls - results:
+            return (
+                f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
+                f"immediately after: {', '.join(sorted(open_calls - results))}"
+            )
+        if results - open_calls:
+            return (
+                f"messages.{index}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                f"{', '.join(sorted(results - open_calls))}"
+            )
+        open_calls = {
+            str(b.get("id"))
+            for b in blocks
+            if message["role"] == "assistant" and isinstance(b, dict) and b.get("type") == "tool_use"
+        }
+    if open_calls:
+        return f"`tool_use` ids without `tool_result` blocks: {', '.join(sorted(open_calls))}"
+    return None
 
 
 def _markers(value: Any) -> int:

@@ -35,6 +35,34 @@ def validate(body: Mapping[str, Any]) -> str | None:
         return "'messages' must be a non-empty array"
     if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in body["messages"]):
         return "each message must be an object with a 'role'"
+    return _tool_pairing_error(body["messages"])
+
+
+def _tool_pairing_error(messages: list[dict[str, Any]]) -> str | None:
+    """OpenAI's rule: tool calls are answered by tool messages right after them, and a tool
+    message answers a call of the assistant message before it."""
+    open_calls: set[str] = set()
+    for message in messages:
+        role = message["role"]
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_calls:
+                return (
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    f"preceding message with 'tool_calls' (tool_call_id {call_id!r})."
+                )
+            open_calls.discard(call_id)
+            continue
+        if open_calls:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(sorted(open_calls))}"
+            )
+        if role == "assistant":
+            open_calls = {str(c.get("id")) for c in message.get("tool_calls") or []}
+    if open_calls:
+        return f"tool_call_ids without response messages: {', '.join(sorted(open_calls))}"
     return None
 
 
