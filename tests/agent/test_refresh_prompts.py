@@ -207,3 +207,40 @@ class _Frozen:
 
     def now(self) -> float:
         return self._now
+
+
+async def test_a_request_landing_during_a_rebuild_is_not_lost(
+    make_agent: AgentFactory, fake_model: FakeModelServer
+) -> None:
+    """SOUL.md is a named pipe, so the rebuild blocks while reading it; a session refresh is
+    requested exactly then. The next turn must rebuild once more, not forget the request."""
+    import os
+    import threading
+
+    from vigil.prompt.epoch import read_refresh_state
+    from vigil.prompt.maintenance import request_refresh
+
+    agent = await make_agent()
+    session = await agent.new_session()
+    fake_model.queue("ok")
+    await agent.run_turn(session.id, "hi")
+    run_cli("sessions", "refresh-prompts")
+
+    soul = agent.profile.soul_path
+    os.mkfifo(soul)
+    rebuilt = threading.Thread(
+        target=agent.prompts.rebuild, args=(session.id, read_refresh_state(agent.store), "test")
+    )
+    rebuilt.start()
+    outcome = request_refresh(agent.store, session.id)  # lands while the rebuild waits on SOUL.md
+    with open(soul, "w") as pipe:
+        pipe.write("Persona written during the rebuild.")
+    rebuilt.join(timeout=10)
+    os.unlink(soul)
+    soul.write_text("Persona after the late request.")
+
+    stored = agent.store.get_session(session.id).model_config
+    assert stored["prompt_refresh_request"] == outcome.epoch > stored["prompt_epoch"]
+    fake_model.queue("ok")
+    await agent.run_turn(session.id, "next")
+    assert b"Persona after the late request." in _system_segment(fake_model.last_request)

@@ -276,10 +276,8 @@ class Compressor:
         return CompressionResult(session_id, reason, failure=failure, usage=usage)
 
     def _record_failure(self, session_id: str) -> None:
-        session = self.store.get_session(session_id)
-        config = dict(session.model_config)
-        config[FAILED_AT] = session.message_count
-        self.store.update_session(session_id, model_config=config)
+        count = self.store.get_session(session_id).message_count
+        self.store.update_session(session_id, model_config=lambda config: {**config, FAILED_AT: count})
 
     def _continue(
         self,

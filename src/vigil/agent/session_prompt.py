@@ -57,9 +57,16 @@ class PromptKeeper:
         return text
 
     def rebuild(self, session_id: str, state: RefreshState, reason: str) -> str:
-        """Build from the files on disk and store prompt + satisfied epoch in one write."""
-        session = self.store.get_session(session_id)  # fresh: a request may have just landed
-        config = dict(session.model_config)
+        """Build from the files on disk and store prompt + satisfied epoch in one write.
+
+        The epoch recorded is what was asked for *before* the files were read: a request that
+        lands while building stays newer, so the next turn rebuilds again instead of losing it.
+        """
+        session = self.store.get_session(session_id)
+        config = session.model_config
+        reached = max(
+            state.counter, int(config.get(REQUESTED, 0) or 0), int(config.get(SATISFIED, 0) or 0)
+        )
         built = build_system_prompt(
             self.profile,
             cwd=Path(config.get("cwd") or Path.cwd()),
@@ -67,13 +74,14 @@ class PromptKeeper:
             max_file_chars=self.settings.prompt.max_file_chars,
             include_context_files=self.settings.prompt.context_files,
         )
-        config[SATISFIED] = max(
-            state.counter, int(config.get(REQUESTED, 0) or 0), int(config.get(SATISFIED, 0) or 0)
-        )
-        events = list(config.get(EVENTS) or [])
-        events.append({"at": self.clock.now(), "reason": reason, "epoch": config[SATISFIED]})
-        config[EVENTS] = events[-_MAX_EVENTS:]
-        digest = self.store.set_session_prompt(session.id, built.text, model_config=config)
+        event = {"at": self.clock.now(), "reason": reason, "epoch": reached}
+
+        def record(current: dict[str, Any]) -> dict[str, Any]:
+            satisfied = max(reached, int(current.get(SATISFIED, 0) or 0))
+            events = [*(current.get(EVENTS) or []), event][-_MAX_EVENTS:]
+            return {**current, SATISFIED: satisfied, EVENTS: events}
+
+        digest = self.store.set_session_prompt(session.id, built.text, model_config=record)
         self._texts[digest] = built.text
         return built.text
 

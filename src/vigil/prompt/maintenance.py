@@ -64,10 +64,13 @@ def request_refresh(store: SessionStore, session_ref: str | None = None) -> Refr
     asked = store.resolve_session(session_ref)
     target = store.newest_continuation(asked)
     counter = _next_counter(store, profile_wide=False)
-    session = store.get_session(target)
-    config = dict(session.model_config)
-    config[REQUESTED] = counter
-    store.update_session(target, model_config=config)
+    session = store.update_session(
+        target,
+        model_config=lambda config: {
+            **config,
+            REQUESTED: max(counter, int(config.get(REQUESTED, 0) or 0)),
+        },
+    )
     return RefreshRequest("session", counter, 1 if session.system_prompt_hash else 0, asked, target)
 
 

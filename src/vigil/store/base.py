@@ -7,7 +7,7 @@ Times are Unix epoch seconds (UTC floats).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, Union, runtime_checkable
 
 from vigil.store.records import (
     ConversationHead,
@@ -17,6 +17,11 @@ from vigil.store.records import (
     SearchHit,
     SessionRecord,
 )
+
+ConfigUpdate = Callable[[dict[str, Any]], dict[str, Any]]
+"""A function from the stored model configuration to the new one, applied inside the write
+transaction, so concurrent read-modify-write updates cannot overwrite each other."""
+ModelConfigChange = Union[dict[str, Any], ConfigUpdate]
 
 _UNSET: Any = object()
 UNSET: Any = _UNSET
@@ -90,17 +95,21 @@ class SessionStore(Protocol):
         *,
         title: str | None = UNSET,
         model: str | None = UNSET,
-        model_config: dict[str, Any] = UNSET,
+        model_config: ModelConfigChange = UNSET,
         tool_names: Iterable[str] = UNSET,
     ) -> SessionRecord:
-        """Change the given fields (others stay) and return the updated session."""
+        """Change the given fields (others stay) and return the updated session.
+
+        ``model_config`` is a new dict, or a :data:`ConfigUpdate` applied atomically.
+        """
         ...
 
     def set_session_prompt(
-        self, session_id: str, prompt: str, *, model_config: dict[str, Any] | None = None
+        self, session_id: str, prompt: str, *, model_config: ModelConfigChange | None = None
     ) -> str:
         """Store ``prompt`` content-addressed and point the session at it, together with
-        ``model_config`` when given, in one transaction. Returns the prompt hash."""
+        ``model_config`` (a dict or a :data:`ConfigUpdate`) when given, in one transaction.
+        Returns the prompt hash."""
         ...
 
     def end_session(self, session_id: str, reason: str, *, ended_at: float | None = None) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from vigil.clock import Clock, SystemClock
-from vigil.store.base import UNSET
+from vigil.store.base import UNSET, ConfigUpdate, ModelConfigChange
 from vigil.store.checks import (
     check_dict,
     check_key,
@@ -201,7 +201,7 @@ class SQLiteStore:
         *,
         title: str | None = UNSET,
         model: str | None = UNSET,
-        model_config: dict[str, Any] = UNSET,
+        model_config: ModelConfigChange = UNSET,
         tool_names: Iterable[str] = UNSET,
     ) -> SessionRecord:
         changes: dict[str, Any] = {}
@@ -209,11 +209,13 @@ class SQLiteStore:
             changes["title"] = title
         if model is not UNSET:
             changes["model"] = model
-        if model_config is not UNSET:
+        if model_config is not UNSET and not callable(model_config):
             changes["model_config"] = canonical_json(check_dict(model_config, "model_config"))
         if tool_names is not UNSET:
             changes["tool_names"] = canonical_json(check_names(tool_names))
         with self._db.write() as conn:
+            if callable(model_config):
+                changes["model_config"] = _updated_config(conn, session_id, model_config)
             if changes:
                 assignments = ", ".join(f"{column} = ?" for column in changes)  # fixed names only
                 conn.execute(
@@ -222,15 +224,19 @@ class SQLiteStore:
             return session_from_row(_session_row(conn, session_id))
 
     def set_session_prompt(
-        self, session_id: str, prompt: str, *, model_config: dict[str, Any] | None = None
+        self, session_id: str, prompt: str, *, model_config: ModelConfigChange | None = None
     ) -> str:
         check_prompt(prompt)
         config_json = (
-            None if model_config is None else canonical_json(check_dict(model_config, "model_config"))
+            None
+            if model_config is None or callable(model_config)
+            else canonical_json(check_dict(model_config, "model_config"))
         )
         with self._db.write() as conn:
             if not _exists(conn, session_id):
                 raise SessionNotFound(session_id)
+            if callable(model_config):
+                config_json = _updated_config(conn, session_id, model_config)
             hash_ = _put_prompt(conn, prompt, self._clock.now())
             conn.execute(
                 "UPDATE sessions SET system_prompt_hash = ?, model_config = COALESCE(?, model_config)"
@@ -453,6 +459,12 @@ class SQLiteStore:
 
 
 # -- helpers that run inside a transaction ------------------------------------------------
+def _updated_config(conn: sqlite3.Connection, session_id: str, update: ConfigUpdate) -> str:
+    """Apply ``update`` to the stored model configuration, inside the caller's transaction."""
+    current = session_from_row(_session_row(conn, session_id)).model_config
+    return canonical_json(check_dict(update(dict(current)), "model_config"))
+
+
 def _exists(conn: sqlite3.Connection, session_id: str) -> bool:
     return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
 
