@@ -6,6 +6,7 @@ name the file and the line of the offending key or value.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -14,6 +15,8 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
 
 SECRET_KEYS = frozenset({"api_key"})
 
@@ -171,7 +174,12 @@ def _line_of(path: Path, loc: tuple[Any, ...]) -> int | None:
 
 def get_value(settings: Settings, dotted: str) -> Any:
     """The value at a dotted key such as ``model.name``; ``KeyError`` if there is none."""
-    value: Any = settings.model_dump(mode="json")
+    return lookup(settings.model_dump(mode="json"), dotted)
+
+
+def lookup(data: dict[str, Any], dotted: str) -> Any:
+    """The value at a dotted key in nested plain data; ``KeyError`` if there is none."""
+    value: Any = data
     for part in dotted.split("."):
         if not isinstance(value, dict) or part not in value:
             raise KeyError(dotted)
@@ -183,7 +191,8 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
     """Set ``dotted`` to ``raw_value`` (parsed as YAML) in ``path``.
 
     The new whole config is validated first; the file is replaced atomically only if it is
-    valid, so a bad value or an already broken file changes nothing.
+    valid, so a bad value or an already broken file changes nothing. Comments, key order and
+    formatting of the rest of the file are kept.
     """
     data = read_raw(path)
     validate_raw(data, path)
@@ -194,13 +203,7 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
     parts = dotted.split(".")
     if not all(parts):
         raise ConfigError(f"invalid key '{dotted}': use dotted names such as model.name")
-    node = data
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"{path}: '{part}' is not a section")
-        node = child
-    node[parts[-1]] = value
+    _assign(data, parts, value, path)
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
@@ -208,8 +211,31 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
         if error["type"] == "extra_forbidden":
             raise ConfigError(f"unknown setting '{dotted}' (see `vigil config show`)") from None
         raise ConfigError(f"{dotted}: {error['msg']}") from None
-    _write_atomically(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    document = _round_trip().load(path.read_text(encoding="utf-8")) if path.exists() else None
+    if not isinstance(document, dict):
+        document = CommentedMap()
+    _assign(document, parts, value, path)
+    buffer = io.StringIO()
+    _round_trip().dump(document, buffer)
+    _write_atomically(path, buffer.getvalue())
     return settings
+
+
+def _assign(node: dict[str, Any], parts: list[str], value: Any, path: Path) -> None:
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = CommentedMap() if isinstance(node, CommentedMap) else {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"{path}: '{part}' is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _round_trip() -> YAML:
+    handler = YAML(typ="rt")
+    handler.preserve_quotes = True
+    return handler
 
 
 def redacted(settings: Settings) -> dict[str, Any]:

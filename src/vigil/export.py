@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -85,6 +86,13 @@ def _markdown_message(message: MessageRecord) -> Iterator[str]:
         yield message.content + "\n"
     for call in message.tool_calls:
         yield f"Tool call `{call.name}`:\n\n```json\n{call.arguments}\n```\n"
+
+
+def write_private(path: "os.PathLike[str] | str", text: str) -> None:
+    """Write an export readable only by its owner: transcripts are private."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _iso(epoch: float | None) -> str | None:

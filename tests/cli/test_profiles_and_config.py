@@ -112,3 +112,31 @@ def test_entry_point_runs_as_a_separate_process(vigil_home: Path) -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert f"{broken}:" in result.stderr
+
+
+def test_config_set_keeps_comments_and_layout(vigil_home: Path) -> None:
+    vigil_home.mkdir(parents=True)
+    config = vigil_home / "config.yaml"
+    config.write_text("# my notes about models\nmodel:\n  name: gpt-4o  # primary\n\n# agent stuff\nagent:\n  max_iterations: 10\n")
+    assert run_cli("config", "set", "model.temperature", "0.5").exit_code == 0
+    assert run_cli("config", "set", "prompt.max_file_chars", "5000").exit_code == 0
+    text = config.read_text()
+    assert "# my notes about models" in text and "name: gpt-4o  # primary" in text and "# agent stuff" in text
+    assert yaml.safe_load(text)["model"] == {"name": "gpt-4o", "temperature": 0.5}
+
+
+def test_explicit_profile_beats_the_environment(vigil_home: Path, monkeypatch) -> None:
+    run_cli("profile", "create", "work")
+    run_cli("profile", "create", "other")
+    monkeypatch.setenv("VIGIL_PROFILE", "other")
+    assert run_cli("-p", "work", "config", "path").output.strip().endswith("profiles/work/config.yaml")
+    assert run_cli("config", "path").output.strip().endswith("profiles/other/config.yaml")
+    assert run_cli("sessions", "-p", "work", "list").exit_code == 0
+
+
+def test_secrets_and_markup_in_values(vigil_home: Path) -> None:
+    run_cli("config", "set", "model.api_key", "sk-very-secret")
+    section = run_cli("config", "get", "model")
+    assert section.exit_code == 0 and "sk-very-secret" not in section.output
+    odd = run_cli("config", "set", "model.name", '"x[/]"')
+    assert odd.exit_code == 0 and "x[/]" in odd.output

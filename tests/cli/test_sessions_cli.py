@@ -133,3 +133,23 @@ def test_usage_reports_tokens_and_hit_ratio(seeded: dict[str, str]) -> None:
     one = json.loads(run_cli("usage", "--session", "aaa111000001", "--json").output)
     assert [s["id"] for s in one["sessions"]] == [seeded["first"]]
     assert "total" in run_cli("usage").output
+
+
+def test_export_to_a_missing_folder_is_one_clear_line(seeded: dict[str, str], tmp_path: Path) -> None:
+    result = run_cli("sessions", "export", "bbb", "-o", str(tmp_path / "nope" / "x.jsonl"))
+    assert result.exit_code == 1 and "cannot write" in result.output and "Traceback" not in result.output
+    out = tmp_path / "private.jsonl"
+    assert run_cli("sessions", "export", "bbb", "-o", str(out)).exit_code == 0
+    assert out.stat().st_mode & 0o777 == 0o600
+
+
+def test_source_filter_applies_before_the_limit(seeded: dict[str, str], vigil_home: Path) -> None:
+    store = SQLiteStore(vigil_home / "state.db")
+    newest = store.create_session(source="cli", title="[bold]not markup[/bold] [/]")
+    store.append_message(newest.id, NewMessage("user", "hi"))
+    store.close()
+    listed = json.loads(run_cli("sessions", "list", "-n", "1", "--source", "cron", "--json").output)
+    assert [row["id"] for row in listed] == [seeded["other"]]
+    assert run_cli("sessions", "list", "-n", "-1").exit_code == 2
+    usage = run_cli("usage")
+    assert usage.exit_code == 0 and "[/]" in usage.output

@@ -454,6 +454,11 @@ def test_parent_chain_and_newest_continuation(store: SessionStore, clock: FakeCl
     newest = store.create_session(source="cli", parent_id=middle.id)
     assert [s.id for s in store.parent_chain(newest.id)] == [root.id, middle.id, newest.id]
     assert [s.id for s in store.parent_chain(root.id)] == [root.id]
+    # a child continues its parent only once the parent ended by compression
+    assert store.newest_continuation(root.id) == root.id
+    store.end_session(root.id, "compression")
+    assert store.newest_continuation(root.id) == middle.id
+    store.end_session(middle.id, "compression")
     assert store.newest_continuation(root.id) == newest.id
     assert store.newest_continuation(older_child.id) == older_child.id
     with pytest.raises(SessionNotFound):
@@ -471,6 +476,9 @@ def test_list_conversations_collapses_chains(store: SessionStore, clock: FakeClo
     second = store.create_session(source="cli", parent_id=root.id)
     tick(clock)
     head = store.create_session(source="cli", parent_id=second.id)
+    # a compression that died before ending `second`: `head` is a conversation of its own
+    assert (head.id, head.id, 1) in [(c.root_id, c.head.id, c.segments) for c in store.list_conversations()]
+    store.end_session(second.id, "compression")
     conversations = store.list_conversations()
     assert [(c.root_id, c.head.id, c.segments) for c in conversations] == [
         (root.id, head.id, 3),

@@ -9,7 +9,7 @@ import yaml
 
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json
-from vigil.config import SECRET_KEYS, get_value, redacted, set_value
+from vigil.config import SECRET_KEYS, get_value, lookup, redacted, set_value
 
 
 @click.group()
@@ -33,7 +33,7 @@ def show_cmd(app: AppContext, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    console.print(f"# {app.profile.config_path}", style="dim")
+    console.print(f"# {app.profile.config_path}", style="dim", markup=False)
     click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
 
 
@@ -43,11 +43,9 @@ def show_cmd(app: AppContext, as_json: bool) -> None:
 def get_cmd(app: AppContext, key: str) -> None:
     """Print one setting, e.g. `vigil config get model.name`."""
     try:
-        value = get_value(app.settings, key)
+        value = lookup(redacted(app.settings), key)
     except KeyError:
         raise click.ClickException(f"unknown setting '{key}' (see `vigil config show`)") from None
-    if key.rsplit(".", 1)[-1] in SECRET_KEYS and value:
-        value = "***"
     if isinstance(value, (dict, list)):
         click.echo(json.dumps(value, indent=2))
     elif value is None:
@@ -71,4 +69,4 @@ def set_cmd(app: AppContext, key: str, value: str) -> None:
     shown = get_value(settings, key)
     if key.rsplit(".", 1)[-1] in SECRET_KEYS and shown:
         shown = "***"
-    console.print(f"Set {key} = {shown!r} in {path}")
+    console.print(f"Set {key} = {shown!r} in {path}", markup=False)

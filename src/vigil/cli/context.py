@@ -47,23 +47,43 @@ class AppContext:
             self._store = None
 
 
-def _remember_profile(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+def remember_profile(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value is not None:
         ctx.ensure_object(AppContext).profile_name = value
 
 
-def profile_option(func: F) -> F:
-    """Add ``-p/--profile`` to a command, so the option works after any subcommand too."""
-    return click.option(
-        "-p",
-        "--profile",
+def _profile_param(envvar: str | None = None) -> click.Option:
+    return click.Option(
+        ["-p", "--profile"],
         metavar="NAME",
-        envvar="VIGIL_PROFILE",
+        envvar=envvar,
         expose_value=False,
         is_eager=True,
-        callback=_remember_profile,
-        help="Profile to use (default: the root profile in $VIGIL_HOME).",
-    )(func)
+        callback=remember_profile,
+        help="Profile to use (default: the root profile in $VIGIL_HOME"
+        + (", or $VIGIL_PROFILE)." if envvar else ")."),
+    )
+
+
+def profile_option(func: F) -> F:
+    """Add ``-p/--profile`` to a command, so the option works after any subcommand too.
+
+    Only the top-level ``vigil`` reads ``$VIGIL_PROFILE``: an explicit ``-p`` anywhere on the
+    command line must win over the environment.
+    """
+    params = getattr(func, "__click_params__", [])
+    if not any(p.name == "profile" for p in params):
+        func.__click_params__ = [*params, _profile_param()]  # type: ignore[attr-defined]
+    return func
+
+
+def add_profile_option_everywhere(command: click.Command) -> None:
+    """Give every group and command under ``command`` a ``-p/--profile`` option."""
+    if not any(param.name == "profile" for param in command.params):
+        command.params.append(_profile_param())
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            add_profile_option_everywhere(sub)
 
 
 def pass_app(func: F) -> F:

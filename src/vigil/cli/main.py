@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from vigil import __version__
-from vigil.cli.context import AppContext, profile_option
+from vigil.cli.context import AppContext, add_profile_option_everywhere, remember_profile
 from vigil.config import ConfigError
 from vigil.profiles import ProfileError
 from vigil.store import StoreError
@@ -32,7 +32,16 @@ class VigilGroup(click.Group):
 
 @click.group(cls=VigilGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="vigil")
-@profile_option
+@click.option(
+    "-p",
+    "--profile",
+    metavar="NAME",
+    envvar="VIGIL_PROFILE",
+    expose_value=False,
+    is_eager=True,
+    callback=remember_profile,
+    help="Profile to use (default: the root profile in $VIGIL_HOME, or $VIGIL_PROFILE).",
+)
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """vigil — a persistent personal AI agent that lives on this machine.
@@ -57,7 +66,7 @@ def _register() -> None:
     cli.add_command(config_cmd.config)
     cli.add_command(sessions_cmd.sessions)
     prompts_cmd.register(sessions_cmd.sessions)
-    for optional in ("chat_cmd", "usage_cmd", "heartbeat_cmd", "cron_cmd"):
+    for optional in ("chat_cmd", "usage_cmd", "heartbeat_cmd", "cron_cmd", "gateway_cmd"):
         try:
             module = __import__(f"vigil.cli.{optional}", fromlist=["command"])
         except ModuleNotFoundError as exc:
@@ -66,6 +75,8 @@ def _register() -> None:
             continue
         for command in getattr(module, "COMMANDS", ()):
             cli.add_command(command)
+    for command in cli.commands.values():
+        add_profile_option_everywhere(command)
 
 
 _register()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from vigil.cli.context import AppContext, pass_app
@@ -53,7 +54,7 @@ def list_cmd(app: AppContext, as_json: bool) -> None:
         return
     table = Table("profile", "home", "sessions db", box=None)
     for p in profiles:
-        table.add_row(p.name, str(p.home), "yes" if p.state_db.is_file() else "-")
+        table.add_row(p.name, escape(str(p.home)), "yes" if p.state_db.is_file() else "-")
     console.print(table)
 
 
@@ -63,7 +64,7 @@ def list_cmd(app: AppContext, as_json: bool) -> None:
 def create_cmd(app: AppContext, name: str) -> None:
     """Create a named profile."""
     created = create_profile(name)
-    console.print(f"Created profile '{created.name}' at {created.home}")
+    console.print(f"Created profile '{created.name}' at {created.home}", markup=False)
     console.print(f"Use it with: vigil -p {created.name} chat")
 
 
@@ -83,7 +84,7 @@ def show_cmd(app: AppContext, name: str | None, as_json: bool) -> None:
     for key, value in info.items():
         if isinstance(value, list):
             value = ", ".join(value) or "-"
-        console.print(f"[bold]{key:>12}[/bold]  {value}")
+        console.print(f"[bold]{key:>12}[/bold]  {escape(str(value))}")
 
 
 @profile.command("delete")

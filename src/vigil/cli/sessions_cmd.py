@@ -10,7 +10,13 @@ from rich.table import Table
 
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, local_time, shorten
-from vigil.export import export_jsonl, export_markdown, message_to_dict, session_to_dict
+from vigil.export import (
+    export_jsonl,
+    export_markdown,
+    message_to_dict,
+    session_to_dict,
+    write_private,
+)
 
 
 @click.group()
@@ -22,7 +28,10 @@ def sessions() -> None:
 
 
 @sessions.command("list")
-@click.option("-n", "--limit", default=30, show_default=True, help="How many to show (0 = all).")
+@click.option(
+    "-n", "--limit", default=30, show_default=True, type=click.IntRange(min=0),
+    help="How many to show (0 = all).",
+)
 @click.option("--source", help="Only sessions from this source (cli, cron, slack, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
@@ -31,9 +40,9 @@ def list_cmd(app: AppContext, limit: int, source: str | None, as_json: bool) -> 
 
     A compressed conversation appears once, under its newest continuation session id.
     """
-    heads = app.store.list_conversations(limit=limit or None)
+    heads = app.store.list_conversations(limit=None if source else limit or None)
     if source:
-        heads = [h for h in heads if h.head.source == source]
+        heads = [h for h in heads if h.head.source == source][: limit or None]
     if as_json:
         echo_json(
             [
@@ -81,9 +90,9 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
         f"{record.message_count} messages · model {record.model or '-'}"
     )
     if record.parent_id:
-        console.print(f"continues {record.parent_id}")
+        console.print(f"continues {record.parent_id}", markup=False)
     if record.end_reason:
-        console.print(f"ended {local_time(record.ended_at)} ({record.end_reason})")
+        console.print(f"ended {local_time(record.ended_at)} ({record.end_reason})", markup=False)
     console.print()
     for m in messages:
         text = m.content or ""
@@ -95,7 +104,7 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
 
 @sessions.command("search")
 @click.argument("query", nargs=-1, required=True)
-@click.option("-n", "--limit", default=20, show_default=True)
+@click.option("-n", "--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option("--session", "session_ref", help="Only search this session.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
@@ -149,8 +158,11 @@ def export_cmd(
     lines = (export_jsonl if fmt == "jsonl" else export_markdown)(store, ids)
     text = "\n".join(lines) + "\n"
     if output:
-        output.write_text(text, encoding="utf-8")
-        console.print(f"Exported {len(ids)} session(s) to {output}", style="dim")
+        try:
+            write_private(output, text)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
+        console.print(f"Exported {len(ids)} session(s) to {output}", style="dim", markup=False)
     else:
         click.echo(text, nl=False)
 

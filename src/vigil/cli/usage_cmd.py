@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from vigil.cli.context import AppContext, pass_app
@@ -16,7 +17,10 @@ def _row(usage: Usage) -> dict[str, float | int]:
 
 @click.command()
 @click.option("--session", "session_ref", metavar="ID", help="Only this session (id or prefix).")
-@click.option("-n", "--limit", default=20, show_default=True, help="Sessions to list (0 = all).")
+@click.option(
+    "-n", "--limit", default=20, show_default=True, type=click.IntRange(min=0),
+    help="Sessions to list (0 = all).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool) -> None:
@@ -44,7 +48,7 @@ def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool) -
         u = s.usage
         table.add_row(
             s.id,
-            shorten(s.title, 30),
+            escape(shorten(s.title, 30)),
             f"{u.input_tokens:,}",
             f"{u.cache_read_tokens:,}",
             f"{u.cache_write_tokens:,}",

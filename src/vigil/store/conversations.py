@@ -2,7 +2,7 @@
 
 Compression ends a session and continues the conversation in a child session, so one
 conversation is a chain root -> child -> ... -> head. Backend-neutral: works on rows (anything
-indexable by ``id``, ``parent_id`` and ``updated_at``).
+indexable by ``id``, ``parent_id``, ``end_reason`` and ``updated_at``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from vigil.store.rows import Row
+
+COMPRESSION = "compression"
+"""The end reason that makes a session's child its continuation. A child of a session that
+did not end this way (a compression that crashed half way) is a conversation of its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,14 +35,15 @@ def collapse(rows_oldest_first: Sequence[Row]) -> list[Chain]:
     ``updated_at`` along its chain; ties go to the chain whose head started last.
     """
     position = {row["id"]: i for i, row in enumerate(rows_oldest_first)}
+    compressed = {row["id"] for row in rows_oldest_first if row["end_reason"] == COMPRESSION}
     newest_child: dict[str, Row] = {}
     for row in rows_oldest_first:  # a later child overwrites an earlier one
-        if row["parent_id"] in position:
+        if row["parent_id"] in compressed:
             newest_child[row["parent_id"]] = row
     ranked = []
     for root in rows_oldest_first:
-        if root["parent_id"] in position:
-            continue  # not a root (a parent that no longer exists makes a root, like none)
+        if root["parent_id"] in compressed:
+            continue  # a continuation, not a root (an unknown or live parent makes a root)
         head, segments, active = root, 1, root["updated_at"]
         seen = {root["id"]}
         while (child := newest_child.get(head["id"])) is not None and child["id"] not in seen:

@@ -18,7 +18,7 @@ from vigil.store.checks import (
     check_names,
     check_prompt,
 )
-from vigil.store.conversations import collapse
+from vigil.store.conversations import COMPRESSION, collapse
 from vigil.store.errors import (
     AmbiguousSession,
     SchemaTooNew,
@@ -296,8 +296,11 @@ class SQLiteStore:
             current, seen = session_id, {session_id}
             while True:
                 child = conn.execute(
-                    f"SELECT id FROM sessions WHERE parent_id = ? {_NEWEST_CHILD_FIRST} LIMIT 1",
-                    (current,),
+                    "SELECT c.id FROM sessions c JOIN sessions p ON p.id = c.parent_id"
+                    " WHERE c.parent_id = ? AND p.end_reason = ?"
+                    f" {_NEWEST_CHILD_FIRST.replace('started_at', 'c.started_at').replace('rowid', 'c.rowid')}"
+                    " LIMIT 1",
+                    (current, COMPRESSION),
                 ).fetchone()
                 if child is None or child[0] in seen:
                     return current
