@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from vigil.profiles import Profile
-from vigil.prompt.sources import SourceText, find_context_files, read_capped
+from vigil.prompt.sources import SourceText, find_context_files, find_git_root, read_capped
 from vigil.skills import discover_skills
 
 DEFAULT_SOUL = """\
@@ -85,7 +85,10 @@ def build_system_prompt(
 
 
 def _display_path(path: Path, cwd: Path) -> str:
+    """The file's path relative to the repository root (or the working directory), so the
+    prompt names no home directory or user name."""
+    base = find_git_root(cwd.resolve()) or cwd.resolve()
     try:
-        return str(path.relative_to(cwd.resolve()))
+        return str(path.relative_to(base))
     except ValueError:
-        return str(path)
+        return path.name
