@@ -1,6 +1,7 @@
 """Session store benchmark: appends per second, history loads, full-text search.
 
-Run: ``.venv/bin/python bench/store_bench.py [--appends N] [--history N] [--corpus N]``.
+Run: ``.venv/bin/python bench/store_bench.py [--appends N] [--history N] [--corpus N]``;
+add ``--backend postgres --url postgresql://...`` for the PostgreSQL store (store_bench_postgres.py).
 Prints figures and, for each, a ratio against a baseline measured in the same run (plain
 sqlite3 doing the bare minimum), so the numbers mean something on a noisy machine.
 Nothing here asserts.
@@ -260,6 +261,10 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=7, help="runs of each search query (median reported)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument(
+        "--url", default="postgresql://postgres@127.0.0.1:5432/test", help="server for --backend postgres"
+    )
     parser.add_argument(
         "--dir", type=Path, default=None, help="where to put the databases (default: a temp dir)"
     )
@@ -277,6 +282,11 @@ def main() -> None:
         f"  workload  {args.appends:,} appends; {args.history}-message history x{args.loads}; "
         f"{args.corpus:,}-message search corpus, {len(words):,}-word vocabulary (Zipf), queries x{args.repeats}"
     )
+    if args.backend == "postgres":
+        import store_bench_postgres  # a sibling of this script
+
+        store_bench_postgres.run(args, words, make)
+        return
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         workdir = Path(tmp)
         print(f"  databases {workdir}")

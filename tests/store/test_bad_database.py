@@ -96,8 +96,9 @@ def test_open_store_picks_the_backend(tmp_path: Path) -> None:
     store = open_store(tmp_path / "state.db")
     assert isinstance(store, SQLiteStore)
     store.close()
-    with pytest.raises(StoreError, match="PostgreSQL backend is not available yet"):
-        open_store("postgresql://vigil@localhost/vigil")
+    # A URL picks PostgreSQL (port 1: nothing listens, so this needs no server).
+    with pytest.raises(StoreError, match="cannot connect to PostgreSQL at vigil@127.0.0.1:1/vigil"):
+        open_store("postgresql://vigil@127.0.0.1:1/vigil?connect_timeout=2")
 
 
 def test_a_closed_store_says_so(db_path: Path) -> None:

@@ -492,3 +492,27 @@ def test_list_conversations_collapses_chains(store: SessionStore, clock: FakeClo
     assert sorted((c.root_id, c.head.id, c.segments) for c in store.list_conversations()) == sorted(
         [(alone.id, alone.id, 1), (root.id, root.id, 1), (head.id, head.id, 1)]
     )
+
+
+def test_model_config_updates_apply_atomically(store: SessionStore) -> None:
+    import threading
+
+    session = store.create_session(source="cli", model_config={"cwd": "/w", "count": 0})
+
+    def bump() -> None:
+        for _ in range(10):
+            store.update_session(session.id, model_config=lambda c: {**c, "count": c["count"] + 1})
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.get_session(session.id).model_config == {"cwd": "/w", "count": 40}
+
+    digest = store.set_session_prompt(session.id, "prompt text", model_config=lambda c: {**c, "built": True})
+    after = store.get_session(session.id)
+    assert after.system_prompt_hash == digest and after.model_config["built"] is True
+    assert after.model_config["count"] == 40
+    with pytest.raises(SessionNotFound):
+        store.update_session("abcabcabcabc", model_config=lambda c: c)

@@ -52,10 +52,16 @@ _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 def open_store(path_or_url: str | os.PathLike[str], *, clock: Clock | None = None) -> SessionStore:
     """Open the session store at a file path (SQLite) or a ``postgresql://`` URL.
 
+    A URL may pick the PostgreSQL schema with ``?schema=NAME`` (default ``vigil``).
+
     Raises ``StoreError`` (or a subclass) when the store cannot be opened; the message says why.
     """
     if isinstance(path_or_url, str) and path_or_url.startswith(_POSTGRES_SCHEMES):
-        raise StoreError(
-            "PostgreSQL backend is not available yet; use a file path for an embedded SQLite store"
-        )
+        try:
+            from vigil.store.postgres import PostgresStore
+        except ImportError as exc:  # psycopg is an optional dependency
+            raise StoreError(
+                f"the PostgreSQL session store needs psycopg ({exc}): install vigil[postgres]"
+            ) from exc
+        return PostgresStore(path_or_url, clock=clock)
     return SQLiteStore(Path(path_or_url), clock=clock)

@@ -1,0 +1,209 @@
+"""Reaching the PostgreSQL server: the URL, a small connection pool, short transactions, and
+errors a person can act on (naming user, host, port and database, never the password)."""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+from urllib.parse import unquote, urlsplit
+
+import psycopg
+from psycopg.rows import RowMaker, no_result
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from vigil.store.errors import StoreError
+from vigil.store.postgres_migrations import in_schema
+from vigil.store.postgres_text import ESCAPE, escape_params, unescape
+
+DEFAULT_SCHEMA = "vigil"
+CONNECT_TIMEOUT_SECONDS = 10
+"""Used unless the URL sets ``connect_timeout`` itself."""
+WAIT_SECONDS = 30.0
+"""How long an operation waits for a free pooled connection (or the server) before failing."""
+POOL_MAX_SIZE = 8
+
+Run = Callable[..., "psycopg.Cursor[Any]"]
+"""``Database.run`` bound to a connection: ``run(statement, params)`` returns the cursor."""
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the store lives. ``where`` is safe to show; ``conninfo`` may hold a password."""
+
+    conninfo: str
+    schema: str
+    where: str
+    secrets: tuple[str, ...]
+    url_params: frozenset[str]
+    """The libpq parameters the URL's query sets itself."""
+
+    def scrub(self, text: str) -> str:
+        """``text`` on one line, with every form of the password replaced by ``***``."""
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return " ".join(text.split())
+
+
+def parse_target(url: str, schema: str | None = None) -> Target:
+    """Read a ``postgresql://`` URL; ``?schema=NAME`` (or ``schema``) picks the PostgreSQL schema.
+
+    Every other query parameter goes to libpq as it is. ``StoreError`` if the schema name is
+    not a plain lowercase identifier or the URL and the argument name different schemas.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # the message names no part of the URL
+        raise StoreError(f"invalid PostgreSQL URL: {exc}") from exc
+    userinfo, _, hostspec = parts.netloc.rpartition("@")
+    user, _, raw_password = userinfo.partition(":")
+    secrets = {raw_password, unquote(raw_password)}
+    kept, url_schema, names = [], None, set()
+    for item in parts.query.split("&") if parts.query else []:
+        key, _, value = item.partition("=")
+        name = unquote(key)
+        if name == "schema":
+            url_schema = unquote(value)
+            continue
+        if name == "password":
+            secrets |= {value, unquote(value)}
+        names.add(name)
+        kept.append(item)
+    where = _describe(unquote(user), hostspec, unquote(parts.path.lstrip("/")))
+    if schema is not None and url_schema is not None and schema != url_schema:
+        raise StoreError(f"two schemas given for {where}: '{url_schema}' in the URL and '{schema}'")
+    chosen = schema or url_schema or DEFAULT_SCHEMA
+    if not _SCHEMA_NAME.fullmatch(chosen):
+        raise StoreError(
+            f"invalid PostgreSQL schema name '{chosen}': use lowercase letters, digits and _ "
+            "(at most 63, not starting with a digit)"
+        )
+    base = url.split("?", 1)[0].split("#", 1)[0]
+    conninfo = base + ("?" + "&".join(kept) if kept else "")
+    return Target(conninfo, chosen, where, tuple(s for s in secrets if s), frozenset(names))
+
+
+def _describe(user: str, hostspec: str, dbname: str) -> str:
+    host = hostspec or "localhost"
+    if "," not in host and ":" not in host.rpartition("]")[2]:  # one host, no port given
+        host += ":5432"
+    return f"{user + '@' if user else ''}{host}/{dbname or '(default database)'}"
+
+
+def _unescaped_dict_row(cursor: Any) -> RowMaker[dict[str, Any]]:
+    """Rows as dicts by column name, every string unescaped (see ``postgres_text``)."""
+    description = cursor.description
+    if description is None:
+        return no_result
+    names = [column.name for column in description]
+
+    def make_row(values: Any) -> dict[str, Any]:
+        return {n: unescape(v) if type(v) is str and ESCAPE in v else v for n, v in zip(names, values)}
+
+    return make_row
+
+
+def _reset(conn: psycopg.Connection[Any]) -> None:
+    # Reads switch their connection to read-only snapshots; writes must get it back plain.
+    conn.isolation_level = None
+    conn.read_only = None
+
+
+class Database:
+    """A pool of connections to one server, handing out one transaction at a time.
+
+    ``setup`` runs first, on a connection of its own (the migrations), so that a server that
+    cannot be reached or a schema that cannot be used fails the constructor with a clear
+    ``StoreError`` instead of a pool retrying in the background.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        setup: Callable[[psycopg.Connection[Any]], None],
+        *,
+        max_size: int = POOL_MAX_SIZE,
+    ) -> None:
+        self.target = target
+        self._statements: dict[str, str] = {}
+        self._kwargs: dict[str, Any] = {"autocommit": False, "row_factory": _unescaped_dict_row}
+        defaults = {"connect_timeout": CONNECT_TIMEOUT_SECONDS, "application_name": "vigil"}
+        self._kwargs.update((k, v) for k, v in defaults.items() if k not in target.url_params)
+        with self.connect() as conn:
+            try:
+                setup(conn)
+            except psycopg.Error as exc:
+                raise self.translate(exc) from exc
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            target.conninfo,
+            kwargs=self._kwargs,
+            min_size=1,
+            max_size=max_size,
+            open=False,
+            # One empty round trip per checkout, so that a restarted server costs nobody a
+            # failed turn on a connection that died while it sat in the pool.
+            check=ConnectionPool.check_connection,
+            reset=_reset,
+            name=f"vigil {target.where}",
+            timeout=WAIT_SECONDS,
+        )
+        self._pool.open(wait=False)
+
+    def connect(self) -> psycopg.Connection[Any]:
+        """A new connection outside the pool (the caller closes it)."""
+        try:
+            return psycopg.Connection.connect(self.target.conninfo, **self._kwargs)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {self.target.where}: {self.target.scrub(str(exc))}"
+            ) from exc
+
+    @contextmanager
+    def write(self) -> Iterator[psycopg.Connection[Any]]:
+        """One read-committed transaction: committed on success, rolled back on any error."""
+        with self._transaction(read_only=False) as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[psycopg.Connection[Any]]:
+        """A read-only transaction whose queries all see the same snapshot."""
+        with self._transaction(read_only=True) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, *, read_only: bool) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            with self._pool.connection() as conn:
+                if read_only:  # sent with the BEGIN, costs no round trip
+                    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                    conn.read_only = True
+                yield conn
+        except PoolClosed as exc:
+            raise StoreError(f"the session store at {self.target.where} is closed") from exc
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"no connection to PostgreSQL at {self.target.where} within {WAIT_SECONDS:.0f} s "
+                "(is the server up? are all connections busy?)"
+            ) from exc
+        except psycopg.Error as exc:
+            raise self.translate(exc) from exc
+
+    def run(
+        self, conn: psycopg.Connection[Any], statement: str, params: Sequence[Any] = ()
+    ) -> psycopg.Cursor[Any]:
+        """Execute ``statement`` (``{s}`` naming the schema) with every string escaped."""
+        sql = self._statements.get(statement)
+        if sql is None:
+            sql = self._statements.setdefault(statement, in_schema(statement, self.target.schema))
+        return conn.execute(sql, escape_params(params))  # type: ignore[arg-type]
+
+    def translate(self, exc: psycopg.Error) -> StoreError:
+        """A one-line ``StoreError`` for a PostgreSQL failure, without the password."""
+        return StoreError(f"PostgreSQL at {self.target.where}: {self.target.scrub(str(exc))}")
+
+    def close(self) -> None:
+        """Close every connection; further use raises ``StoreError``."""
+        self._pool.close()

@@ -1,0 +1,224 @@
+"""Numbered, forward-only schema migrations of the PostgreSQL store.
+
+Everything lives in one PostgreSQL schema (``vigil`` unless configured), so several stores can
+share a database. Pending migrations are applied in one transaction holding an advisory lock
+on the schema's name, together with their rows in ``schema_migrations``: processes opening a
+fresh schema at the same moment wait for each other and apply each migration once, and a
+failure leaves the schema as it was. Released migrations are never edited; a change to the
+schema is a new migration at the end of the list. Statements name the schema as ``{s}``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import tuple_row
+
+from vigil.store.errors import SchemaTooNew, StoreUnreadable
+
+SEARCH_CONFIG = "{s}.search_words"
+"""The text search configuration of ``messages.words``; queries must use the same one."""
+INDEXED_CHARS = 100_000
+"""Only this much of a message is indexed: PostgreSQL refuses a tsvector over 1 MB."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step: ``version`` is its position (1-based), ``statements`` run in order."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+_V1_CORE = Migration(
+    1,
+    "sessions, messages, system prompts, state_meta, full-text search",
+    (
+        # Words are stemmed like SQLite's porter tokenizer and, like it, no word is a stop
+        # word: "not" or "the" in a query must still have to match.
+        "CREATE TEXT SEARCH DICTIONARY {s}.english_stem_all"
+        " (TEMPLATE = pg_catalog.snowball, LANGUAGE = english)",
+        f"CREATE TEXT SEARCH CONFIGURATION {SEARCH_CONFIG} (COPY = pg_catalog.english)",
+        f"ALTER TEXT SEARCH CONFIGURATION {SEARCH_CONFIG}"
+        " ALTER MAPPING REPLACE pg_catalog.english_stem WITH {s}.english_stem_all",
+        # ASCII punctuation separates words, as in SQLite's tokenizer; PostgreSQL's parser
+        # would otherwise keep "src/vigil/store.py" or "example.com" as one unsearchable
+        # token. An escaped NUL (see postgres_text) separates words too.
+        rf"""
+        CREATE FUNCTION {{s}}.search_text(content text) RETURNS text
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+            SELECT pg_catalog.regexp_replace(
+                pg_catalog.left(COALESCE(content, ''), {INDEXED_CHARS}),
+                E'(\uFDD0[0\uFDD0]?|[\x01-\x2F\x3A-\x40\x5B-\x60\x7B-\x7F])+', ' ', 'g')
+        $$
+        """,
+        # AND of many tsqueries: a query needs every one of its words.
+        "CREATE AGGREGATE {s}.all_of(tsquery) (SFUNC = pg_catalog.tsquery_and, STYPE = tsquery)",
+        """
+        CREATE TABLE {s}.system_prompts (
+            hash       text COLLATE "C" PRIMARY KEY,
+            text       text NOT NULL,
+            created_at double precision NOT NULL
+        )
+        """,
+        # Ids and keys compare as code points (COLLATE "C"), as in SQLite, which also lets the
+        # primary key indexes serve prefix searches (LIKE 'abc%').
+        """
+        CREATE TABLE {s}.sessions (
+            id                 text COLLATE "C" PRIMARY KEY,
+            created_order      bigint GENERATED ALWAYS AS IDENTITY,
+            source             text NOT NULL,
+            title              text,
+            parent_id          text COLLATE "C" REFERENCES {s}.sessions(id) ON DELETE SET NULL,
+            end_reason         text,
+            started_at         double precision NOT NULL,
+            ended_at           double precision,
+            updated_at         double precision NOT NULL,
+            model              text,
+            model_config       text NOT NULL DEFAULT '{}',
+            system_prompt_hash text COLLATE "C" REFERENCES {s}.system_prompts(hash),
+            tool_names         text NOT NULL DEFAULT '[]',
+            message_count      bigint NOT NULL DEFAULT 0,
+            input_tokens       bigint NOT NULL DEFAULT 0,
+            cache_read_tokens  bigint NOT NULL DEFAULT 0,
+            cache_write_tokens bigint NOT NULL DEFAULT 0,
+            output_tokens      bigint NOT NULL DEFAULT 0
+        )
+        """,
+        "CREATE INDEX sessions_recent ON {s}.sessions (updated_at DESC, created_order DESC)",
+        "CREATE INDEX sessions_source_recent ON {s}.sessions (source, updated_at DESC, created_order DESC)",
+        "CREATE INDEX sessions_children ON {s}.sessions (parent_id, started_at, created_order)",
+        f"""
+        CREATE TABLE {{s}}.messages (
+            id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session_id         text COLLATE "C" NOT NULL REFERENCES {{s}}.sessions(id) ON DELETE CASCADE,
+            seq                bigint NOT NULL,
+            role               text NOT NULL,
+            content            text,
+            tool_calls         text NOT NULL DEFAULT '[]',
+            tool_call_id       text,
+            tool_name          text,
+            created_at         double precision NOT NULL,
+            input_tokens       bigint NOT NULL DEFAULT 0,
+            cache_read_tokens  bigint NOT NULL DEFAULT 0,
+            cache_write_tokens bigint NOT NULL DEFAULT 0,
+            output_tokens      bigint NOT NULL DEFAULT 0,
+            meta               text NOT NULL DEFAULT '{{}}',
+            words              tsvector GENERATED ALWAYS AS
+                (pg_catalog.to_tsvector('{SEARCH_CONFIG}'::regconfig, {{s}}.search_text(content))) STORED,
+            UNIQUE (session_id, seq)
+        )
+        """,
+        "CREATE INDEX messages_words ON {s}.messages USING gin (words)",
+        """
+        CREATE TABLE {s}.state_meta (
+            key        text COLLATE "C" PRIMARY KEY,
+            value      text NOT NULL,
+            updated_at double precision NOT NULL
+        )
+        """,
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_CORE,)
+LATEST_VERSION: int = MIGRATIONS[-1].version
+
+# pg_advisory_xact_lock(class, key): the class keeps vigil's locks apart from other programs'.
+_LOCK_CLASS = 0x76696769  # "vigi"
+
+_CREATE_LEDGER = """
+    CREATE TABLE IF NOT EXISTS {s}.schema_migrations (
+        version    integer PRIMARY KEY,
+        applied_at double precision NOT NULL
+    )
+"""
+
+
+def in_schema(statement: str, schema: str) -> str:
+    """``statement`` with ``{s}`` naming ``schema`` (a checked name, see ``parse_target``)."""
+    return statement.replace("{s}", f'"{schema}"')
+
+
+def applied_version(conn: psycopg.Connection[Any], schema: str) -> int:
+    """The highest migration recorded in ``schema``; 0 if it has none (or does not exist)."""
+    cur = conn.cursor(row_factory=tuple_row)
+    found = cur.execute("SELECT pg_catalog.to_regclass(%s)", (f'"{schema}".schema_migrations',)).fetchone()
+    if found is None or found[0] is None:
+        return 0
+    row = cur.execute(in_schema("SELECT MAX(version) FROM {s}.schema_migrations", schema)).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def open_schema(conn: psycopg.Connection[Any], schema: str, where: str, *, now: float) -> int:
+    """Check that ``schema`` can be used by this vigil and migrate it to the latest version.
+
+    Raises ``StoreUnreadable`` for a schema holding another program's tables and
+    ``SchemaTooNew`` for one written by a newer vigil; in both cases nothing is changed.
+    """
+    with conn.transaction():
+        _lock(conn, schema)
+        version = applied_version(conn, schema)
+        if version == 0 and _holds_relations(conn, schema):
+            raise StoreUnreadable(
+                f"PostgreSQL schema '{schema}' at {where} holds tables of some other program, not "
+                "a vigil session store; it was left untouched - choose another schema (?schema=NAME)"
+            )
+        if version > LATEST_VERSION:
+            raise SchemaTooNew(
+                f"PostgreSQL schema '{schema}' at {where} was written by a newer vigil (schema "
+                f"{version}, this vigil knows up to {LATEST_VERSION}); upgrade vigil"
+            )
+        return _apply_pending(conn, schema, LATEST_VERSION, now)
+
+
+def migrate(
+    conn: psycopg.Connection[Any], schema: str, target: int | None = None, *, now: float | None = None
+) -> int:
+    """Apply the pending migrations up to ``target`` (default: the latest); return the version.
+
+    A schema already at or past ``target`` is left alone. Runs in a transaction of its own, or
+    in a savepoint when ``conn`` is already in one.
+    """
+    goal = LATEST_VERSION if target is None else target
+    if not 0 <= goal <= LATEST_VERSION:
+        raise ValueError(f"no migration {goal}: this vigil knows versions 1 to {LATEST_VERSION}")
+    with conn.transaction():
+        _lock(conn, schema)
+        return _apply_pending(conn, schema, goal, time.time() if now is None else now)
+
+
+def _lock(conn: psycopg.Connection[Any], schema: str) -> None:
+    conn.execute(
+        "SELECT pg_catalog.pg_advisory_xact_lock(%s::int4, pg_catalog.hashtext(%s))", (_LOCK_CLASS, schema)
+    )
+
+
+def _holds_relations(conn: psycopg.Connection[Any], schema: str) -> bool:
+    row = conn.cursor(row_factory=tuple_row).execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+        " ON n.oid = c.relnamespace WHERE n.nspname = %s)",
+        (schema,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _apply_pending(conn: psycopg.Connection[Any], schema: str, goal: int, now: float) -> int:
+    """Run under the lock, so the version read here cannot change before the commit."""
+    version = applied_version(conn, schema)
+    pending = MIGRATIONS[version:goal]
+    if not pending:
+        return version
+    conn.execute(in_schema("CREATE SCHEMA IF NOT EXISTS {s}", schema))
+    conn.execute(in_schema(_CREATE_LEDGER, schema))
+    for migration in pending:
+        for statement in migration.statements:
+            conn.execute(in_schema(statement, schema))
+        conn.execute(
+            in_schema("INSERT INTO {s}.schema_migrations (version, applied_at) VALUES (%s, %s)", schema),
+            (migration.version, now),
+        )
+    return pending[-1].version
