@@ -14,6 +14,8 @@ from vigil.cli.render import err_console
 from vigil.models.base import ModelError
 from vigil.models.factory import build_client
 from vigil.runtime.controller import ConversationController
+from vigil.runtime.conversation import Conversation
+from vigil.schedule.scheduler import HeartbeatScheduler
 
 
 @click.command()
@@ -71,11 +73,25 @@ async def _chat(
     try:
         if query is not None:
             return await _one_shot(controller, query, stream)
-        from vigil.cli.repl import Repl
-
-        return await Repl(controller, app.profile, stream=stream).run()
+        return await _interactive(app, controller, stream)
     finally:
         await client.aclose()
+
+
+async def _interactive(app: AppContext, controller: ConversationController, stream: bool) -> int:
+    """The REPL, with the conversation runtime and the heartbeat scheduler running behind it:
+    this process owns the open conversation's heartbeat while it runs."""
+    from vigil.cli.repl import Repl
+
+    scheduler = HeartbeatScheduler(app.store, clock=controller.agent.clock)
+    conversation = Conversation(controller, scheduler=scheduler)
+    await scheduler.start()
+    await conversation.start()
+    try:
+        return await Repl(conversation, app.profile, stream=stream).run()
+    finally:
+        await conversation.close()
+        await scheduler.stop()
 
 
 async def _one_shot(controller: ConversationController, query: str, stream: bool) -> int:

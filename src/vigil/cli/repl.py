@@ -1,4 +1,11 @@
-"""The interactive terminal front end of ``vigil chat``."""
+"""The interactive terminal front end of ``vigil chat``.
+
+The prompt stays open while the conversation runtime works in the background, so a heartbeat
+turn appears on screen by itself (``patch_stdout``, active while the prompt is open, prints
+it above the prompt). A message the
+person sends is waited for with the prompt hidden, as before; Ctrl-C interrupts the running
+turn.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +18,16 @@ from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.markup import escape
 
-from vigil.agent.events import PromptRebuilt, TextDelta, ToolFinished, ToolStarted, TurnEvent
-from vigil.cli.render import shorten
-from vigil.models.base import ModelError
+from vigil.agent.events import PromptRebuilt, TextDelta, ToolFinished, ToolStarted
+from vigil.cli.render import local_time, relative, shorten
 from vigil.profiles import Profile
-from vigil.runtime.controller import ConversationController
-from vigil.store import StoreError
+from vigil.runtime.conversation import Conversation
+from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, Outcome, TurnBegan, TurnEnded
+from vigil.schedule.intervals import format_interval
 
 console = Console(highlight=False)
 
@@ -60,25 +68,51 @@ async def ask_approval(tool: str, description: str) -> bool:
 
 
 class Repl:
-    """Reads lines, runs turns and slash commands, and shows the answers."""
+    """Reads lines, hands them to the conversation, and shows whatever it reports."""
 
-    def __init__(self, controller: ConversationController, profile: Profile, *, stream: bool = True):
-        self.controller = controller
+    def __init__(self, conversation: Conversation, profile: Profile, *, stream: bool = True):
+        self.conversation = conversation
+        self.controller = conversation.controller
         self.profile = profile
         self.stream = stream
-        self._streamed = False
+        self._prompt_open = False
+        self._streaming = False  # this turn's answer is written as it arrives
+        self._streamed = False  # a line of streamed text is open
         self._streamed_any = False
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(profile.history_path)),
-            completer=SlashCompleter(controller.registry.names()),
+            completer=SlashCompleter(self.controller.registry.names()),
             complete_while_typing=True,
             key_bindings=_key_bindings(),
             bottom_toolbar=self._toolbar,
+            refresh_interval=5.0,
         )
+        conversation.listeners.append(self._on_event)
+        self.controller.agent.approve = self._approve
 
     def _toolbar(self) -> str:
         session = self.controller.session_id or "new conversation"
-        return f" vigil · {self.profile.name} · {session} · {self.controller.model_name()}  (Esc Enter: newline, /help)"
+        beat = self._heartbeat_status()
+        return (
+            f" vigil · {self.profile.name} · {session} · {self.controller.model_name()}{beat}"
+            "  (Esc Enter: newline, /help)"
+        )
+
+    def _heartbeat_status(self) -> str:
+        scheduler, session_id = self.conversation.scheduler, self.controller.session_id
+        if scheduler is None or session_id is None:
+            return ""
+        heartbeat = scheduler.known(session_id)
+        if heartbeat is None:
+            return ""
+        every = format_interval(heartbeat.interval)
+        if scheduler.emergency_stopped:
+            return f" · ♥ {every} on emergency stop"
+        if not heartbeat.active or heartbeat.next_due is None:
+            return f" · ♥ {every} paused"
+        left = heartbeat.next_due - scheduler.clock.now()
+        when = local_time(heartbeat.next_due)[-5:]
+        return f" · ♥ next {when} (in {relative(left)})" if left > 0 else f" · ♥ due ({when})"
 
     async def run(self) -> int:
         console.print(
@@ -87,57 +121,75 @@ class Repl:
         )
         if self.controller.session_id:
             console.print(f"[dim]Resumed session {self.controller.session_id}[/dim]")
-        while True:
-            try:
-                text = await self.session.prompt_async("you › ")
-            except KeyboardInterrupt:
-                continue
-            except EOFError:
-                break
-            if not text.strip():
-                continue
-            if self.controller.is_command(text):
-                reply = await self.controller.command(text)
-                style = "red" if reply.is_error else "cyan"
-                if reply.text:
-                    console.print(f"[{style}]{escape(reply.text)}[/{style}]")
-                if reply.action == "quit":
-                    break
-                continue
-            await self._turn(text)
+        await self._loop()
         if self.controller.session_id:
             console.print(f"[dim]Conversation kept: vigil chat --resume {self.controller.session_id}[/dim]")
         return 0
 
-    async def _turn(self, text: str) -> None:
-        self._streamed = False
-        self._streamed_any = False
-        task = asyncio.ensure_future(self.controller.turn(text, on_event=self._on_event))
+    async def _loop(self) -> None:
+        while True:
+            self._prompt_open = True
+            try:
+                # Output is routed above the prompt only while the prompt is open (a heartbeat
+                # turn); otherwise it goes straight to the terminal, unchanged by the proxy.
+                with patch_stdout(raw=True):
+                    text = await self.session.prompt_async("you › ")
+            except KeyboardInterrupt:
+                self.conversation.interrupt()  # stops a heartbeat turn running under the prompt
+                continue
+            except EOFError:
+                return
+            finally:
+                self._prompt_open = False
+            if not text.strip():
+                continue
+            outcome = await self._submit(text)
+            if outcome.reply is not None:
+                reply = outcome.reply
+                style = "red" if reply.is_error else "cyan"
+                if reply.text:
+                    console.print(f"[{style}]{escape(reply.text)}[/{style}]")
+                if reply.action == "quit":
+                    return
+
+    async def _submit(self, text: str) -> Outcome:
+        """Hand the line to the conversation and wait for it; Ctrl-C withdraws or interrupts it."""
+        future = self.conversation.submit(text)
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
+
+        def interrupt() -> None:
+            self.conversation.interrupt()
+            self.conversation.cancel(future)
+
+        loop.add_signal_handler(signal.SIGINT, interrupt)
         try:
-            result = await task
-        except asyncio.CancelledError:
-            self._end_stream()
-            console.print("[yellow]⏹ interrupted — the conversation is kept[/yellow]")
-            return
-        except (ModelError, StoreError) as exc:
-            self._end_stream()
-            console.print(f"[red]Error: {escape(str(exc))}[/red]")
-            return
+            return await future
         finally:
             loop.remove_signal_handler(signal.SIGINT)
-        self._end_stream()
-        if result.answer and (not self._streamed_any or result.stop != "answered"):
-            console.print(escape(result.answer) + "\n")
 
-    def _on_event(self, event: TurnEvent) -> None:
-        if isinstance(event, TextDelta) and self.stream:
-            if not self._streamed:
-                sys.stdout.write("\n")
-            self._streamed = self._streamed_any = True
-            sys.stdout.write(event.text)
-            sys.stdout.flush()
+    async def _approve(self, tool: str, description: str) -> bool:
+        if self._prompt_open:
+            # A heartbeat turn runs under the open prompt: a second prompt would fight it.
+            console.print(
+                f"[yellow]⚠ {escape(tool)} needs approval, which a heartbeat turn cannot ask for "
+                f"while you are typing: denied.[/yellow] {escape(description)}"
+            )
+            return False
+        return await ask_approval(tool, description)
+
+    # -- showing what the conversation does -------------------------------------------------
+    def _on_event(self, event: ConversationEvent) -> None:
+        if isinstance(event, TurnBegan):
+            self._begin(event)
+        elif isinstance(event, TurnEnded):
+            self._end(event)
+        elif isinstance(event, TextDelta):
+            if self._streaming:
+                if not self._streamed:
+                    sys.stdout.write("\n")
+                self._streamed = self._streamed_any = True
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
         elif isinstance(event, ToolStarted):
             self._end_stream()
             console.print(f"[dim]⚙ {escape(event.name)}({escape(shorten(event.arguments, 70))})[/dim]")
@@ -146,6 +198,25 @@ class Repl:
             console.print(f"[dim]  {mark} {escape(shorten(event.content, 90))}[/dim]")
         elif isinstance(event, PromptRebuilt) and event.reason != "new session":
             console.print(f"[dim]↻ system prompt rebuilt ({event.reason})[/dim]")
+
+    def _begin(self, event: TurnBegan) -> None:
+        # Partial lines cannot be printed above an open prompt, so a turn that starts while
+        # the person is typing is shown whole when it ends.
+        self._streaming = self.stream and not self._prompt_open
+        self._streamed = self._streamed_any = False
+        if event.kind == HEARTBEAT and event.header:
+            console.print(f"\n[bold magenta]♥ {escape(event.header)}[/bold magenta]")
+
+    def _end(self, event: TurnEnded) -> None:
+        self._end_stream()
+        if event.cancelled:
+            console.print("[yellow]⏹ interrupted — the conversation is kept[/yellow]")
+        elif event.error is not None:
+            console.print(f"[red]Error: {escape(str(event.error))}[/red]")
+        elif event.result is not None:
+            result = event.result
+            if result.answer and (not self._streamed_any or result.stop != "answered"):
+                console.print(escape(result.answer) + "\n")
 
     def _end_stream(self) -> None:
         if self._streamed:

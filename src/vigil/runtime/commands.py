@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
+from vigil.runtime.heartbeat_commands import heartbeat_slash
 from vigil.runtime.slash import CommandRegistry, CommandReply, ConversationControl, SlashCommand
 from vigil.store import StoreError
 from vigil.usage import Usage
@@ -15,9 +16,27 @@ def _short(text: str | None, width: int = 50) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def _cleared_note(control: ConversationControl) -> str:
+    cleared = getattr(control, "cleared_heartbeat", None)
+    return " The previous conversation's heartbeat was cleared." if cleared is not None else ""
+
+
 async def _new(control: ConversationControl, _args: str) -> CommandReply:
     session_id = await control.new_conversation()
-    return CommandReply(f"Started a new conversation ({session_id}). Files are read afresh.")
+    return CommandReply(
+        f"Started a new conversation ({session_id}). Files are read afresh.{_cleared_note(control)}"
+    )
+
+
+async def _stop(control: ConversationControl, _args: str) -> CommandReply:
+    stop = getattr(control, "stop_conversation", None)
+    if stop is None or control.session_id is None:
+        return CommandReply("No conversation to stop.")
+    stopped = await stop()
+    return CommandReply(
+        f"Conversation {stopped} suspended.{_cleared_note(control)} "
+        f"/resume {stopped} picks it up again; the next message starts a new conversation."
+    )
 
 
 async def _resume(control: ConversationControl, args: str) -> CommandReply:
@@ -30,6 +49,7 @@ async def _resume(control: ConversationControl, args: str) -> CommandReply:
     record = await asyncio.to_thread(control.store.get_session, session_id)
     return CommandReply(
         f"Resumed {session_id} — {_short(record.title) or 'untitled'} ({record.message_count} messages)."
+        + _cleared_note(control)
     )
 
 
@@ -101,6 +121,16 @@ def build_registry() -> CommandRegistry:
     registry.register(SlashCommand("help", "list the commands", lambda c, a: CommandReply(registry.help_text()), aliases=("?",)))
     registry.register(SlashCommand("new", "start a new conversation (files are read afresh)", _new, aliases=("reset",)))
     registry.register(SlashCommand("resume", "switch to a stored conversation", _resume, usage="[ID]"))
+    registry.register(SlashCommand("stop", "suspend this conversation (interrupts a running turn)", _stop))
+    registry.register(
+        SlashCommand(
+            "heartbeat",
+            "recurring instruction: every 15m PROMPT | status | pause | resume | clear",
+            heartbeat_slash,
+            usage="[...]",
+            aliases=("hb",),
+        )
+    )
     registry.register(SlashCommand("sessions", "list recent conversations", _sessions))
     registry.register(SlashCommand("title", "show or set this conversation's title", _title, usage="[TEXT]"))
     registry.register(SlashCommand("usage", "tokens used and prompt-cache hit ratio", _usage))

@@ -12,6 +12,8 @@ from vigil.agent.events import EventCallback
 from vigil.agent.turn import Agent, TurnResult
 from vigil.runtime.commands import build_registry
 from vigil.runtime.slash import CommandRegistry, CommandReply
+from vigil.schedule.heartbeat import Heartbeat
+from vigil.schedule.heartbeat_repo import HeartbeatRepo
 from vigil.skills import discover_skills
 from vigil.store import SessionStore
 from vigil.tools.registry import default_tool_names
@@ -30,7 +32,11 @@ class ConversationController:
         self.agent = agent
         self.store: SessionStore = agent.store
         self.registry = registry or build_registry()
+        self.heartbeats = HeartbeatRepo(agent.store, agent.clock)
+        self.cleared_heartbeat: Heartbeat | None = None
+        """The heartbeat the last conversation boundary (/new, /resume other, /stop) cleared."""
         self._session_id = session_id
+        install_heartbeat_mover(agent, self.heartbeats)
 
     # -- ConversationControl ----------------------------------------------------------------
     @property
@@ -39,7 +45,9 @@ class ConversationController:
 
     async def new_conversation(self) -> str:
         old = self._session_id
+        self.cleared_heartbeat = None
         if old is not None:
+            await self._clear_heartbeat(old)
             await asyncio.to_thread(self.store.end_session, old, "new")
             self.agent.forget(old)
         session = await self.agent.new_session()
@@ -50,10 +58,31 @@ class ConversationController:
         session_id = await asyncio.to_thread(self.store.resolve_session, ref)
         session_id = await asyncio.to_thread(self.store.newest_continuation, session_id)
         record = await asyncio.to_thread(self.store.get_session, session_id)
+        old = self._session_id
+        self.cleared_heartbeat = None
+        if old is not None and old != session_id:
+            # Switching away ends the old conversation's heartbeat for good.
+            await self._clear_heartbeat(old)
         if record.is_ended:
             await asyncio.to_thread(self.store.reopen_session, session_id)
         self._session_id = session_id
         return session_id
+
+    async def stop_conversation(self) -> str | None:
+        """Suspend the current conversation (``/stop``): clear its heartbeat and end it with
+        reason ``stop``; the next message starts a new conversation. Returns the id stopped."""
+        old = self._session_id
+        self.cleared_heartbeat = None
+        if old is None:
+            return None
+        await self._clear_heartbeat(old)
+        await asyncio.to_thread(self.store.end_session, old, "stop")
+        self.agent.forget(old)
+        self._session_id = None
+        return old
+
+    async def _clear_heartbeat(self, session_id: str) -> None:
+        self.cleared_heartbeat = await asyncio.to_thread(self.heartbeats.clear, session_id)
 
     def model_name(self) -> str:
         return self.agent.client.model
@@ -92,3 +121,22 @@ class ConversationController:
         # compression may have moved the conversation to a continuation session
         self._session_id = result.session_id
         return result
+
+
+class _HeartbeatMover:
+    """Compression hook: the heartbeat follows the conversation into its continuation."""
+
+    def __init__(self, repo: HeartbeatRepo) -> None:
+        self.repo = repo
+
+    async def __call__(self, parent_id: str, child_id: str) -> None:
+        await asyncio.to_thread(self.repo.move, parent_id, child_id)
+
+
+def install_heartbeat_mover(agent: Agent, repo: HeartbeatRepo) -> None:
+    """Register the heartbeat mover on ``agent.compression_hooks`` once per agent."""
+    hooks = getattr(agent, "compression_hooks", None)
+    if hooks is None:
+        return
+    if not any(isinstance(hook, _HeartbeatMover) for hook in hooks):
+        hooks.append(_HeartbeatMover(repo))

@@ -1,0 +1,200 @@
+"""``vigil heartbeat ...`` and the emergency stop, ``vigil pause`` / ``vigil resume``.
+
+The heartbeat subcommands apply the same rules and print the same messages as the
+``/heartbeat`` slash command (both use :mod:`vigil.runtime.heartbeat_commands`).
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from vigil.cli.context import AppContext, pass_app
+from vigil.cli.render import console, echo_json, err_console, local_time, relative, shorten
+from vigil.clock import SystemClock
+from vigil.runtime.heartbeat_commands import (
+    HeartbeatCommand,
+    HeartbeatInputError,
+    Wording,
+    apply_command,
+    validated_set,
+)
+from vigil.runtime.slash import CommandReply
+from vigil.schedule import estop
+from vigil.schedule.heartbeat import Heartbeat
+from vigil.schedule.heartbeat_repo import HeartbeatRepo
+from vigil.schedule.intervals import format_interval
+
+FIRES_ONLY_WHEN_OPEN = (
+    "A heartbeat fires only while a process has its conversation open: `vigil chat --resume {id}` "
+    "for a CLI conversation, the gateway for a gateway conversation."
+)
+
+_session_option = click.option(
+    "-s", "--session", "session_ref", required=True, metavar="ID|PREFIX",
+    help="The conversation (a session id or a unique prefix; its newest continuation is used).",
+)
+
+
+def _wording(session_id: str) -> Wording:
+    return Wording(
+        f"vigil heartbeat set --session {session_id} <interval> <prompt>",
+        f"vigil heartbeat resume --session {session_id}",
+    )
+
+
+def _resolve(app: AppContext, ref: str) -> str:
+    store = app.store
+    return store.newest_continuation(store.resolve_session(ref))
+
+
+def _run(app: AppContext, ref: str, command: HeartbeatCommand) -> tuple[str, CommandReply]:
+    session_id = _resolve(app, ref)
+    repo = HeartbeatRepo(app.store, SystemClock())
+    return session_id, apply_command(repo, session_id, command, _wording(session_id))
+
+
+def _show(reply: CommandReply) -> None:
+    if reply.is_error:
+        err_console.print(f"[red]Error:[/red] {escape(reply.text)}")
+        click.get_current_context().exit(1)
+    click.echo(reply.text)
+
+
+@click.group()
+def heartbeat() -> None:
+    """Recurring instructions attached to conversations (one per conversation).
+
+    \b
+    In a chat, type /heartbeat every 15m <prompt> (or /hb ...). From the shell:
+      vigil heartbeat list
+      vigil heartbeat set --session ID 15m "check the CI run"
+      vigil heartbeat status|pause|resume|clear --session ID
+
+    A heartbeat fires only while a process has its conversation open (the REPL for a CLI
+    conversation, the gateway for gateway conversations). Intervals: 90s, 10m, 2h, 1d, 1h30m;
+    at least 60 seconds.
+    """
+
+
+@heartbeat.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@pass_app
+def list_heartbeats(app: AppContext, as_json: bool) -> None:
+    """Every heartbeat of the profile: session, interval, status, next fire, count."""
+    heartbeats = HeartbeatRepo(app.store).list()
+    stopped = estop.status(app.store)
+    if as_json:
+        echo_json([_as_json(h) for h in heartbeats])
+        return
+    if stopped is not None:
+        err_console.print("[yellow]⏸ The emergency stop is on (`vigil resume` releases it): nothing fires.[/yellow]")
+    if not heartbeats:
+        click.echo("No heartbeats. Set one in a chat with /heartbeat every 15m <prompt>.")
+        return
+    now = SystemClock().now()
+    table = Table(box=None, pad_edge=False)
+    for column in ("session", "interval", "status", "next fire", "count"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("prompt")
+    for h in heartbeats:
+        next_fire = _next_fire(h, now)
+        table.add_row(
+            h.session_id, format_interval(h.interval), h.status, next_fire, str(h.fire_count), shorten(h.prompt, 40)
+        )
+    console.print(table)
+
+
+@heartbeat.command("set")
+@_session_option
+@click.argument("interval")
+@click.argument("prompt", nargs=-1)
+@pass_app
+def set_heartbeat(app: AppContext, session_ref: str, interval: str, prompt: tuple[str, ...]) -> None:
+    """Set or replace the heartbeat of a conversation: INTERVAL (15m, 1h30m ...) and PROMPT."""
+    try:
+        command = validated_set(interval, " ".join(prompt))
+    except HeartbeatInputError as exc:
+        text = str(exc)
+        _show(CommandReply(text[:1].upper() + text[1:] + ".", is_error=True))
+        return
+    session_id, reply = _run(app, session_ref, command)
+    _show(reply)
+    click.echo(FIRES_ONLY_WHEN_OPEN.format(id=session_id))
+
+
+def _simple(action: str, summary: str) -> click.Command:
+    @heartbeat.command(action, help=summary)
+    @_session_option
+    @pass_app
+    def command(app: AppContext, session_ref: str) -> None:
+        _show(_run(app, session_ref, HeartbeatCommand(action))[1])
+
+    return command
+
+
+_simple("status", "Interval, prompt, state, next fire, fire count and last fire.")
+_simple("pause", "Stop firing; interval and prompt are kept.")
+_simple("resume", "Start again; the timer restarts from now (no stale fire).")
+_simple("clear", "Delete the heartbeat.")
+
+
+def _next_fire(h: Heartbeat, now: float) -> str:
+    if not h.active or h.next_due is None:
+        return "-"
+    when = local_time(h.next_due)
+    if h.next_due <= now:
+        return f"{when} (due)"
+    return f"{when} (in {relative(h.next_due - now)})"
+
+
+def _as_json(h: Heartbeat) -> dict[str, Any]:
+    return {
+        "session": h.session_id,
+        "interval": format_interval(h.interval),
+        "interval_seconds": h.interval,
+        "status": h.status,
+        "prompt": h.prompt,
+        "next_fire": h.next_due,
+        "last_fire": h.last_fire,
+        "count": h.fire_count,
+        "version": h.version,
+        "route": None if h.route is None else {"platform": h.route.platform, "chat": h.route.chat, "thread": h.route.thread},
+    }
+
+
+# -- the emergency stop -------------------------------------------------------------------------
+@click.command("pause")
+@click.option("--reason", default="", help="Why (shown by `vigil heartbeat list`).")
+@pass_app
+def pause(app: AppContext, reason: str) -> None:
+    """Emergency stop: heartbeats and cron start no new turns until `vigil resume`.
+
+    Work that is already running is not killed. Every process of the profile sees the flag.
+    """
+    already = estop.status(app.store)
+    estop.engage(app.store, SystemClock().now(), reason=reason, by=socket.gethostname())
+    if already is not None:
+        click.echo("The emergency stop was already on; `vigil resume` releases it.")
+        return
+    click.echo(
+        "⏸ Emergency stop engaged: heartbeats and cron start no new turns (running work continues). "
+        "`vigil resume` releases it."
+    )
+
+
+@click.command("resume")
+@pass_app
+def resume(app: AppContext) -> None:
+    """Release the emergency stop: schedules run again (an overdue heartbeat fires once)."""
+    if estop.release(app.store):
+        click.echo("▶ Emergency stop released: heartbeats and cron run again.")
+    else:
+        click.echo("The emergency stop was not on.")
+
+
+COMMANDS = [heartbeat, pause, resume]

@@ -1,0 +1,302 @@
+"""The live conversation: one input queue, at most one running turn, user input first.
+
+Everything a person sends (messages and slash commands) goes through one FIFO queue that a
+single worker task drains, so turns and commands never overlap. A heartbeat is not queued:
+when it comes due the worker is only told so, and it fires the heartbeat at the next moment
+when no turn runs and the queue is empty. A heartbeat that came due during a long turn
+therefore fires once, right after it; a user message waiting in the queue goes first.
+
+The runtime knows nothing about terminals or platforms; front ends subscribe to its events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+
+from vigil.agent.events import TurnEvent
+from vigil.runtime.controller import ConversationController
+from vigil.runtime.conversation_events import (
+    HEARTBEAT,
+    USER,
+    ConversationEvent,
+    Listener,
+    Outcome,
+    TurnBegan,
+    TurnEnded,
+)
+from vigil.runtime.slash import CommandReply
+from vigil.schedule.heartbeat_repo import Reservation
+from vigil.schedule.heartbeat_text import heartbeat_header, heartbeat_message
+from vigil.schedule.scheduler import HeartbeatScheduler
+
+log = logging.getLogger(__name__)
+
+URGENT_COMMANDS = frozenset({"stop"})
+"""Commands that interrupt the running turn and jump the queue: waiting behind the very turn
+they are meant to stop would defeat them."""
+
+
+@dataclass(eq=False)
+class _Item:
+    text: str
+    future: asyncio.Future[Outcome] = field(repr=False)
+
+
+class Conversation:
+    """Drives one conversation for one front end; see the module docstring."""
+
+    def __init__(
+        self,
+        controller: ConversationController,
+        *,
+        scheduler: HeartbeatScheduler | None = None,
+    ) -> None:
+        self.controller = controller
+        self.scheduler = scheduler
+        self.listeners: list[Listener] = []
+        self.heartbeats_fired = 0
+        """Heartbeat turns this conversation started (each counted in the store too)."""
+        self._queue: deque[_Item] = deque()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._heartbeat_wanted = False
+        self._current: _Item | None = None
+        self._running: asyncio.Task[object] | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._tracked: str | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Take ownership of the current session's heartbeat and start the worker."""
+        await self._track(refresh=True)
+        if self._worker is None:
+            self._worker = asyncio.create_task(self._work(), name="conversation")
+
+    async def close(self) -> None:
+        """Stop the worker (a running turn is cancelled) and give up the heartbeat."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.cancel()
+            try:
+                await worker
+            except asyncio.CancelledError:
+                pass
+        for item in [*self._queue, *([self._current] if self._current else [])]:
+            if not item.future.done():
+                item.future.cancel()
+        self._queue.clear()
+        if self.scheduler is not None and self._tracked is not None:
+            self.scheduler.disown(self._tracked, self)
+        self._tracked = None
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def session_id(self) -> str | None:
+        return self.controller.session_id
+
+    @property
+    def busy(self) -> bool:
+        """A turn, a command or a heartbeat's preparation is in progress."""
+        return not self._idle.is_set()
+
+    @property
+    def running_turn(self) -> bool:
+        return self._running is not None and not self._running.done()
+
+    @property
+    def queued(self) -> int:
+        """Inputs waiting behind the current one."""
+        return len(self._queue)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing runs, nothing waits, and no heartbeat is about to fire."""
+        return self._idle.is_set() and not self._queue and not self._heartbeat_wanted
+
+    async def wait_idle(self) -> None:
+        """Return once :attr:`idle` holds."""
+        while not self.idle:
+            await self._idle.wait()
+            if not self.idle:
+                await asyncio.sleep(0)
+
+    # -- input ------------------------------------------------------------------------------------
+    def submit(self, text: str) -> asyncio.Future[Outcome]:
+        """Queue a message or slash command; the future resolves when it has been handled."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        item = _Item(text, future)
+        if self._is_urgent(text):
+            self.interrupt()
+            self._queue.appendleft(item)
+        else:
+            self._queue.append(item)
+        self._idle.clear()
+        self._wake.set()
+        return future
+
+    async def send(self, text: str) -> Outcome:
+        """Submit and wait for the outcome."""
+        return await self.submit(text)
+
+    def interrupt(self) -> bool:
+        """Cancel the running turn, if any (the conversation keeps what was stored)."""
+        if self._running is not None and not self._running.done():
+            self._running.cancel()
+            return True
+        return False
+
+    def cancel(self, future: asyncio.Future[Outcome]) -> None:
+        """Withdraw a submitted input: drop it if still queued, interrupt it if running."""
+        for item in list(self._queue):
+            if item.future is future:
+                self._queue.remove(item)
+                if not future.done():
+                    kind = "command" if self.controller.is_command(item.text) else "turn"
+                    future.set_result(Outcome(kind, cancelled=True))
+                return
+        if self._current is not None and self._current.future is future:
+            self.interrupt()
+
+    # -- HeartbeatTarget ------------------------------------------------------------------------
+    def heartbeat_due(self, session_id: str) -> None:
+        """Called by the scheduler: fire at the next idle moment (never interrupts)."""
+        if session_id != self.controller.session_id:
+            return
+        self._heartbeat_wanted = True
+        self._idle.clear()
+        self._wake.set()
+
+    # -- the worker -------------------------------------------------------------------------------
+    async def _work(self) -> None:
+        while True:
+            if self._queue:
+                self._idle.clear()
+                await self._process(self._queue.popleft())
+            elif self._heartbeat_wanted:
+                self._idle.clear()
+                self._heartbeat_wanted = False
+                await self._fire_heartbeat()
+            else:
+                self._wake.clear()
+                self._idle.set()
+                await self._wake.wait()
+
+    async def _process(self, item: _Item) -> None:
+        self._current = item
+        try:
+            if self.controller.is_command(item.text):
+                outcome = await self._command(item.text)
+            else:
+                outcome = await self._turn(USER, item.text)
+        finally:
+            self._current = None
+        if not item.future.done():
+            item.future.set_result(outcome)
+
+    async def _command(self, text: str) -> Outcome:
+        try:
+            reply = await self.controller.command(text)
+        except Exception as exc:  # a failing command must not end the conversation
+            log.exception("slash command failed: %s", text)
+            reply = CommandReply(f"Error: {exc}", is_error=True)
+        await self._track(refresh=True)
+        return Outcome("command", reply=reply)
+
+    async def _turn(self, kind: str, text: str, header: str | None = None) -> Outcome:
+        await self._emit(TurnBegan(kind, text, self.controller.session_id, header))
+        task = asyncio.ensure_future(self.controller.turn(text, on_event=self._forward))
+        self._running = task
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            if _being_cancelled():
+                raise
+            ended = TurnEnded(kind, cancelled=True)
+        except Exception as exc:
+            ended = TurnEnded(kind, error=exc)
+        else:
+            ended = TurnEnded(kind, result=result)
+        finally:
+            self._running = None
+        await self._track(refresh=False)
+        await self._emit(ended)
+        return Outcome("turn", result=ended.result, error=ended.error, cancelled=ended.cancelled)
+
+    async def _fire_heartbeat(self) -> None:
+        scheduler, session_id = self.scheduler, self.controller.session_id
+        if scheduler is None or session_id is None or not scheduler.owns(session_id):
+            return
+        reservation = await scheduler.claim(session_id)
+        if reservation is None:
+            return
+        try:
+            refusal = self._refusal(reservation)
+            if refusal is not None:
+                log.info("heartbeat of %s refunded: %s", session_id, refusal)
+                await scheduler.refund(reservation)
+                return
+            if not await scheduler.confirm(reservation):
+                return
+        except asyncio.CancelledError:
+            await scheduler.refund(reservation)
+            raise
+        # The agent begins executing: from here the fire counts, whatever the turn does.
+        self.heartbeats_fired += 1
+        heartbeat = reservation.heartbeat
+        await self._turn(HEARTBEAT, heartbeat_message(heartbeat), heartbeat_header(heartbeat.interval))
+
+    def _refusal(self, reservation: Reservation) -> str | None:
+        """Why this conversation may not run the reserved heartbeat now (``None``: it may)."""
+        if self._queue:
+            return "user input is waiting (it goes first)"
+        if self.controller.session_id != reservation.session_id:
+            return "the conversation moved to another session"
+        if self._worker is None:
+            return "the conversation is closing"
+        return None
+
+    # -- helpers ------------------------------------------------------------------------------------
+    async def _track(self, *, refresh: bool) -> None:
+        """Own the heartbeat of the current session (after /new, /resume, /stop, compression)."""
+        scheduler = self.scheduler
+        if scheduler is None:
+            return
+        current = self.controller.session_id
+        if current != self._tracked:
+            if self._tracked is not None:
+                scheduler.disown(self._tracked, self)
+            self._tracked = current
+            self._heartbeat_wanted = False
+            if current is not None:
+                scheduler.own(current, self)
+                await scheduler.refresh(current)
+        elif refresh and current is not None:
+            await scheduler.refresh(current)
+
+    def _is_urgent(self, text: str) -> bool:
+        if not self.controller.is_command(text):
+            return False
+        command = self.controller.registry.find(text.strip()[1:].split(maxsplit=1)[0])
+        return command is not None and command.name in URGENT_COMMANDS
+
+    async def _forward(self, event: TurnEvent) -> None:
+        await self._emit(event)
+
+    async def _emit(self, event: ConversationEvent) -> None:
+        for listener in list(self.listeners):
+            try:
+                result = listener(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("a conversation listener failed on %r", type(event).__name__)
+
+
+def _being_cancelled() -> bool:
+    """Whether the current task itself is being cancelled (not just a turn it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

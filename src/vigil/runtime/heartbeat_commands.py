@@ -1,0 +1,228 @@
+"""``/heartbeat`` (alias ``/hb``): parse, apply, and word the replies.
+
+The same functions serve the slash command in every front end and ``vigil heartbeat ...`` in
+the shell, so the rules and the messages are identical everywhere. Input is validated in full
+before anything is written: a bad command leaves the existing heartbeat as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Awaitable, Callable
+
+from vigil.runtime.slash import CommandReply, ConversationControl
+from vigil.schedule import estop
+from vigil.schedule.heartbeat import Heartbeat, NoHeartbeat
+from vigil.schedule.heartbeat_repo import HeartbeatRepo
+from vigil.schedule.intervals import IntervalError, format_interval, parse_interval
+
+SUBCOMMANDS = ("every", "status", "pause", "resume", "clear")
+MAX_PROMPT_CHARS = 8_000
+HEART = "♥"
+
+
+@dataclass(frozen=True, slots=True)
+class Wording:
+    """How replies refer to the commands of the front end they are shown in."""
+
+    set_usage: str
+    resume: str
+
+
+SLASH = Wording(
+    "/heartbeat every <interval> <prompt>  (e.g. /heartbeat every 15m check the CI run)",
+    "/heartbeat resume",
+)
+SLASH_USAGE = SLASH.set_usage
+
+
+class HeartbeatInputError(ValueError):
+    """A heartbeat command that breaks a rule; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatCommand:
+    """A parsed, validated command: ``action`` is one of :data:`SUBCOMMANDS`."""
+
+    action: str
+    interval: int | None = None
+    prompt: str | None = None
+
+
+def parse_command(args: str) -> HeartbeatCommand:
+    """Parse what follows ``/heartbeat``; raises :class:`HeartbeatInputError`."""
+    words = args.strip().split(maxsplit=1)
+    if not words:
+        return HeartbeatCommand("status")
+    action = words[0].lower()
+    rest = words[1] if len(words) > 1 else ""
+    if action not in SUBCOMMANDS:
+        raise HeartbeatInputError(
+            f"unknown /heartbeat subcommand '{words[0]}': use every, status, pause, resume or clear"
+        )
+    if action != "every":
+        if rest.strip():
+            raise HeartbeatInputError(f"/heartbeat {action} takes no arguments")
+        return HeartbeatCommand(action)
+    parts = rest.split(maxsplit=1)
+    if not parts:
+        raise HeartbeatInputError("missing interval: give a number and a unit, e.g. 15m")
+    return validated_set(parts[0], parts[1] if len(parts) > 1 else "")
+
+
+def validated_set(interval_text: str, prompt: str) -> HeartbeatCommand:
+    """A validated ``every`` command from its two parts (used by the shell command too)."""
+    try:
+        interval = parse_interval(interval_text)
+    except IntervalError as exc:
+        raise HeartbeatInputError(str(exc)) from None
+    text = prompt.strip()
+    if not text:
+        raise HeartbeatInputError(
+            "missing prompt: write the instruction after the interval; it cannot be only whitespace"
+        )
+    if len(text) > MAX_PROMPT_CHARS:
+        raise HeartbeatInputError(f"the prompt is too long: at most {MAX_PROMPT_CHARS} characters")
+    return HeartbeatCommand("every", interval, text)
+
+
+def apply_command(
+    repo: HeartbeatRepo, session_id: str | None, command: HeartbeatCommand, wording: Wording = SLASH
+) -> CommandReply:
+    """Carry out a validated command on ``session_id``'s heartbeat (synchronous: store calls)."""
+    now = repo.clock.now()
+    if command.action == "every":
+        assert session_id is not None and command.interval is not None and command.prompt is not None
+        new, replaced = repo.set(session_id, command.prompt, command.interval)
+        return CommandReply(set_message(new, replaced, now))
+    existing = repo.get(session_id) if session_id is not None else None
+    if command.action == "status":
+        stopped = estop.status(repo.store) is not None
+        return CommandReply(status_message(existing, now, stopped, wording))
+    if existing is None or session_id is None:
+        return CommandReply(_none_message(command.action, wording), is_error=command.action != "clear")
+    try:
+        if command.action == "pause":
+            heartbeat, changed = repo.pause(session_id)
+            if not changed:
+                return CommandReply(f"{HEART} Heartbeat is already paused ({_every(heartbeat)}).")
+            return CommandReply(
+                f"{HEART} Heartbeat paused ({_every(heartbeat)}): {shorten(heartbeat.prompt)}\n"
+                f"  Resume it with {wording.resume}; the timer then restarts from that moment."
+            )
+        if command.action == "resume":
+            heartbeat, changed = repo.resume(session_id)
+            when = describe_time(heartbeat.next_due, now)
+            if not changed:
+                return CommandReply(f"{HEART} Heartbeat is already active; next fire {when}.")
+            return CommandReply(f"{HEART} Heartbeat resumed ({_every(heartbeat)}): next fire {when}.")
+    except NoHeartbeat:
+        return CommandReply(_none_message(command.action, wording), is_error=True)
+    removed = repo.clear(session_id)
+    if removed is None:
+        return CommandReply(_none_message("clear", wording))
+    return CommandReply(
+        f"{HEART} Heartbeat cleared ({_every(removed)}, fired {_times(removed.fire_count)})."
+    )
+
+
+# -- the slash command ----------------------------------------------------------------------------
+async def heartbeat_slash(control: ConversationControl, args: str) -> CommandReply:
+    """``/heartbeat ...`` typed in a conversation."""
+    try:
+        command = parse_command(args)
+    except HeartbeatInputError as exc:
+        return CommandReply(f"{_capital(str(exc))}.\nUsage: {SLASH_USAGE}", is_error=True)
+    session_id = control.session_id
+    if command.action == "every" and session_id is None:
+        # Setting a heartbeat before the first message starts the conversation.
+        ensure: Callable[[], Awaitable[str]] | None = getattr(control, "ensure_session", None)
+        if ensure is None:
+            return CommandReply("No conversation yet: send a message first.", is_error=True)
+        session_id = await ensure()
+    repo = _repo_of(control)
+    return await asyncio.to_thread(apply_command, repo, session_id, command)
+
+
+def _repo_of(control: Any) -> HeartbeatRepo:
+    repo = getattr(control, "heartbeats", None)
+    if isinstance(repo, HeartbeatRepo):
+        return repo
+    return HeartbeatRepo(control.store)
+
+
+# -- wording -----------------------------------------------------------------------------------
+def set_message(new: Heartbeat, replaced: Heartbeat | None, now: float) -> str:
+    """``♥ Heartbeat set (every 15m): <prompt, shortened>`` plus when it first fires."""
+    lines = [f"{HEART} Heartbeat set ({_every(new)}): {shorten(new.prompt)}"]
+    if replaced is not None:
+        lines.append(f"  It replaces the previous heartbeat ({_every(replaced)}: {shorten(replaced.prompt, 40)}).")
+    lines.append(f"  First fire {describe_time(new.next_due, now)}, when the conversation is idle.")
+    return "\n".join(lines)
+
+
+def status_message(
+    heartbeat: Heartbeat | None, now: float, stopped: bool = False, wording: Wording = SLASH
+) -> str:
+    """Interval, prompt, state, next fire (absolute and relative), fire count, last fire."""
+    if heartbeat is None:
+        return "No heartbeat in this conversation. Set one with " + wording.set_usage
+    state = "active" if heartbeat.active else "paused"
+    if heartbeat.active:
+        overdue = heartbeat.next_due is not None and heartbeat.next_due <= now
+        next_fire = describe_time(heartbeat.next_due, now) + (
+            " — due now; it fires when the conversation is idle" if overdue else ""
+        )
+    else:
+        next_fire = f"none while paused ({wording.resume} restarts the timer)"
+    last = describe_time(heartbeat.last_fire, now) if heartbeat.last_fire is not None else "never"
+    lines = [
+        f"{HEART} Heartbeat ({_every(heartbeat)}) — {state}",
+        f"  prompt:    {shorten(heartbeat.prompt, 200)}",
+        f"  next fire: {next_fire}",
+        f"  fired:     {_times(heartbeat.fire_count)}; last fire: {last}",
+    ]
+    if stopped:
+        lines.append("  ⚠ the emergency stop is on (`vigil resume` releases it): heartbeats do not fire")
+    return "\n".join(lines)
+
+
+def describe_time(epoch: float | None, now: float) -> str:
+    """``at 2026-11-30 14:05:00 (in 14m)`` in local time, or ``-``."""
+    if epoch is None:
+        return "-"
+    stamp = datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+    delta = epoch - now
+    if abs(delta) < 1:
+        rel = "now"
+    elif delta > 0:
+        rel = f"in {format_interval(round(delta))}"
+    else:
+        rel = f"{format_interval(round(-delta))} ago"
+    return f"at {stamp} ({rel})"
+
+
+def shorten(text: str, width: int = 60) -> str:
+    """One line of at most ``width`` characters, with an ellipsis when cut."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _every(heartbeat: Heartbeat) -> str:
+    return f"every {format_interval(heartbeat.interval)}"
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+def _none_message(action: str, wording: Wording) -> str:
+    if action == "clear":
+        return "No heartbeat to clear in this conversation."
+    return f"No heartbeat to {action} in this conversation. Set one with {wording.set_usage}"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]

@@ -1,0 +1,209 @@
+"""A conversation's heartbeat as stored in ``state_meta`` under ``heartbeat:<session_id>``.
+
+The record is a plain JSON object; every change is a pure function from one record to the
+next, so the persistence layer (``heartbeat_repo``) can apply it with compare-and-set and
+tests can reason about it without a store.
+
+Run accounting lives in the record too: a fire first *reserves* its slot (count + 1, last fire
+set, timer re-anchored) and keeps what it replaced in ``pending``; the reservation is then
+*confirmed* when the agent begins executing, or *refunded* when the attempt ends before that.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+KEY_PREFIX = "heartbeat:"
+ACTIVE = "active"
+PAUSED = "paused"
+RECORD_FORMAT = 1
+
+
+def heartbeat_key(session_id: str) -> str:
+    """The ``state_meta`` key of a session's heartbeat."""
+    return KEY_PREFIX + session_id
+
+
+class HeartbeatError(Exception):
+    """A heartbeat operation cannot be done (no heartbeat, damaged record ...)."""
+
+
+class NoHeartbeat(HeartbeatError):
+    """The conversation has no heartbeat."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a gateway conversation's heartbeat turns are delivered; ``None`` for the CLI."""
+
+    platform: str
+    chat: str
+    thread: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A reservation that has not reached execution yet, with what it replaced.
+
+    ``version`` is the schedule version the slot was reserved under; ``owner`` names the
+    process (``host:pid:token``) so that a later start-up can tell a dead owner's leftovers.
+    """
+
+    id: str
+    owner: str
+    reserved_at: float
+    version: int
+    prev_fire_count: int
+    prev_last_fire: float | None
+    prev_next_due: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """One conversation's recurring instruction and its schedule.
+
+    ``id`` names this heartbeat (a new one on every set, so a replacement is never mistaken
+    for its predecessor); ``version`` changes on every set, pause, resume and move.
+    ``next_due`` is ``None`` while paused.
+    """
+
+    session_id: str
+    id: str
+    prompt: str
+    interval: int
+    status: str
+    created_at: float
+    updated_at: float
+    next_due: float | None
+    last_fire: float | None = None
+    fire_count: int = 0
+    version: int = 1
+    route: Route | None = None
+    pending: Pending | None = None
+
+    # -- reading ----------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self.status == ACTIVE
+
+    def due(self, now: float) -> bool:
+        """Whether a fire may be reserved at ``now``."""
+        return self.active and self.next_due is not None and self.next_due <= now
+
+    # -- schedule changes ---------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        session_id: str,
+        prompt: str,
+        interval: int,
+        now: float,
+        *,
+        route: Route | None = None,
+        replacing: "Heartbeat | None" = None,
+    ) -> "Heartbeat":
+        """A fresh, active heartbeat whose first fire is one interval from ``now``."""
+        return cls(
+            session_id=session_id,
+            id=secrets.token_hex(6),
+            prompt=prompt,
+            interval=int(interval),
+            status=ACTIVE,
+            created_at=now,
+            updated_at=now,
+            next_due=now + interval,
+            version=(replacing.version + 1) if replacing is not None else 1,
+            route=route,
+        )
+
+    def paused(self, now: float) -> "Heartbeat":
+        """Stop firing; interval and prompt stay. A pending reservation stays recorded so its
+        attempt can still give the count back."""
+        return replace(self, status=PAUSED, next_due=None, updated_at=now, version=self.version + 1)
+
+    def resumed(self, now: float) -> "Heartbeat":
+        """Start again with the timer restarted from ``now`` (no stale, overdue fire)."""
+        return replace(
+            self, status=ACTIVE, next_due=now + self.interval, updated_at=now, version=self.version + 1
+        )
+
+    def moved_to(self, session_id: str, now: float) -> "Heartbeat":
+        """The same heartbeat, now scheduled for a compression continuation."""
+        return replace(self, session_id=session_id, updated_at=now, version=self.version + 1)
+
+    # -- run accounting -------------------------------------------------------------------------
+    def reserved(self, now: float, owner: str, reservation_id: str | None = None) -> "Heartbeat":
+        """Reserve the slot at ``now``: count + 1, last fire = now, next due = now + interval.
+
+        Re-anchoring at the actual fire time is what coalesces missed intervals into one fire.
+        """
+        pending = Pending(
+            id=reservation_id or secrets.token_hex(6),
+            owner=owner,
+            reserved_at=now,
+            version=self.version,
+            prev_fire_count=self.fire_count,
+            prev_last_fire=self.last_fire,
+            prev_next_due=self.next_due,
+        )
+        return replace(
+            self,
+            fire_count=self.fire_count + 1,
+            last_fire=now,
+            next_due=now + self.interval,
+            pending=pending,
+        )
+
+    def confirmed(self) -> "Heartbeat":
+        """The agent began executing: the reservation is final."""
+        return replace(self, pending=None)
+
+    def refunded(self) -> "Heartbeat":
+        """Give a pending reservation back.
+
+        Count and last fire are always restored. The timer is restored only when the schedule
+        version is still the one the slot was reserved under: after a pause or resume the
+        timer belongs to the new schedule.
+        """
+        pending = self.pending
+        if pending is None:
+            return self
+        same_schedule = pending.version == self.version
+        return replace(
+            self,
+            fire_count=pending.prev_fire_count,
+            last_fire=pending.prev_last_fire,
+            next_due=pending.prev_next_due if same_schedule else self.next_due,
+            pending=None,
+        )
+
+    # -- serialisation --------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["format"] = RECORD_FORMAT
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Heartbeat":
+        """Decode a stored record; raises :class:`HeartbeatError` when it is damaged."""
+        if not isinstance(data, dict):
+            raise HeartbeatError("a heartbeat record must be a JSON object")
+        try:
+            # Unknown keys (written by a newer vigil) are ignored rather than fatal.
+            fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+            route = fields.get("route")
+            pending = fields.get("pending")
+            heartbeat = cls(
+                **{
+                    **fields,
+                    "route": Route(**route) if route else None,
+                    "pending": Pending(**pending) if pending else None,
+                }
+            )
+        except (TypeError, ValueError) as exc:
+            raise HeartbeatError(f"damaged heartbeat record: {exc}") from None
+        if heartbeat.status not in (ACTIVE, PAUSED) or heartbeat.interval <= 0:
+            raise HeartbeatError("damaged heartbeat record: bad status or interval")
+        return heartbeat

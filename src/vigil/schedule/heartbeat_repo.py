@@ -1,0 +1,328 @@
+"""Heartbeat records in the session store, changed only by compare-and-set.
+
+Every change reads the record, computes the next one with a pure transition
+(:mod:`vigil.schedule.heartbeat`) and swaps it in with ``compare_and_set_meta``; a lost race
+re-reads and tries again. That is what makes a reservation a durable claim: two processes on
+one store can never both reserve the same slot, because the second swap finds the record
+already changed.
+
+All methods are synchronous (the store is); async callers run them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from typing import Callable
+
+from vigil.clock import Clock, SystemClock
+from vigil.schedule.changes import bump_generation
+from vigil.schedule.heartbeat import (
+    KEY_PREFIX,
+    Heartbeat,
+    HeartbeatError,
+    NoHeartbeat,
+    Route,
+    heartbeat_key,
+)
+from vigil.store import SessionStore
+
+_HOST = socket.gethostname()
+PROCESS_OWNER = f"{_HOST}:{os.getpid()}:{secrets.token_hex(4)}"
+"""This process as the owner of reservations: ``host:pid:token``."""
+
+STALE_AFTER = 600.0
+"""A reservation still pending after this many seconds is abandoned whoever made it: the span
+between reserving and executing is a few store round trips."""
+
+_ATTEMPTS = 50
+
+
+class _Abort(Exception):
+    """A transition found the record in a state where it does not apply."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A reserved slot, not yet executing. ``heartbeat`` is the record right after reserving;
+    ``due`` is when the slot was due (for lateness)."""
+
+    session_id: str
+    id: str
+    heartbeat: Heartbeat
+    due: float
+
+
+class HeartbeatRepo:
+    """Reads and changes heartbeat records in one profile's store."""
+
+    def __init__(self, store: SessionStore, clock: Clock | None = None, *, owner: str = PROCESS_OWNER):
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.owner = owner
+
+    # -- reading ----------------------------------------------------------------------------
+    def get(self, session_id: str) -> Heartbeat | None:
+        """The session's heartbeat, or ``None``. Raises ``HeartbeatError`` for a damaged record."""
+        entry = self.store.get_meta(heartbeat_key(session_id))
+        return None if entry is None else Heartbeat.from_json(entry.value)
+
+    def list(self) -> list[Heartbeat]:
+        """Every readable heartbeat of the profile, by session id; damaged records are skipped."""
+        out = []
+        for entry in self.store.list_meta(KEY_PREFIX):
+            try:
+                out.append(Heartbeat.from_json(entry.value))
+            except HeartbeatError:
+                continue
+        return out
+
+    # -- schedule changes (each bumps the profile's schedule generation) ------------------------
+    def set(
+        self, session_id: str, prompt: str, interval: int, *, route: Route | None = None
+    ) -> tuple[Heartbeat, Heartbeat | None]:
+        """Set or replace the session's heartbeat; returns (new, replaced or ``None``).
+
+        Validation (interval, prompt) is the caller's job and happens before this is called,
+        so that bad input never touches the stored record.
+        """
+        previous: list[Heartbeat | None] = [None]
+
+        def change(current: Heartbeat | None) -> Heartbeat:
+            previous[0] = current
+            return Heartbeat.create(
+                session_id, prompt, interval, self.clock.now(), route=route, replacing=current
+            )
+
+        new = self._update(session_id, change, create=True)
+        bump_generation(self.store)
+        assert new is not None
+        return new, previous[0]
+
+    def pause(self, session_id: str) -> tuple[Heartbeat, bool]:
+        """Pause; returns the record and whether it changed (``False``: it was paused already)."""
+        return self._toggle(session_id, pause=True)
+
+    def resume(self, session_id: str) -> tuple[Heartbeat, bool]:
+        """Resume with the timer restarted from now; ``False`` when it was active already."""
+        return self._toggle(session_id, pause=False)
+
+    def clear(self, session_id: str) -> Heartbeat | None:
+        """Delete the heartbeat; returns what was removed (``None``: there was none)."""
+        removed: list[Heartbeat | None] = [None]
+
+        def change(current: Heartbeat | None) -> None:
+            if current is None:
+                raise _Abort
+            removed[0] = current
+            return None
+
+        try:
+            self._update(session_id, change)
+        except _Abort:
+            return None
+        except HeartbeatError:
+            # A damaged record cannot be read, but it can still be cleared.
+            if not self.store.delete_meta(heartbeat_key(session_id)):
+                return None
+        bump_generation(self.store)
+        return removed[0]
+
+    def move(self, parent_id: str, child_id: str) -> Heartbeat | None:
+        """Move the heartbeat of ``parent_id`` to ``child_id`` (a compression continuation).
+
+        The child's record is written before the parent's is removed: a crash in between
+        leaves a duplicate on an ended session, never a lost heartbeat.
+        """
+        current = self.get(parent_id)
+        if current is None:
+            return None
+        moved = current.moved_to(child_id, self.clock.now())
+        self.store.set_meta(heartbeat_key(child_id), moved.to_json())
+        self.store.compare_and_set_meta(heartbeat_key(parent_id), current.to_json(), None)
+        bump_generation(self.store)
+        return moved
+
+    # -- run accounting ---------------------------------------------------------------------
+    def reserve(self, session_id: str) -> Reservation | None:
+        """Claim the due slot durably; ``None`` when there is nothing to claim (no heartbeat,
+        paused, not due yet, or another process claimed the slot first)."""
+        rid = secrets.token_hex(6)
+        due: list[float] = [0.0]
+
+        def change(current: Heartbeat | None) -> Heartbeat:
+            now = self.clock.now()
+            if current is not None and current.pending is not None:
+                if not self._abandoned(current, now):
+                    raise _Abort  # another attempt is between reserving and executing
+                current = current.refunded()
+            if current is None or not current.due(now):
+                raise _Abort
+            due[0] = current.next_due or now
+            return current.reserved(now, self.owner, rid)
+
+        try:
+            reserved = self._update(session_id, change)
+        except _Abort:
+            return None
+        assert reserved is not None
+        return Reservation(session_id, rid, reserved, due[0])
+
+    def confirm(self, reservation: Reservation) -> bool:
+        """Make the reservation final as the agent begins executing.
+
+        Fails (``False``) when the heartbeat was cleared, replaced, paused, resumed or moved
+        since the slot was reserved: the attempt must then not execute.
+        """
+
+        def change(current: Heartbeat | None) -> Heartbeat:
+            if not _holds(current, reservation) or current is None:
+                raise _Abort
+            if current.version != reservation.heartbeat.version or not current.active:
+                raise _Abort
+            return current.confirmed()
+
+        try:
+            self._update(reservation.session_id, change)
+        except _Abort:
+            return False
+        return True
+
+    def refund(self, reservation: Reservation) -> Heartbeat | None:
+        """Give the slot back (see :meth:`Heartbeat.refunded`); returns the record after the
+        refund, or ``None`` when there was nothing to refund (the heartbeat was cleared or
+        replaced, or the reservation was already confirmed or refunded)."""
+
+        def change(current: Heartbeat | None) -> Heartbeat:
+            if not _holds(current, reservation) or current is None:
+                raise _Abort
+            return current.refunded()
+
+        try:
+            return self._update(reservation.session_id, change)
+        except _Abort:
+            return None
+
+    def refund_orphans(self, is_alive: Callable[[str], bool] | None = None) -> list[Heartbeat]:
+        """Refund reservations left pending by processes that died before executing them.
+
+        ``is_alive(owner)`` decides about other owners (default: :func:`owner_alive`); this
+        process's own reservations are never touched. A reservation older than
+        :data:`STALE_AFTER` is refunded whoever owns it. Returns the refunded records.
+        """
+        now = self.clock.now()
+        refunded = []
+        for entry in self.store.list_meta(KEY_PREFIX):
+            # Decode only records with a reservation: start-up scans every heartbeat.
+            if not isinstance(entry.value, dict) or not entry.value.get("pending"):
+                continue
+            try:
+                heartbeat = Heartbeat.from_json(entry.value)
+            except HeartbeatError:
+                continue
+            pending = heartbeat.pending
+            if pending is None or not self._abandoned(heartbeat, now, is_alive):
+                continue
+            stale = Reservation(heartbeat.session_id, pending.id, heartbeat, pending.prev_next_due or now)
+            after = self.refund(stale)
+            if after is not None:
+                refunded.append(after)
+        return refunded
+
+    # -- internals ----------------------------------------------------------------------------
+    def _abandoned(
+        self, heartbeat: Heartbeat, now: float, is_alive: Callable[[str], bool] | None = None
+    ) -> bool:
+        """Whether the record's pending reservation was left behind by a dead process."""
+        pending = heartbeat.pending
+        if pending is None or pending.owner == self.owner:
+            return False
+        if now - pending.reserved_at >= STALE_AFTER:
+            return True
+        return not (is_alive or owner_alive)(pending.owner)
+
+    def _toggle(self, session_id: str, *, pause: bool) -> tuple[Heartbeat, bool]:
+        changed = [False]
+
+        def change(current: Heartbeat | None) -> Heartbeat:
+            if current is None:
+                raise NoHeartbeat(session_id)
+            if current.active != pause:
+                raise _Abort
+            changed[0] = True
+            now = self.clock.now()
+            return current.paused(now) if pause else current.resumed(now)
+
+        try:
+            result = self._update(session_id, change)
+        except _Abort:
+            existing = self.get(session_id)
+            if existing is None:
+                raise NoHeartbeat(session_id) from None
+            return existing, False
+        bump_generation(self.store)
+        assert result is not None
+        return result, changed[0]
+
+    def _update(
+        self,
+        session_id: str,
+        change: Callable[[Heartbeat | None], Heartbeat | None],
+        *,
+        create: bool = False,
+    ) -> Heartbeat | None:
+        """Apply ``change`` with compare-and-set, retrying lost races. ``change`` raises
+        ``_Abort`` (or a ``HeartbeatError``) when it does not apply."""
+        key = heartbeat_key(session_id)
+        for _ in range(_ATTEMPTS):
+            entry = self.store.get_meta(key)
+            raw = None if entry is None else entry.value
+            current = None
+            if raw is not None:
+                try:
+                    current = Heartbeat.from_json(raw)
+                except HeartbeatError:
+                    if not create:
+                        raise
+            new = change(current)
+            if self.store.compare_and_set_meta(key, raw, None if new is None else new.to_json()):
+                return new
+        raise HeartbeatError(f"the heartbeat of {session_id} keeps changing; try again")
+
+
+def _holds(current: Heartbeat | None, reservation: Reservation) -> bool:
+    return (
+        current is not None
+        and current.id == reservation.heartbeat.id
+        and current.pending is not None
+        and current.pending.id == reservation.id
+    )
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process named ``host:pid:token`` may still be running.
+
+    On this host the pid is checked (a pid equal to ours with another token is a dead
+    predecessor); owners on other hosts are presumed alive until their reservation is stale.
+    """
+    host, _, rest = owner.partition(":")
+    pid_text, _, _token = rest.partition(":")
+    if host != _HOST:
+        return True
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return owner == PROCESS_OWNER
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True

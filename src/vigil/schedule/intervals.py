@@ -1,0 +1,88 @@
+"""Heartbeat intervals: ``90s``, ``10m``, ``2h``, ``1d`` and compounds such as ``1h30m``.
+
+Parsing is strict: every error names the rule that was broken, so the person typing the
+command knows what to change.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+MIN_INTERVAL_SECONDS = 60
+"""The shortest interval a heartbeat may have."""
+
+TEST_MINIMUM_ENV = "VIGIL_TEST_HEARTBEAT_MIN_SECONDS"
+"""Test-only: lowers the minimum so a pseudo-terminal test can watch a heartbeat fire in
+seconds. Never set this in real use."""
+
+_UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_PART = re.compile(r"(\d+)([dhms])")
+_COMPOUND = re.compile(r"(?:\d+[dhms])+")
+_EXAMPLES = "90s, 10m, 2h, 1d or 1h30m"
+
+
+class IntervalError(ValueError):
+    """An interval that breaks a rule; the message says which one."""
+
+
+def minimum_interval() -> int:
+    """The minimum in seconds: 60, unless the test-only environment variable lowers it."""
+    raw = os.environ.get(TEST_MINIMUM_ENV)
+    if raw:
+        try:
+            return max(1, int(raw))
+        except ValueError:
+            pass
+    return MIN_INTERVAL_SECONDS
+
+
+def parse_interval(text: str, *, minimum: int | None = None) -> int:
+    """Seconds in ``text`` (``15m``, ``1h30m`` ...); raises :class:`IntervalError`.
+
+    Units are ``s``, ``m``, ``h`` and ``d``, each used at most once, largest first. The
+    result must be at least ``minimum`` seconds (default: :func:`minimum_interval`).
+    """
+    floor = minimum_interval() if minimum is None else minimum
+    raw = text.strip()
+    if not raw:
+        raise IntervalError(f"missing interval: give a number and a unit, e.g. {_EXAMPLES}")
+    lowered = raw.lower()
+    if lowered.startswith("-"):
+        raise IntervalError(f"'{raw}' is negative: an interval must be at least {_describe(floor)}")
+    if not _COMPOUND.fullmatch(lowered):
+        raise IntervalError(
+            f"'{raw}' is not an interval: use a number and a unit s, m, h or d ({_EXAMPLES})"
+        )
+    parts = _PART.findall(lowered)
+    units = [unit for _, unit in parts]
+    order = list(_UNITS)
+    if len(set(units)) != len(units) or units != sorted(units, key=order.index):
+        raise IntervalError(
+            f"'{raw}' is not an interval: name each unit once, largest first (e.g. 1h30m)"
+        )
+    seconds = sum(int(number) * _UNITS[unit] for number, unit in parts)
+    if seconds == 0:
+        raise IntervalError(f"'{raw}' is zero: an interval must be at least {_describe(floor)}")
+    if seconds < floor:
+        raise IntervalError(f"'{raw}' is too short: the minimum interval is {_describe(floor)}")
+    return seconds
+
+
+def format_interval(seconds: int | float) -> str:
+    """The compact form of a number of seconds: ``15m``, ``1h30m``, ``1d``, ``90s`` → ``1m30s``."""
+    remaining = int(seconds)
+    if remaining <= 0:
+        return "0s"
+    out = []
+    for unit, size in _UNITS.items():
+        count, remaining = divmod(remaining, size)
+        if count:
+            out.append(f"{count}{unit}")
+    return "".join(out)
+
+
+def _describe(seconds: int) -> str:
+    if seconds % 60 == 0:
+        return f"{seconds} seconds ({format_interval(seconds)})"
+    return f"{seconds} seconds"

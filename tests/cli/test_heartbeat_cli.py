@@ -1,0 +1,152 @@
+"""`vigil heartbeat ...`, `vigil pause`/`vigil resume`, and a heartbeat firing in the REPL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.cli.helpers import run_cli
+from vigil.profiles import get_profile
+from vigil.schedule import estop
+from vigil.schedule.intervals import TEST_MINIMUM_ENV
+from vigil.store import open_store
+from vigil.testing.fake_model import FakeModelServer
+
+
+@pytest.fixture
+def session_id(vigil_home: Path) -> str:
+    profile = get_profile(None)
+    profile.home.mkdir(parents=True, exist_ok=True)
+    store = open_store(profile.state_db)
+    try:
+        return store.create_session(source="cli", title="watching CI").id
+    finally:
+        store.close()
+
+
+def test_set_status_pause_resume_clear_from_the_shell(session_id: str) -> None:
+    prefix = session_id[:6]
+    done = run_cli("heartbeat", "set", "--session", prefix, "15m", "check", "the", "CI", "run")
+    assert done.exit_code == 0
+    assert done.output.startswith("♥ Heartbeat set (every 15m): check the CI run\n")
+    assert f"vigil chat --resume {session_id}" in done.output  # it fires only while open
+
+    status = run_cli("heartbeat", "status", "-s", prefix)
+    assert "♥ Heartbeat (every 15m) — active" in status.output and "fired:     0 times" in status.output
+    paused = run_cli("heartbeat", "pause", "-s", prefix)
+    assert paused.output.startswith("♥ Heartbeat paused (every 15m)")
+    assert f"vigil heartbeat resume --session {session_id}" in paused.output
+    resumed = run_cli("heartbeat", "resume", "-s", prefix)
+    assert resumed.output.startswith("♥ Heartbeat resumed (every 15m): next fire at ")
+
+    listed = json.loads(run_cli("heartbeat", "list", "--json").output)
+    assert [(h["session"], h["interval"], h["status"], h["count"]) for h in listed] == [(session_id, "15m", "active", 0)]
+    assert listed[0]["next_fire"] is not None and listed[0]["route"] is None
+    table = run_cli("heartbeat", "list").output
+    assert session_id in table and "15m" in table and "active" in table
+
+    cleared = run_cli("heartbeat", "clear", "-s", prefix)
+    assert cleared.output == "♥ Heartbeat cleared (every 15m, fired 0 times).\n"
+    assert json.loads(run_cli("heartbeat", "list", "--json").output) == []
+    assert "No heartbeats" in run_cli("heartbeat", "list").output
+
+
+@pytest.mark.parametrize(
+    ("args", "rule"),
+    [
+        (["0m", "x"], "is zero"),
+        (["59s", "x"], "minimum interval is 60 seconds"),
+        (["10x", "x"], "is not an interval"),
+        (["-5m", "x"], "is negative"),
+        (["15m"], "Missing prompt"),
+        (["15m", "   "], "Missing prompt"),
+    ],
+)
+def test_invalid_set_names_the_rule_and_keeps_the_heartbeat(session_id: str, args: list[str], rule: str) -> None:
+    run_cli("heartbeat", "set", "-s", session_id, "10m", "keep me")
+    before = run_cli("heartbeat", "list", "--json").output
+    bad = run_cli("heartbeat", "set", "-s", session_id, "--", *args)
+    assert bad.exit_code == 1 and rule in bad.output
+    assert run_cli("heartbeat", "list", "--json").output == before
+
+
+def test_unknown_session_and_missing_heartbeat(session_id: str) -> None:
+    unknown = run_cli("heartbeat", "status", "-s", "fffff")
+    assert unknown.exit_code == 1 and "no session matches 'fffff'" in unknown.output
+    nothing = run_cli("heartbeat", "pause", "-s", session_id)
+    assert nothing.exit_code == 1 and "No heartbeat to pause in this conversation" in nothing.output
+    assert run_cli("heartbeat", "status", "-s", session_id).output.startswith("No heartbeat in this conversation.")
+
+
+def test_emergency_stop(session_id: str) -> None:
+    engaged = run_cli("pause", "--reason", "maintenance")
+    assert engaged.exit_code == 0 and "Emergency stop engaged" in engaged.output
+    assert "already on" in run_cli("pause").output
+    profile = get_profile(None)
+    store = open_store(profile.state_db)
+    try:
+        assert estop.status(store).reason == "maintenance"
+    finally:
+        store.close()
+    run_cli("heartbeat", "set", "-s", session_id, "10m", "watch")
+    assert "emergency stop is on" in run_cli("heartbeat", "status", "-s", session_id).output
+    assert "Emergency stop released" in run_cli("resume").output
+    assert "was not on" in run_cli("resume").output
+
+
+_CPR_REQUEST = "\x1b[6n"
+
+
+def _expect(child: pexpect.spawn, pattern: str) -> None:
+    """``child.expect(pattern)``, answering prompt_toolkit's cursor position requests on the way
+    as a terminal would (it draws the bottom toolbar only once it knows where the cursor is)."""
+    while child.expect_exact([_CPR_REQUEST, pexpect.TIMEOUT], timeout=0.01) == 0:
+        child.send("\x1b[1;1R")
+    while True:
+        if child.expect([re.escape(_CPR_REQUEST), pattern]) == 1:
+            return
+        child.send("\x1b[1;1R")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_a_heartbeat_turn_appears_in_the_repl_unprompted(fake_model: FakeModelServer, vigil_home: Path) -> None:
+    fake_model.rule(contains="[Heartbeat — recurring instruction", reply="CI is still running; nothing new.")
+    env = {
+        **os.environ,
+        "VIGIL_HOME": str(vigil_home),
+        "OPENAI_BASE_URL": fake_model.base_url,
+        "OPENAI_API_KEY": fake_model.api_key,
+        TEST_MINIMUM_ENV: "1",
+        "TERM": "xterm",
+    }
+    child = pexpect.spawn(
+        sys.executable, ["-m", "vigil.cli.main", "chat"], env=env, encoding="utf-8", timeout=20, dimensions=(30, 120)
+    )
+    try:
+        _expect(child, "you ›")
+        child.sendline("hello")
+        _expect(child, "ok")
+        _expect(child, "you ›")
+        child.sendline("/hb every 2s check the CI run")
+        _expect(child, r"♥ Heartbeat set \(every 2s\): check the CI run")
+        _expect(child, r"♥ next \d\d:\d\d")  # the bottom toolbar shows the next fire
+        # nothing typed from here on: the heartbeat turn shows up by itself
+        _expect(child, r"\[Heartbeat — recurring instruction, fires every 2s\]")
+        _expect(child, "CI is still running; nothing new.")
+        child.sendline("/hb clear")
+        _expect(child, r"♥ Heartbeat cleared \(every 2s, fired")
+        child.sendline("/quit")
+        _expect(child, "vigil chat --resume ([0-9a-f]{12})")
+        session_id = child.match.group(1)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    shown = json.loads(run_cli("sessions", "show", session_id, "--json").output)
+    users = [m["content"] for m in shown["messages"] if m["role"] == "user"]
+    assert users[0] == "hello" and users[1].startswith("[Heartbeat — recurring instruction, fires every 2s]")

@@ -1,0 +1,101 @@
+"""Conversation boundaries: /new, /resume <other> and /stop clear the old conversation's
+heartbeat for good; compression carries it into the continuation."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.conftest import Runtime, RuntimeFactory
+from vigil.agent.compression import SUMMARY_REQUEST_MARKER
+from vigil.config import AgentSettings, Settings, ToolSettings
+from vigil.testing.fake_model import FakeModelServer
+
+MIN = 60
+
+
+async def _with_heartbeat(rt: Runtime) -> str:
+    await rt.command("/hb every 10m check")
+    return rt.session_id
+
+
+async def test_new_clears_and_resuming_the_archived_conversation_does_not_restore(rt: Runtime) -> None:
+    old = await _with_heartbeat(rt)
+    reply = await rt.command("/new")
+    assert "The previous conversation's heartbeat was cleared." in reply
+    assert rt.heartbeat(old) is None and rt.session_id != old
+    await rt.advance(30 * MIN)
+    assert rt.heartbeat_turns() == []
+    await rt.command(f"/resume {old}")
+    assert rt.session_id == old and rt.heartbeat() is None
+    await rt.advance(30 * MIN)
+    assert rt.heartbeat_turns() == []
+
+
+async def test_resume_other_clears_but_resume_same_keeps(rt: Runtime, make_runtime: RuntimeFactory) -> None:
+    other = await make_runtime()
+    await other.send("another conversation")
+    current = await _with_heartbeat(rt)
+    same = await rt.command(f"/resume {current[:6]}")
+    assert "cleared" not in same and rt.heartbeat(current) is not None
+    switched = await rt.command(f"/resume {other.session_id}")
+    assert "The previous conversation's heartbeat was cleared." in switched
+    assert rt.heartbeat(current) is None
+    await rt.advance(30 * MIN)
+    assert rt.heartbeat_turns() == []
+
+
+async def test_stop_suspends_and_clears(rt: Runtime) -> None:
+    old = await _with_heartbeat(rt)
+    reply = await rt.command("/stop")
+    assert reply.startswith(f"Conversation {old} suspended. The previous conversation's heartbeat was cleared.")
+    assert rt.controller.session_id is None and rt.heartbeat(old) is None
+    assert rt.store.get_session(old).end_reason == "stop"
+    await rt.advance(30 * MIN)
+    assert rt.heartbeat_turns() == []
+    await rt.send("a new start")
+    assert rt.session_id != old and rt.heartbeat() is None
+
+
+async def test_stop_interrupts_a_running_heartbeat_turn(rt: Runtime, fake_model: FakeModelServer) -> None:
+    from vigil.testing.scripting import Reply
+
+    old = await _with_heartbeat(rt)
+    sent = len(fake_model.requests)
+    fake_model.queue(Reply.text("slow heartbeat", delay=5))
+    await rt.clock.advance(10 * MIN)
+    await fake_model.wait_for_requests_async(sent + 1)
+    outcome = await rt.conversation.send("/stop")
+    await rt.settle()
+    assert outcome.reply.text.startswith(f"Conversation {old} suspended.")
+    assert [e.cancelled for e in rt.ended() if e.kind == "heartbeat"] == [True]
+    assert rt.heartbeat(old) is None
+
+
+def _small_window() -> Settings:
+    return Settings(agent=AgentSettings(compression_threshold=0.5), tools=ToolSettings(enabled=["read_file"]))
+
+
+async def test_compression_moves_the_heartbeat_to_the_continuation(
+    make_runtime: RuntimeFactory, fake_model: FakeModelServer
+) -> None:
+    rt = await make_runtime(settings=_small_window(), context_window=2000)
+    fake_model.rule(contains=SUMMARY_REQUEST_MARKER, reply="## Goal\nKeep watching CI.\n## Progress\nSome.")
+    await rt.send("hello")
+    parent = await _with_heartbeat(rt)
+    filler = "lorem ipsum dolor sit amet " * 7
+    for i in range(12):
+        await rt.send(f"turn {i}: {filler}")
+        if rt.session_id != parent:
+            break
+    child = rt.session_id
+    if child == parent:
+        pytest.skip("the conversation did not compress with this window")
+    assert rt.store.get_session(child).parent_id == parent
+    assert rt.heartbeat(parent) is None
+    moved = rt.heartbeat(child)
+    assert moved is not None and moved.prompt == "check"
+    assert rt.scheduler.owns(child) and not rt.scheduler.owns(parent)
+    await rt.advance(10 * MIN)
+    [began] = rt.heartbeat_turns()
+    assert began.session_id == child and rt.heartbeat(child).fire_count == 1
+    assert rt.store.get_messages(child)[-2].content.startswith("[Heartbeat — recurring instruction")

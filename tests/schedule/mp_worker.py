@@ -1,0 +1,60 @@
+"""One process running a heartbeat scheduler on a shared state.db, for the multi-process test.
+
+    python -m tests.schedule.mp_worker DB SESSION ORIGIN_REAL ORIGIN_FAKE FACTOR SECONDS
+
+Both processes use the same scaled clock (fake time = ORIGIN_FAKE + (real - ORIGIN_REAL) x
+FACTOR), so a 60 s interval passes in 60/FACTOR real seconds. Each fire that reaches
+execution prints one JSON line: owner, fake time, fire count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from datetime import datetime, timezone
+
+from vigil.schedule.heartbeat_repo import PROCESS_OWNER, Reservation
+from vigil.schedule.scheduler import DirectTarget, HeartbeatScheduler
+from vigil.store import SQLiteStore
+
+
+class ScaledClock:
+    """Real time, sped up by ``factor`` from a shared origin."""
+
+    def __init__(self, origin_real: float, origin_fake: float, factor: float) -> None:
+        self.origin_real, self.origin_fake, self.factor = origin_real, origin_fake, factor
+
+    def now(self) -> float:
+        return self.origin_fake + (time.time() - self.origin_real) * self.factor
+
+    def utcnow(self) -> datetime:
+        return datetime.fromtimestamp(self.now(), timezone.utc)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds) / self.factor)
+
+    async def sleep_until(self, when: float) -> None:
+        await asyncio.sleep(max(0.0, when - self.now()) / self.factor)
+
+
+async def main(db: str, session_id: str, origin_real: float, origin_fake: float, factor: float, seconds: float) -> None:
+    clock = ScaledClock(origin_real, origin_fake, factor)
+    store = SQLiteStore(db)
+    scheduler = HeartbeatScheduler(store, clock=clock, poll_interval=30)
+
+    def run(reservation: Reservation) -> None:
+        line = {"owner": PROCESS_OWNER, "at": reservation.heartbeat.last_fire, "count": reservation.heartbeat.fire_count}
+        print(json.dumps(line), flush=True)
+
+    scheduler.own(session_id, DirectTarget(scheduler, run))
+    await scheduler.start()
+    await asyncio.sleep(max(0.0, origin_real + seconds - time.time()))
+    await scheduler.stop()
+    store.close()
+
+
+if __name__ == "__main__":
+    db, sid, real, fake, factor, seconds = sys.argv[1:7]
+    asyncio.run(main(db, sid, float(real), float(fake), float(factor), float(seconds)))
