@@ -34,6 +34,7 @@ def test_all_tool_names_are_stable() -> None:
         "skills_list",
         "skill_view",
         "session_search",
+        "cron",
     )
 
 

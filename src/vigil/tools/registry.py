@@ -15,6 +15,7 @@ from vigil.config import Settings
 from vigil.models.base import ToolSpec
 from vigil.store.records import ToolCall
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult, truncate_middle
+from vigil.tools.cron import CronTool
 from vigil.tools.files import PatchFileTool, ReadFileTool, WriteFileTool
 from vigil.tools.memory import MemoryTool
 from vigil.tools.session_search import SessionSearchTool
@@ -35,6 +36,7 @@ _TOOLS: dict[str, Tool] = {
         SkillsListTool(),
         SkillViewTool(),
         SessionSearchTool(),
+        CronTool(),
     )
 }
 

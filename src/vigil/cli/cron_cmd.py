@@ -1,0 +1,386 @@
+"""``vigil cron``: scheduled jobs, each run in a fresh session.
+
+Jobs run inside ``vigil gateway run`` (the long-running process), or once per call of
+``vigil cron tick`` (for a system crontab: ``* * * * * vigil cron tick``).
+
+Test-only: ``VIGIL_CRON_NOW`` (epoch seconds or an ISO 8601 time with offset) freezes the
+clock these commands use, so tests can add jobs and tick at chosen instants. Never set it in
+real use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sys
+from datetime import datetime
+from typing import Any, Callable, TypeVar
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from vigil.cli.context import AppContext, pass_app
+from vigil.cli.render import console, echo_json, shorten
+from vigil.clock import Clock, FakeClock, SystemClock
+from vigil.models.base import ModelError
+from vigil.models.factory import build_client
+from vigil.schedule import estop
+from vigil.schedule.cron_errors import CronError
+from vigil.schedule.cron_format import job_line, job_lines, job_to_json, next_text, run_line, run_to_json
+from vigil.schedule.cron_jobs import JobSpec, new_job
+from vigil.schedule.cron_repo import Claim, CronRepo
+from vigil.schedule.cron_runner import CronRunner
+from vigil.schedule.cron_schedule import default_zone, format_instant
+from vigil.schedule.cron_runs import RunRecord
+from vigil.schedule.cron_scheduler import CronScheduler, TickReport, due_names
+
+F = TypeVar("F", bound=Callable[..., Any])
+NOW_ENV = "VIGIL_CRON_NOW"
+
+
+def fixed_now() -> float | None:
+    """The frozen time from ``VIGIL_CRON_NOW`` (test-only), or ``None``."""
+    raw = os.environ.get(NOW_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise click.ClickException(f"{NOW_ENV}={raw!r} is neither epoch seconds nor an ISO 8601 time") from None
+    if when.tzinfo is None:
+        raise click.ClickException(f"{NOW_ENV} needs an offset (e.g. 2026-03-29T03:00:00+02:00)")
+    return when.timestamp()
+
+
+def cli_clock() -> Clock:
+    now = fixed_now()
+    return SystemClock() if now is None else FakeClock(now)
+
+
+def _repo(app: AppContext) -> CronRepo:
+    return CronRepo(app.store, cli_clock())
+
+
+def _friendly(func: F) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except CronError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _definition_options(func: F) -> F:
+    options = [
+        click.option("--tz", "tz", metavar="ZONE", help="IANA time zone (default: config timezone, else the system's)."),
+        click.option("--deliver", metavar="TARGET", help="local (default), slack:<channel>[:<thread>], telegram:<chat>, web."),
+        click.option("--skill", "skills", multiple=True, metavar="NAME", help="Load this skill in each run (repeatable)."),
+        click.option("--workdir", metavar="DIR", help="Working directory of the runs (default: the profile home)."),
+        click.option("--catch-up", "catch_up", type=click.Choice(["run", "skip"]), help="After an outage longer than the grace: run once (default) or skip."),
+        click.option("--grace", metavar="DURATION", help="How late a run may start, e.g. 10m (default: half the period, 2m..2h)."),
+        click.option("--repeat", type=int, metavar="N", help="Stop after N scheduled runs (0: no limit)."),
+        click.option("--json", "as_json", is_flag=True, help="Print the job as JSON."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@click.group()
+def cron() -> None:
+    """Scheduled jobs: each run is a fresh session that delivers its answer.
+
+    \b
+    Schedules:  every 2h | "0 9 * * 1-5" | 30m (once) | 2026-05-01T09:00 (once)
+    Jobs run in `vigil gateway run`, or once per `vigil cron tick` (for a system crontab).
+    """
+
+
+@cron.command("add")
+@click.argument("name")
+@click.option("--schedule", "-s", required=True, help="When to run (see `vigil cron --help`).")
+@click.option("--prompt", required=True, help="What each run should do (a run remembers nothing else).")
+@_definition_options
+@pass_app
+@_friendly
+def add_cmd(app: AppContext, name: str, schedule: str, prompt: str, tz: str | None, deliver: str | None,
+            skills: tuple[str, ...], workdir: str | None, catch_up: str | None, grace: str | None,
+            repeat: int | None, as_json: bool) -> None:
+    """Add a job called NAME."""
+    repo = _repo(app)
+    spec = JobSpec(schedule, prompt, tz, deliver, skills or None, workdir, catch_up, grace, repeat or None)
+    job = new_job(name, spec, now=repo.clock.now(), default_tz=default_zone(app.settings.timezone),
+                  skills_dir=app.profile.skills_dir)
+    repo.add(job)
+    if as_json:
+        echo_json(job_to_json(job, repo.clock.now()))
+        return
+    console.print(f"Added cron job [bold]{escape(job.name)}[/bold]: {escape(job.schedule.describe())} — "
+                  f"next run {escape(next_text(job, repo.clock.now()))}")
+
+
+@cron.command("edit")
+@click.argument("name")
+@click.option("--schedule", "-s", help="A new schedule (restarts the timing from now).")
+@click.option("--prompt", help="A new prompt.")
+@_definition_options
+@click.option("--clear-skills", is_flag=True, help="Load no skills.")
+@click.option("--no-workdir", is_flag=True, help="Run in the profile home again.")
+@pass_app
+@_friendly
+def edit_cmd(app: AppContext, name: str, schedule: str | None, prompt: str | None, tz: str | None,
+             deliver: str | None, skills: tuple[str, ...], workdir: str | None, catch_up: str | None,
+             grace: str | None, repeat: int | None, as_json: bool, clear_skills: bool, no_workdir: bool) -> None:
+    """Change a job; only the options given change. Nothing is stored if any is invalid."""
+    if clear_skills and skills:
+        raise click.UsageError("use either --skill or --clear-skills")
+    if no_workdir and workdir:
+        raise click.UsageError("use either --workdir or --no-workdir")
+    spec = JobSpec(schedule, prompt, tz, deliver, () if clear_skills else (skills or None),
+                   "" if no_workdir else workdir, catch_up, grace, repeat)
+    if spec == JobSpec():
+        raise click.UsageError("nothing to change: give at least one option (see --help)")
+    repo = _repo(app)
+    job = repo.edit(name, spec, skills_dir=app.profile.skills_dir)
+    if as_json:
+        echo_json(job_to_json(job, repo.clock.now()))
+        return
+    console.print(f"Changed: {escape(job_line(job, repo.clock.now()))}")
+
+
+@cron.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+@_friendly
+def list_cmd(app: AppContext, as_json: bool) -> None:
+    """List every job with its next and last run."""
+    repo = _repo(app)
+    now = repo.clock.now()
+    jobs = repo.list()
+    if as_json:
+        echo_json([job_to_json(job, now) for job in jobs])
+        return
+    if not jobs:
+        console.print('No cron jobs. Add one with `vigil cron add NAME --schedule "every 1h" --prompt "..."`.')
+        return
+    table = Table("name", "schedule", "next run", "last run", "state", box=None)
+    for job in jobs:
+        last = "-" if job.last_run_at is None else f"{job.last_status} {format_instant(job.last_run_at, job.schedule.tz)}"
+        table.add_row(escape(job.name), escape(job.schedule.describe()), escape(next_text(job, now)),
+                      escape(last), job.state + (f" ({job.failures} failures)" if job.failures else ""))
+    console.print(table)
+
+
+@cron.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+@_friendly
+def show_cmd(app: AppContext, name: str, as_json: bool) -> None:
+    """Show one job: definition, next run, last run, failures and back-off."""
+    repo = _repo(app)
+    job = repo.get(name)
+    if as_json:
+        echo_json(job_to_json(job, repo.clock.now()))
+        return
+    for line in job_lines(job, repo.clock.now()):
+        console.print(escape(line))
+
+
+@cron.command("pause")
+@click.argument("name")
+@pass_app
+@_friendly
+def pause_cmd(app: AppContext, name: str) -> None:
+    """Stop scheduling runs of a job (definition and history stay)."""
+    job, changed = _repo(app).pause(name)
+    console.print(f"Paused {escape(job.name)}." if changed else f"{escape(job.name)} was already paused.")
+
+
+@cron.command("resume")
+@click.argument("name")
+@pass_app
+@_friendly
+def resume_cmd(app: AppContext, name: str) -> None:
+    """Schedule a paused job again, from now on (missed runs are not made up)."""
+    repo = _repo(app)
+    job, changed = repo.resume(name)
+    what = f"Resumed {job.name}" if changed else f"{job.name} was not paused"
+    console.print(f"{escape(what)}; next run {escape(next_text(job, repo.clock.now()))}.")
+
+
+@cron.command("remove")
+@click.argument("name")
+@pass_app
+@_friendly
+def remove_cmd(app: AppContext, name: str) -> None:
+    """Delete a job and its run log (sessions of past runs and saved answers stay)."""
+    _, removed = _repo(app).remove(name)
+    console.print(f"Removed cron job {escape(name)} ({removed} run record(s) deleted).")
+
+
+@cron.command("runs")
+@click.argument("name", required=False)
+@click.option("-n", "--limit", default=30, show_default=True, help="How many to show (0 = all).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+@_friendly
+def runs_cmd(app: AppContext, name: str | None, limit: int, as_json: bool) -> None:
+    """What happened to each occurrence: runs, skips, misses, newest first."""
+    repo = _repo(app)
+    if name is not None:
+        repo.get(name)
+    records = repo.runs.list(name, limit=limit or None)
+    if as_json:
+        echo_json([run_to_json(r) for r in records])
+        return
+    if not records:
+        console.print("No runs yet.")
+        return
+    zones = {job.name: job.schedule.tz for job in repo.list()}
+    fallback = default_zone(app.settings.timezone)
+    table = Table("when", "job", "status", "session", "output / detail", box=None)
+    for r in records:
+        tz = zones.get(r.job, fallback)
+        out = (r.delivery or {}).get("path") or r.error or r.detail
+        status = r.status + (f" (+{r.coalesced} coalesced)" if r.coalesced else "")
+        table.add_row(format_instant(r.when, tz), escape(r.job), status, r.session_id or "-", escape(shorten(out, 90)))
+    console.print(table)
+
+
+@cron.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+@_friendly
+def status_cmd(app: AppContext, as_json: bool) -> None:
+    """The scheduler at a glance: jobs by state, what is next, running and failing."""
+    repo = _repo(app)
+    now = repo.clock.now()
+    jobs = repo.list()
+    stop = estop.status(app.store)
+    by_state: dict[str, int] = {}
+    for job in jobs:
+        by_state[job.state] = by_state.get(job.state, 0) + 1
+    upcoming = sorted((j for j in jobs if j.active and j.next_due is not None), key=lambda j: j.next_due or 0)
+    failing = [j for j in jobs if j.failures]
+    running = [j for j in jobs if j.running is not None]
+    if as_json:
+        echo_json({
+            "jobs": len(jobs),
+            "by_state": by_state,
+            "emergency_stop": None if stop is None else {"since": stop.since, "reason": stop.reason},
+            "next": [job_to_json(j, now) for j in upcoming[:5]],
+            "running": [job_to_json(j, now) for j in running],
+            "failing": [job_to_json(j, now) for j in failing],
+            "damaged": repo.damaged(),
+        })
+        return
+    states = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none"
+    console.print(f"{len(jobs)} cron job(s): {states}")
+    if stop is not None:
+        console.print(f"[red]Emergency stop engaged[/red] since {format_instant(stop.since, default_zone(app.settings.timezone))}"
+                      " — no job starts until `vigil resume`.")
+    for label, group in (("next", upcoming[:5]), ("running", running), ("failing", failing)):
+        for job in group:
+            console.print(f"{label:<8} {escape(job_line(job, now))}")
+    for key in repo.damaged():
+        console.print(f"[red]damaged[/red] {escape(key)} (remove it with `vigil cron remove`)")
+
+
+@cron.command("run")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
+@pass_app
+@_friendly
+def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
+    """Run a job now, in this process, without disturbing its schedule."""
+    repo = _repo(app)
+    repo.get(name)
+    record = asyncio.run(_run_now(app, repo, name))
+    if record is None:
+        raise click.ClickException("the emergency stop is engaged: nothing was run (`vigil resume` releases it)")
+    if as_json:
+        echo_json(run_to_json(record))
+    elif record.status == "failed":
+        console.print(f"[red]failed[/red]: {escape(record.error or '')}")
+    else:
+        click.echo(record.answer or "")
+        path = (record.delivery or {}).get("path")
+        click.echo(f"{record.status}; session {record.session_id}" + (f"; saved to {path}" if path else ""), err=True)
+    if record.status == "failed":
+        sys.exit(1)
+
+
+async def _run_now(app: AppContext, repo: CronRepo, name: str) -> RunRecord | None:
+    async with _runner(app, repo) as runner:
+        claim = await asyncio.to_thread(repo.claim_manual, name)
+        return await runner.execute(claim)
+
+
+@cron.command("tick")
+@click.option("--json", "as_json", is_flag=True, help="Print what happened as JSON.")
+@pass_app
+@_friendly
+def tick_cmd(app: AppContext, as_json: bool) -> None:
+    """Run whatever is due now, once, and exit (for a system crontab)."""
+    repo = _repo(app)
+    report = asyncio.run(_tick(app, repo))
+    if as_json:
+        echo_json({
+            "stopped": report.stopped,
+            "runs": [run_to_json(r) for r in report.runs],
+            "skipped": [run_to_json(r) for r in report.skipped],
+        })
+        return
+    if report.stopped:
+        console.print("Emergency stop engaged: nothing was run.")
+        return
+    zones = {job.name: job.schedule.tz for job in repo.list()}
+    for record in (*report.runs, *report.skipped):
+        console.print(escape(run_line(record, zones.get(record.job, "UTC"))))
+    if not report.runs and not report.skipped:
+        console.print("Nothing due.")
+
+
+async def _tick(app: AppContext, repo: CronRepo) -> TickReport:
+    if await asyncio.to_thread(estop.engaged, repo.store):
+        return TickReport(stopped=True)
+    if not await asyncio.to_thread(due_names, repo, include_running=False):
+        # Nothing to run, so no model client is needed; abandoned runs are still recovered,
+        # and anything that became due in the meantime is given back for the next tick.
+        async def give_back(claim: Claim) -> None:
+            await asyncio.to_thread(repo.refund, claim)
+
+        return await CronScheduler(repo, give_back, clock=repo.clock, poll_interval=0).tick()
+    async with _runner(app, repo) as runner:
+        scheduler = CronScheduler(repo, runner.execute, clock=repo.clock, poll_interval=0)
+        return await scheduler.tick()
+
+
+class _runner:
+    """``async with _runner(app, repo) as runner``: a CronRunner with its model client."""
+
+    def __init__(self, app: AppContext, repo: CronRepo) -> None:
+        self.app, self.repo = app, repo
+
+    async def __aenter__(self) -> CronRunner:
+        try:
+            self.client = await build_client(self.app.settings.model)
+        except ModelError as exc:
+            raise click.ClickException(str(exc)) from None
+        return CronRunner(repo=self.repo, client=self.client, profile=self.app.profile,
+                          settings=self.app.settings, clock=self.repo.clock)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.aclose()
+
+
+COMMANDS = [cron]

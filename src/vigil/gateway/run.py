@@ -1,0 +1,95 @@
+"""``vigil gateway run``: the long-running process of a profile.
+
+With no messaging platform configured (the only case so far) it is a pure scheduler: it runs
+due cron jobs until SIGINT or SIGTERM. Platform adapters, their routing and the heartbeats of
+gateway conversations join here as they arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+from typing import Callable
+
+from vigil.clock import Clock, SystemClock
+from vigil.config import Settings
+from vigil.models.base import ModelClient
+from vigil.profiles import Profile
+from vigil.schedule.cron_format import relative
+from vigil.schedule.cron_repo import CronRepo
+from vigil.schedule.cron_runner import CronRunner
+from vigil.schedule.cron_scheduler import POLL_INTERVAL, CronScheduler
+from vigil.schedule.cron_schedule import iso_utc
+from vigil.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """How the gateway runs; the defaults are right outside tests."""
+
+    poll_interval: float = POLL_INTERVAL
+    stop_grace: float = 10.0
+
+
+async def serve(
+    *,
+    store: SessionStore,
+    profile: Profile,
+    settings: Settings,
+    client: ModelClient,
+    stop: asyncio.Event,
+    announce: Callable[[str], None],
+    clock: Clock | None = None,
+    config: GatewayConfig = GatewayConfig(),
+) -> CronScheduler:
+    """Serve until ``stop`` is set; ``announce`` receives the start-up and shut-down lines.
+
+    Returns the scheduler (its ``stats`` say what ran)."""
+    clock = clock or SystemClock()
+    repo = CronRepo(store, clock)
+    runner = CronRunner(repo=repo, client=client, profile=profile, settings=settings, clock=clock)
+    scheduler = CronScheduler(repo, runner.execute, clock=clock, poll_interval=config.poll_interval)
+    armed = await scheduler.start()
+    upcoming = scheduler.engine.next_due()
+    when = "" if upcoming is None else f", next at {iso_utc(upcoming)} ({relative(upcoming - clock.now())})"
+    announce(
+        f"vigil gateway: profile '{profile.name}' — serving the cron scheduler "
+        f"({armed} job(s) armed{when}); no messaging platform is configured. "
+        "Stop with Ctrl-C or SIGTERM."
+    )
+    try:
+        await stop.wait()
+    finally:
+        await scheduler.stop(config.stop_grace)
+        announce(f"vigil gateway: stopped ({scheduler.stats.claims} cron run(s) started).")
+    return scheduler
+
+
+async def run_until_signalled(
+    *,
+    store: SessionStore,
+    profile: Profile,
+    settings: Settings,
+    client: ModelClient,
+    announce: Callable[[str], None],
+) -> None:
+    """:func:`serve` with SIGINT and SIGTERM setting the stop event."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(stop.set))
+    try:
+        await serve(store=store, profile=profile, settings=settings, client=client, stop=stop, announce=announce)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover
+                pass

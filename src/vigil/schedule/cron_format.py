@@ -1,0 +1,138 @@
+"""Plain-text and JSON views of jobs and runs, shared by the CLI, the ``cron`` tool and ``/cron``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vigil.schedule.cron_jobs import CronJob
+from vigil.schedule.cron_runs import RunRecord
+from vigil.schedule.cron_schedule import format_instant, iso_utc
+
+
+def relative(seconds: float) -> str:
+    """``in 1h30m`` / ``5m ago`` style."""
+    future = seconds >= 0
+    left = abs(int(seconds))
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if left >= size and len(parts) < 2:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    text = "".join(parts) or f"{left}s"
+    return f"in {text}" if future else f"{text} ago"
+
+
+def next_text(job: CronJob, now: float) -> str:
+    """When the job runs next, in its zone, with a relative hint; or why it does not."""
+    if job.retired is not None:
+        return f"never ({job.retired})"
+    if job.paused:
+        return "paused"
+    if job.next_due is None:
+        return "-"
+    return f"{format_instant(job.next_due, job.schedule.tz)} ({relative(job.next_due - now)})"
+
+
+def last_text(job: CronJob) -> str:
+    if job.last_run_at is None:
+        return "never"
+    return f"{job.last_status} at {format_instant(job.last_run_at, job.schedule.tz)}"
+
+
+def backoff_text(job: CronJob, now: float) -> str | None:
+    """``3 failures in a row; backing off until ...`` or ``None``."""
+    if not job.failures:
+        return None
+    text = f"{job.failures} failure(s) in a row"
+    if job.backoff_until is not None and job.backoff_until > now:
+        text += f"; backing off until {format_instant(job.backoff_until, job.schedule.tz)}"
+    return text
+
+
+def job_line(job: CronJob, now: float) -> str:
+    """One line: name, schedule, next run, last run, state."""
+    parts = [job.name, job.schedule.describe(), f"next {next_text(job, now)}", f"last {last_text(job)}"]
+    trouble = backoff_text(job, now)
+    if trouble:
+        parts.append(trouble)
+    return " — ".join(parts) + f" [{job.state}]"
+
+
+def job_lines(job: CronJob, now: float) -> list[str]:
+    """The full description for ``vigil cron show``."""
+    tz = job.schedule.tz
+    lines = [
+        f"{job.name} [{job.state}]",
+        f"schedule   {job.schedule.describe()}  (typed: {job.schedule.text}; zone {tz})",
+        f"next run   {next_text(job, now)}",
+        f"last run   {last_text(job)}" + (f" — {job.last_error}" if job.last_error else ""),
+        f"deliver    {job.deliver}",
+        f"catch-up   {job.catch_up}; grace {_grace_text(job)}",
+        f"runs       {job.runs}" + (f" of {job.repeat}" if job.repeat else "") + _counts_text(job),
+    ]
+    if job.skills:
+        lines.append(f"skills     {', '.join(job.skills)}")
+    if job.workdir:
+        lines.append(f"workdir    {job.workdir}")
+    trouble = backoff_text(job, now)
+    if trouble:
+        lines.append(f"failing    {trouble}")
+    if job.running is not None:
+        lines.append(
+            f"running    since {format_instant(job.running.claimed_at, tz)} "
+            f"({job.running.kind}, {job.running.owner})"
+        )
+    if job.last_session:
+        lines.append(f"session    {job.last_session} (last run)")
+    lines.append(f"prompt     {job.prompt}")
+    return lines
+
+
+def job_to_json(job: CronJob, now: float) -> dict[str, Any]:
+    """The stored record plus derived fields (state, ISO times, back-off) for scripts."""
+    data = job.to_json()
+    data.pop("format", None)
+    data.update(
+        state=job.state,
+        description=job.schedule.describe(),
+        next_due_iso=iso_utc(job.next_due) if job.next_due is not None else None,
+        last_run_iso=iso_utc(job.last_run_at) if job.last_run_at is not None else None,
+        backoff=backoff_text(job, now),
+        grace_seconds=None if job.next_due is None else job.grace_for(job.next_due),
+    )
+    return data
+
+
+def run_line(record: RunRecord, tz: str) -> str:
+    """One line of ``vigil cron runs``."""
+    when = format_instant(record.when, tz)
+    parts = [when, record.job, record.status]
+    if record.coalesced:
+        parts.append(f"+{record.coalesced} coalesced")
+    if record.session_id:
+        parts.append(f"session {record.session_id}")
+    if record.delivery and record.delivery.get("path"):
+        parts.append(str(record.delivery["path"]))
+    if record.error:
+        parts.append(record.error)
+    elif record.detail:
+        parts.append(record.detail)
+    return "  ".join(parts)
+
+
+def run_to_json(record: RunRecord) -> dict[str, Any]:
+    data = record.to_json()
+    data["when_iso"] = iso_utc(record.when)
+    return data
+
+
+def _grace_text(job: CronJob) -> str:
+    if job.grace is not None:
+        return f"{int(job.grace)}s"
+    return "half the period (2m .. 2h)"
+
+
+def _counts_text(job: CronJob) -> str:
+    if not job.counts:
+        return ""
+    return " (" + ", ".join(f"{k} {v}" for k, v in sorted(job.counts.items())) + ")"

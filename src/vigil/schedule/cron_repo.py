@@ -1,0 +1,294 @@
+"""Cron jobs in the session store, changed only by compare-and-set.
+
+Every change reads the job record, computes the next one with a pure transition
+(:mod:`vigil.schedule.cron_jobs`, :mod:`vigil.schedule.cron_plan`) and swaps it in with
+``compare_and_set_meta``; a lost race re-reads and tries again. Claiming an occurrence is one
+such swap (it moves ``next_due`` past the occurrence and records the run as going), so several
+processes ticking one ``state.db`` run each occurrence exactly once.
+
+Definition changes bump the profile's schedule generation so that running schedulers in other
+processes notice them. All methods are synchronous (the store is).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from vigil.clock import Clock, SystemClock
+from vigil.schedule import cron_plan
+from vigil.schedule.changes import bump_generation
+from vigil.schedule.cron_errors import CronError, DamagedJob, JobBusy, JobExists, JobNotFound
+from vigil.schedule.cron_jobs import JOB_PREFIX, CronJob, JobSpec, Running, edited_job, job_key
+from vigil.schedule.cron_plan import OwnerAlive
+from vigil.schedule.cron_runs import INTERRUPTED, RUNNING, RunLog, RunRecord, stamp_of
+from vigil.schedule.heartbeat_repo import PROCESS_OWNER, owner_alive
+from vigil.store import SessionStore
+
+_ATTEMPTS = 50
+_PRUNE_EVERY = 25
+
+
+class _Abort(Exception):
+    """A transition found the record in a state where it does not apply."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """An occurrence (or a manual run) claimed for running by this process.
+
+    ``job`` is the record right after the claim; ``record`` the run-log entry (``running``).
+    """
+
+    job: CronJob
+    running: Running
+    record: RunRecord
+
+
+@dataclass(frozen=True, slots=True)
+class DueResult:
+    """What :meth:`CronRepo.claim_due` did: ``claim`` when a run is to start, ``records`` for
+    occurrences skipped or missed, ``job`` the record afterwards (``None``: no such job)."""
+
+    job: CronJob | None
+    claim: Claim | None = None
+    records: tuple[RunRecord, ...] = ()
+    recovered: bool = False
+
+
+class CronRepo:
+    """Reads and changes one profile's cron jobs and run log."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        clock: Clock | None = None,
+        *,
+        owner: str = PROCESS_OWNER,
+        alive: OwnerAlive = owner_alive,
+    ) -> None:
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.owner = owner
+        self.alive = alive
+        self.runs = RunLog(store)
+
+    # -- reading ----------------------------------------------------------------------------
+    def find(self, name: str) -> CronJob | None:
+        """The job called ``name`` or ``None``; :class:`DamagedJob` for an unreadable record."""
+        entry = self.store.get_meta(job_key(name))
+        return None if entry is None else CronJob.from_json(entry.value)
+
+    def get(self, name: str) -> CronJob:
+        job = self.find(name)
+        if job is None:
+            raise JobNotFound(name)
+        return job
+
+    def list(self) -> list[CronJob]:
+        """Every readable job, by name; damaged records are skipped (see :meth:`damaged`)."""
+        out = []
+        for entry in self.store.list_meta(JOB_PREFIX):
+            try:
+                out.append(CronJob.from_json(entry.value))
+            except DamagedJob:
+                continue
+        return out
+
+    def damaged(self) -> list[str]:
+        """Keys of job records that cannot be decoded."""
+        bad = []
+        for entry in self.store.list_meta(JOB_PREFIX):
+            try:
+                CronJob.from_json(entry.value)
+            except DamagedJob:
+                bad.append(entry.key)
+        return bad
+
+    # -- definition changes -------------------------------------------------------------------
+    def add(self, job: CronJob) -> CronJob:
+        """Store a new, fully validated job; :class:`JobExists` if the name is taken."""
+        if not self.store.compare_and_set_meta(job_key(job.name), None, job.to_json()):
+            raise JobExists(job.name)
+        bump_generation(self.store)
+        return job
+
+    def edit(self, name: str, spec: JobSpec, *, skills_dir: Path | None) -> CronJob:
+        """Change the fields given in ``spec``; nothing is stored when any of them is invalid."""
+        job = self._update(name, lambda job: edited_job(job, spec, now=self.clock.now(), skills_dir=skills_dir))
+        bump_generation(self.store)
+        return job
+
+    def pause(self, name: str) -> tuple[CronJob, bool]:
+        """Pause; returns the job and whether it changed."""
+        return self._toggle(name, pause=True)
+
+    def resume(self, name: str) -> tuple[CronJob, bool]:
+        """Resume from now on (occurrences missed while paused are not made up)."""
+        return self._toggle(name, pause=False)
+
+    def remove(self, name: str) -> tuple[CronJob | None, int]:
+        """Delete the job and its run log; returns it (``None`` if its record was damaged) and
+        how many run records went.
+
+        Sessions of past runs and files in ``cron/output`` stay. A run still going finishes
+        but no longer changes anything.
+        """
+        for _ in range(_ATTEMPTS):
+            entry = self.store.get_meta(job_key(name))
+            if entry is None:
+                raise JobNotFound(name)
+            if self.store.compare_and_set_meta(job_key(name), entry.value, None):
+                break
+        else:
+            raise CronError(f"the cron job '{name}' keeps changing; try again")
+        try:
+            job = CronJob.from_json(entry.value)
+        except DamagedJob:
+            job = None
+        removed = self.runs.remove_all(name)
+        bump_generation(self.store)
+        return job, removed
+
+    # -- run accounting ---------------------------------------------------------------------
+    def claim_due(self, name: str) -> DueResult:
+        """Handle whatever is due for ``name`` now: claim a run, record skips, recover a run
+        whose owner died. Only one process wins each occurrence."""
+        decision: list[cron_plan.Decision | None] = [None]
+
+        def change(job: CronJob) -> CronJob:
+            decision[0] = cron_plan.plan_due(job, self.clock.now(), owner=self.owner, alive=self.alive)
+            if decision[0] is None:
+                raise _Abort
+            return decision[0].job
+
+        try:
+            job = self._update(name, change)
+        except (_Abort, JobNotFound):
+            return DueResult(self.find_quietly(name))
+        made = decision[0]
+        assert made is not None
+        if made.interrupted is not None:
+            self._mark_interrupted(name, made.interrupted)
+        for record in made.records:
+            self.runs.put(record)
+        if made.records:
+            self._maybe_prune(job, len(made.records))
+        claim = None
+        if made.run is not None:
+            self.runs.put(made.run)
+            assert job.running is not None
+            claim = Claim(job, job.running, made.run)
+        return DueResult(job, claim, made.records, made.interrupted is not None)
+
+    def claim_manual(self, name: str) -> Claim:
+        """Claim a run of ``name`` now, outside the schedule; :class:`JobBusy` if it is running."""
+        now = self.clock.now()
+        record = self.runs.create_unique(
+            RunRecord(name, f"{stamp_of(now)}-manual", "manual", RUNNING, None, now, owner=self.owner)
+        )
+        result: list[RunRecord] = []
+
+        def change(job: CronJob) -> CronJob:
+            if job.running is not None and not cron_plan.is_abandoned(job.running, now, self.alive):
+                raise JobBusy(
+                    f"the cron job '{name}' is running (since {stamp_of(job.running.claimed_at)}); "
+                    "wait for that run to end"
+                )
+            claimed, rec = cron_plan.claim_manual(job, now, owner=self.owner, stamp=record.stamp)
+            result[:] = [rec]
+            return claimed
+
+        try:
+            job = self._update(name, change)
+        except BaseException:
+            self.runs.delete(name, record.stamp)
+            raise
+        self.runs.put(result[0])
+        assert job.running is not None
+        return Claim(job, job.running, result[0])
+
+    def finish(self, claim: Claim, record: RunRecord, *, error: str | None = None) -> CronJob | None:
+        """Record how the run ended (``record`` is its final run-log entry) and update the job."""
+        self.runs.put(record)
+
+        def change(job: CronJob) -> CronJob:
+            return cron_plan.finished(
+                job, claim.running, record.status, self.clock.now(), error=error, session_id=record.session_id
+            )
+
+        try:
+            job = self._update(claim.job.name, change)
+        except JobNotFound:
+            return None
+        self._maybe_prune(job, 1)
+        return job
+
+    def refund(self, claim: Claim) -> CronJob | None:
+        """Give back a claim that never reached the agent; its run record is deleted."""
+        try:
+            job = self._update(claim.job.name, lambda job: cron_plan.refunded(job, claim.running))
+        except JobNotFound:
+            job = None
+        self.runs.delete(claim.job.name, claim.record.stamp)
+        return job
+
+    def recover_abandoned(self, jobs: list[CronJob] | None = None) -> list[str]:
+        """Mark runs left behind by dead processes as interrupted (at start-up); returns the
+        names. ``jobs`` saves a read when the caller has just listed them."""
+        recovered = []
+        now = self.clock.now()
+        for job in self.list() if jobs is None else jobs:
+            if job.running is not None and cron_plan.is_abandoned(job.running, now, self.alive):
+                if self.claim_due(job.name).recovered:
+                    recovered.append(job.name)
+        return recovered
+
+    # -- internals ----------------------------------------------------------------------------
+    def find_quietly(self, name: str) -> CronJob | None:
+        try:
+            return self.find(name)
+        except DamagedJob:
+            return None
+
+    def _maybe_prune(self, job: CronJob, added: int) -> None:
+        # Every _PRUNE_EVERY handled occurrences, not on every write: pruning lists the log.
+        total = sum(job.counts.values())
+        if total // _PRUNE_EVERY != (total - added) // _PRUNE_EVERY:
+            self.runs.prune(job.name)
+
+    def _mark_interrupted(self, name: str, running: Running) -> None:
+        record = self.runs.get(name, running.run_key)
+        if record is not None and record.status == RUNNING:
+            self.runs.put(
+                record.finished(INTERRUPTED, self.clock.now(), error="the process running it stopped")
+            )
+
+    def _toggle(self, name: str, *, pause: bool) -> tuple[CronJob, bool]:
+        changed = [False]
+
+        def change(job: CronJob) -> CronJob:
+            if job.paused == pause:
+                raise _Abort
+            changed[0] = True
+            now = self.clock.now()
+            return job.paused_at(now) if pause else job.resumed_at(now)
+
+        try:
+            job = self._update(name, change)
+        except _Abort:
+            return self.get(name), False
+        bump_generation(self.store)
+        return job, changed[0]
+
+    def _update(self, name: str, change: Callable[[CronJob], CronJob]) -> CronJob:
+        key = job_key(name)
+        for _ in range(_ATTEMPTS):
+            entry = self.store.get_meta(key)
+            if entry is None:
+                raise JobNotFound(name)
+            new = change(CronJob.from_json(entry.value))
+            if self.store.compare_and_set_meta(key, entry.value, new.to_json()):
+                return new
+        raise CronError(f"the cron job '{name}' keeps changing; try again")

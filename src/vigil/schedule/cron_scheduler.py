@@ -1,0 +1,244 @@
+"""The cron scheduler of one process: arms the shared due-time engine with every job's next
+occurrence and, when one comes, claims it in the store and hands the claim to the runner.
+
+* One sleeper for all jobs (:class:`vigil.schedule.engine.DueEngine`): no per-job timers, no
+  per-job polling. A change made in this process re-arms at once (:meth:`refresh`); changes
+  made by other processes are noticed through the profile's schedule generation, one key read
+  every ``poll_interval`` seconds.
+* A due job is claimed with compare-and-set before anything runs, so several processes (or a
+  gateway and a system crontab running ``vigil cron tick``) never run one occurrence twice.
+  A claim that finds the occurrence taken just re-arms from what the store says.
+* At most ``max_concurrent`` runs at a time; the slot is taken before claiming, so a claim
+  never waits for a slot.
+* The emergency stop parks everything; :meth:`tick` does nothing while it is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, TypeVar
+
+from vigil.clock import Clock, SystemClock
+from vigil.schedule import estop
+from vigil.schedule.changes import read_generation
+from vigil.schedule.cron_errors import CronError
+from vigil.schedule.cron_jobs import CronJob
+from vigil.schedule.cron_repo import Claim, CronRepo, DueResult
+from vigil.schedule.cron_runs import RunRecord
+from vigil.schedule.engine import DueEngine
+from vigil.store import StoreError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Execute = Callable[[Claim], Awaitable[RunRecord | None]]
+Offload = Callable[..., Awaitable[Any]]
+
+POLL_INTERVAL = 15.0
+MAX_CONCURRENT = 4
+STOP_GRACE = 10.0
+"""Seconds a stopping scheduler lets running jobs finish before cancelling them."""
+
+
+@dataclass
+class CronStats:
+    claims: int = 0
+    """Runs claimed by this process."""
+    skipped: int = 0
+    """Occurrences recorded as skipped or missed by this process."""
+    not_due: int = 0
+    """Due wake-ups that found nothing to do (another process took it, paused, changed)."""
+    recovered: int = 0
+    generation_checks: int = 0
+    """Reads of the schedule generation by the change watcher."""
+    finished: list[RunRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    """What one :meth:`CronScheduler.tick` did."""
+
+    runs: tuple[RunRecord, ...] = ()
+    skipped: tuple[RunRecord, ...] = ()
+    stopped: bool = False
+
+
+class CronScheduler:
+    """Runs due cron jobs of one profile in this process."""
+
+    def __init__(
+        self,
+        repo: CronRepo,
+        execute: Execute,
+        *,
+        clock: Clock | None = None,
+        poll_interval: float = POLL_INTERVAL,
+        max_concurrent: int = MAX_CONCURRENT,
+        offload: Offload | None = None,
+        keep_finished: bool = False,
+    ) -> None:
+        self.repo = repo
+        self.execute = execute
+        self.clock = clock or SystemClock()
+        self.poll_interval = poll_interval
+        self.stats = CronStats()
+        self.engine = DueEngine(self.clock, self._on_due)
+        self._offload: Offload = offload or asyncio.to_thread
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._generation: str | None = None
+        self._stopped = False
+        self._watcher: asyncio.Task[None] | None = None
+        self._keep_finished = keep_finished
+        self._armed: set[str] = set()
+        self._in_flight = 0
+
+    @property
+    def store(self) -> Any:
+        return self.repo.store
+
+    @property
+    def busy(self) -> int:
+        """Dispatches (claims and runs) and store calls in progress (for tests and benchmarks)."""
+        return len(self._tasks) + self._in_flight
+
+    # -- life cycle ---------------------------------------------------------------------------
+    async def start(self) -> int:
+        """Recover runs left by dead processes, arm every job and start the engine and the
+        change watcher. Returns how many jobs are armed."""
+        self._generation = await self._call(read_generation, self.store)
+        await self.resync(recover=True)
+        self.engine.start()
+        if self._watcher is None and self.poll_interval > 0:
+            self._watcher = asyncio.create_task(self._watch(), name="cron-watcher")
+        return len(self._armed)
+
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """Stop arming and claiming; let running jobs end within ``grace`` seconds (of real
+        time), then cancel them (they are recorded as interrupted)."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        await self.engine.stop()
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # -- arming -------------------------------------------------------------------------------
+    async def resync(self, *, recover: bool = False) -> None:
+        """Re-read every job and arm or disarm it (after a change made elsewhere); with
+        ``recover``, first close runs whose process died."""
+        self._stopped = await self._call(estop.engaged, self.store)
+        jobs = await self._call(self.repo.list)
+        if recover:
+            recovered = set(await self._call(self.repo.recover_abandoned, jobs))
+            self.stats.recovered += len(recovered)
+            if recovered:
+                jobs = [job for job in jobs if job.name not in recovered]
+                jobs += [j for j in [await self._call(self.repo.find_quietly, n) for n in recovered] if j]
+        names = {job.name for job in jobs}
+        for job in jobs:
+            self._arm(job.name, job)
+        for name in self._armed - names:
+            self._arm(name, None)
+
+    async def refresh(self, name: str) -> CronJob | None:
+        """Re-read one job and arm it (after a change made in this process)."""
+        job = await self._call(self.repo.find_quietly, name)
+        self._arm(name, job)
+        return job
+
+    async def check_changes(self) -> bool:
+        """Read the schedule generation once; resync when it moved. Returns whether it did."""
+        self.stats.generation_checks += 1
+        generation = await self._call(read_generation, self.store)
+        if generation == self._generation:
+            return False
+        self._generation = generation
+        await self.resync()
+        return True
+
+    def _arm(self, name: str, job: CronJob | None) -> None:
+        if job is None or not job.active or job.next_due is None or self._stopped:
+            self.engine.disarm(name)
+            self._armed.discard(name)
+        else:
+            self.engine.arm(name, job.next_due)
+            self._armed.add(name)
+
+    def _on_due(self, name: str, _due: float) -> None:
+        if self._stopped:
+            return  # re-armed by the resync that follows the stop's release
+        self._spawn(self._dispatch(name, rearm=True))
+
+    # -- dispatching --------------------------------------------------------------------------
+    async def tick(self) -> TickReport:
+        """Handle everything due now once and wait for the runs to end (``vigil cron tick``)."""
+        if await self._call(estop.engaged, self.store):
+            return TickReport(stopped=True)
+        now = self.clock.now()
+        jobs = await self._call(self.repo.list)
+        due = [job.name for job in jobs if _wants_attention(job, now)]
+        results = await asyncio.gather(*(self._dispatch(name, rearm=False) for name in due))
+        runs = tuple(r for result in results for r in result[0])
+        skipped = tuple(r for result in results for r in result[1])
+        return TickReport(runs, skipped)
+
+    async def _dispatch(self, name: str, *, rearm: bool) -> tuple[list[RunRecord], list[RunRecord]]:
+        async with self._slots:
+            try:
+                result: DueResult = await self._call(self.repo.claim_due, name)
+            except (CronError, StoreError) as exc:
+                log.warning("cannot claim the cron job %s: %s", name, exc)
+                return [], []
+            self.stats.skipped += len(result.records)
+            self.stats.recovered += int(result.recovered)
+            if rearm:
+                self._arm(name, result.job)
+            if result.claim is None:
+                self.stats.not_due += int(not result.records and not result.recovered)
+                return [], list(result.records)
+            self.stats.claims += 1
+            record = await self.execute(result.claim)
+        if record is not None and self._keep_finished:
+            self.stats.finished.append(record)
+        if rearm:
+            await self.refresh(name)
+        return ([record] if record is not None else []), list(result.records)
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _watch(self) -> None:
+        while True:
+            await self.clock.sleep(self.poll_interval)
+            try:
+                await self.check_changes()
+            except StoreError as exc:
+                log.warning("cannot check for cron changes: %s", exc)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        self._in_flight += 1
+        try:
+            return await self._offload(fn, *args)
+        finally:
+            self._in_flight -= 1
+
+
+def due_names(repo: CronRepo, *, include_running: bool = True) -> list[str]:
+    """Names of the jobs a tick at this moment would look at: those due, and (to recover
+    runs whose process died) those with a run going."""
+    now = repo.clock.now()
+    return [job.name for job in repo.list() if _wants_attention(job, now, include_running)]
+
+
+def _wants_attention(job: CronJob, now: float, include_running: bool = True) -> bool:
+    due = job.active and job.next_due is not None and job.next_due <= now
+    return due or (include_running and job.running is not None)
