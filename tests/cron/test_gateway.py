@@ -21,8 +21,7 @@ from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 
-# Until `gateway_cmd` joins the auto-registered commands in vigil.cli.main, call its group directly.
-GATEWAY = "from vigil.cli.gateway_cmd import gateway; gateway(['run'], prog_name='vigil gateway')"
+GATEWAY = "from vigil.cli.main import main; main()"
 
 
 def test_gateway_process_runs_due_jobs_until_sigterm(fake_model: FakeModelServer, vigil_home: Path) -> None:
@@ -31,7 +30,7 @@ def test_gateway_process_runs_due_jobs_until_sigterm(fake_model: FakeModelServer
     fake_model.queue("Good morning.")
     env = {**os.environ, "VIGIL_HOME": str(vigil_home), "OPENAI_BASE_URL": fake_model.base_url,
            "OPENAI_API_KEY": fake_model.api_key}
-    process = subprocess.Popen([sys.executable, "-c", GATEWAY], env=env, stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-c", GATEWAY, "gateway", "run"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
@@ -72,3 +71,31 @@ async def test_serve_on_a_fake_clock(
     stop.set()
     scheduler = await task
     assert scheduler.stats.claims == 1 and "stopped" in lines[-1]
+
+
+def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(vigil_home: Path) -> None:
+    """The README's first command: `vigil gateway run` on embedded defaults, nothing configured."""
+    soon = datetime.fromtimestamp(time.time() + 1, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    assert run_cli("cron", "add", "early", "-s", soon, "--prompt", "hello").exit_code == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    env["VIGIL_HOME"] = str(vigil_home)
+    process = subprocess.Popen([sys.executable, "-c", GATEWAY, "gateway", "run"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        assert "serving the cron scheduler" in process.stdout.readline()
+        deadline = time.monotonic() + 20
+        while True:
+            runs = json.loads(run_cli("cron", "runs", "--json").output)
+            if runs and runs[0]["status"] not in ("running",):
+                break
+            assert time.monotonic() < deadline, runs
+            time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert "no model is configured yet" in err
+    assert runs[0]["status"] == "failed" and "No model is configured" in json.dumps(runs[0])

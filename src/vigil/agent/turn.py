@@ -147,6 +147,7 @@ class Agent:
         *,
         on_event: EventCallback | None = None,
         stream: bool = True,
+        auto_title: bool = True,
     ) -> TurnResult:
         """Run one turn of ``session_id`` for ``user_text`` and return the final answer.
 
@@ -159,7 +160,7 @@ class Agent:
         start = await self._start(session_id, user_text, emit)
         session, system, history = start.session, start.system, start.history
         session_id = session.id
-        if session.title is None and user_text.strip():
+        if auto_title and session.title is None:
             await asyncio.to_thread(
                 self.store.update_session, session_id, title=_title_from(user_text)
             )

@@ -53,7 +53,7 @@ async def _chat(
     if resume_ref:
         session_id = store.newest_continuation(store.resolve_session(resume_ref))
     elif continue_latest:
-        latest = store.list_conversations(limit=1)
+        latest = [c for c in store.list_conversations() if c.head.source != "cron"][:1]
         if not latest:
             raise click.ClickException("there is no conversation to continue yet")
         session_id = latest[0].head.id

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from vigil.runtime.heartbeat_commands import heartbeat_slash
 from vigil.runtime.slash import CommandRegistry, CommandReply, ConversationControl, SlashCommand
+from vigil.schedule import cron_slash
 from vigil.store import StoreError
 from vigil.usage import Usage
 
@@ -115,6 +116,19 @@ def _quit(_control: ConversationControl, _args: str) -> CommandReply:
     return CommandReply("Bye.", action="quit")
 
 
+async def _compress(control: ConversationControl, _args: str) -> CommandReply:
+    if control.session_id is None:
+        return CommandReply("No conversation yet: nothing to compress.", is_error=True)
+    result = await control.compress()
+    if not result.ok:
+        return CommandReply(f"Not compressed: {result.failure}", is_error=True)
+    return CommandReply(
+        f"Compressed {result.summarised} earlier message(s) into a summary; the conversation "
+        f"continues in {result.child_id} with {result.kept} recent message(s) and a freshly "
+        "built system prompt."
+    )
+
+
 def build_registry() -> CommandRegistry:
     """The registry with every built-in command; front ends may register more."""
     registry = CommandRegistry()
@@ -131,6 +145,8 @@ def build_registry() -> CommandRegistry:
             aliases=("hb",),
         )
     )
+    registry.register(SlashCommand("compress", "summarise older turns into a continuation session now", _compress))
+    registry.register(cron_slash.COMMAND)
     registry.register(SlashCommand("sessions", "list recent conversations", _sessions))
     registry.register(SlashCommand("title", "show or set this conversation's title", _title, usage="[TEXT]"))
     registry.register(SlashCommand("usage", "tokens used and prompt-cache hit ratio", _usage))

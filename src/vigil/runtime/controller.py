@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from vigil.agent.compression import CompressionResult
 from vigil.agent.events import EventCallback
 from vigil.agent.turn import Agent, TurnResult
 from vigil.runtime.commands import build_registry
@@ -84,6 +85,14 @@ class ConversationController:
     async def _clear_heartbeat(self, session_id: str) -> None:
         self.cleared_heartbeat = await asyncio.to_thread(self.heartbeats.clear, session_id)
 
+    async def compress(self) -> CompressionResult:
+        if self._session_id is None:
+            raise ValueError("no conversation to compress")
+        result = await self.agent.compress(self._session_id)
+        if result.ok and result.child_id:
+            self._session_id = result.child_id
+        return result
+
     def model_name(self) -> str:
         return self.agent.client.model
 
@@ -114,10 +123,13 @@ class ConversationController:
             self._session_id = (await self.agent.new_session()).id
         return self._session_id
 
-    async def turn(self, text: str, *, on_event: EventCallback | None = None) -> TurnResult:
-        """Send a user message and run the turn."""
+    async def turn(
+        self, text: str, *, on_event: EventCallback | None = None, auto_title: bool = True
+    ) -> TurnResult:
+        """Send a user message and run the turn (``auto_title``: an untitled session is named
+        after this message; off for injected messages such as heartbeats)."""
         session_id = await self.ensure_session()
-        result = await self.agent.run_turn(session_id, text, on_event=on_event)
+        result = await self.agent.run_turn(session_id, text, on_event=on_event, auto_title=auto_title)
         # compression may have moved the conversation to a continuation session
         self._session_id = result.session_id
         return result

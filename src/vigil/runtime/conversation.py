@@ -208,7 +208,9 @@ class Conversation:
 
     async def _turn(self, kind: str, text: str, header: str | None = None) -> Outcome:
         await self._emit(TurnBegan(kind, text, self.controller.session_id, header))
-        task = asyncio.ensure_future(self.controller.turn(text, on_event=self._forward))
+        task = asyncio.ensure_future(
+            self.controller.turn(text, on_event=self._forward, auto_title=kind == USER)
+        )
         self._running = task
         try:
             result = await task

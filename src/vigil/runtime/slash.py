@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 from vigil.store import SessionStore
+
+if TYPE_CHECKING:
+    from vigil.agent.compression import CompressionResult
 
 
 class ConversationControl(Protocol):
@@ -33,6 +36,10 @@ class ConversationControl(Protocol):
 
     def model_name(self) -> str:
         """The model this conversation talks to."""
+        ...
+
+    async def compress(self) -> "CompressionResult":
+        """Summarise older turns now; the conversation continues in a new session."""
         ...
 
     def set_model(self, name: str) -> None:
