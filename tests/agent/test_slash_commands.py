@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.agent.conftest import AgentFactory
+from tests.cli.helpers import run_cli
 from vigil.agent.compression import SUMMARY_REQUEST_MARKER
 from vigil.runtime.controller import ConversationController
 from vigil.testing.fake_model import FakeModelServer
@@ -24,6 +27,10 @@ async def test_compress_command_moves_the_conversation(make_agent: AgentFactory,
     result = await controller.turn("next")
     assert result.session_id == controller.session_id and result.answer == "after compression"
     assert "Goal: test." in str(fake_model.last_request.body)
+    conversations = json.loads(run_cli("sessions", "list", "--json").output)
+    assert [(c["id"], c["conversation_root"], c["segments"]) for c in conversations] == [
+        (controller.session_id, before, 2)
+    ]
 
 
 async def test_cron_command_and_heartbeat_turns_keep_the_title(make_agent: AgentFactory, fake_model: FakeModelServer) -> None:
