@@ -201,3 +201,26 @@ async def test_empty_messages_are_refused_before_anything_is_stored(make_agent: 
     with pytest.raises(EmptyMessage):
         await agent.run_turn(session.id, "  \n ")
     assert agent.store.get_messages(session.id) == []
+
+
+async def test_a_declined_turn_stores_nothing(make_agent: AgentFactory, fake_model: FakeModelServer) -> None:
+    from vigil.agent.turn import TurnDeclined
+
+    agent = await make_agent()
+    session = await agent.new_session()
+    seen: list[str] = []
+
+    async def decline(session_id: str) -> bool:
+        seen.append(session_id)
+        return False
+
+    with pytest.raises(TurnDeclined):
+        await agent.run_turn(session.id, "scheduled message", before_execution=decline)
+    assert seen == [session.id]
+    assert agent.store.get_messages(session.id) == [] and fake_model.requests == []
+
+    async def accept(session_id: str) -> bool:
+        return True
+
+    fake_model.queue("ran")
+    assert (await agent.run_turn(session.id, "scheduled message", before_execution=accept)).answer == "ran"

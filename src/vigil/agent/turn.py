@@ -12,7 +12,7 @@ import inspect
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from vigil.agent.compression import CompressionResult, Compressor
 from vigil.agent.context_size import SizeTracker
@@ -46,6 +46,15 @@ log = logging.getLogger(__name__)
 
 class EmptyMessage(ValueError):
     """A turn was asked for with no text to send."""
+
+
+class TurnDeclined(Exception):
+    """``before_execution`` said no: the turn stopped before anything was stored."""
+
+
+BeforeExecution = Callable[[str], Awaitable[bool]]
+"""Called with the session id once the turn is prepared (prompt, history, compression) and
+just before the message is stored; returning ``False`` declines the turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +157,7 @@ class Agent:
         on_event: EventCallback | None = None,
         stream: bool = True,
         auto_title: bool = True,
+        before_execution: BeforeExecution | None = None,
     ) -> TurnResult:
         """Run one turn of ``session_id`` for ``user_text`` and return the final answer.
 
@@ -160,6 +170,8 @@ class Agent:
         start = await self._start(session_id, user_text, emit)
         session, system, history = start.session, start.system, start.history
         session_id = session.id
+        if before_execution is not None and not await before_execution(session_id):
+            raise TurnDeclined(f"the turn for session {session_id} was declined before it began")
         if auto_title and session.title is None:
             await asyncio.to_thread(
                 self.store.update_session, session_id, title=_title_from(user_text)

@@ -10,7 +10,7 @@ import asyncio
 
 from vigil.agent.compression import CompressionResult
 from vigil.agent.events import EventCallback
-from vigil.agent.turn import Agent, TurnResult
+from vigil.agent.turn import Agent, BeforeExecution, TurnResult
 from vigil.runtime.commands import build_registry
 from vigil.runtime.slash import CommandRegistry, CommandReply
 from vigil.schedule.heartbeat import Heartbeat
@@ -124,12 +124,24 @@ class ConversationController:
         return self._session_id
 
     async def turn(
-        self, text: str, *, on_event: EventCallback | None = None, auto_title: bool = True
+        self,
+        text: str,
+        *,
+        on_event: EventCallback | None = None,
+        auto_title: bool = True,
+        before_execution: BeforeExecution | None = None,
     ) -> TurnResult:
         """Send a user message and run the turn (``auto_title``: an untitled session is named
-        after this message; off for injected messages such as heartbeats)."""
+        after this message; off for injected messages such as heartbeats).
+        ``before_execution`` may decline the turn once it is prepared (``TurnDeclined``)."""
         session_id = await self.ensure_session()
-        result = await self.agent.run_turn(session_id, text, on_event=on_event, auto_title=auto_title)
+        result = await self.agent.run_turn(
+            session_id,
+            text,
+            on_event=on_event,
+            auto_title=auto_title,
+            before_execution=before_execution,
+        )
         # compression may have moved the conversation to a continuation session
         self._session_id = result.session_id
         return result
