@@ -1,42 +1,73 @@
-"""The heartbeat scheduler at scale: many active heartbeats in one state.db, the real clock.
+"""Heartbeats and cron jobs at scale, side by side in one process, one state.db, the real clock.
 
 Workload: N heartbeats (default 100,000) with random intervals between 1 minute and 1 day, each
-at a random phase of its interval, stored in one state.db. One scheduler owns them all with a
-no-op dispatcher (every fire goes through the real claim → confirm protocol in the store), and
-runs on the real clock for a fixed time. Printed:
+at a random phase, and M cron jobs (default 10,000) with a mix of schedules (see
+``cron_schedule_for``): ``every Nm`` / ``every Nh`` intervals at random phases, staggered
+``o-59/N * * * *`` and hourly expressions, and daily / weekday expressions in five time zones.
+Enough of them come due within a minute that cron lateness is measured too; every expression
+fires on the :00 second of a minute, so each minute boundary brings a cron burst.
 
-* arming: time to write the records, and to load and arm them (start-up, incl. orphan scan);
-* running: fires, fire lateness p50/p99/max (fire time - due time), fires per second at peak,
-  CPU use, engine wake-ups per minute, memory (RSS) per heartbeat;
-* idle: CPU use with nothing due (only the change watcher's one-key poll), against a naive
-  baseline that scans the store for due heartbeats once a second — the ratio is the point;
-* burst: claim throughput when many heartbeats are due at the same moment.
+Both live in one state.db (durable, synchronous=FULL). One HeartbeatScheduler and one
+CronScheduler share one store and one event loop, each with its own due-time engine and a
+no-op dispatcher that goes through the real protocol (heartbeats: claim → confirm; cron:
+claim → finish, store calls in worker threads as in the gateway). Printed, for heartbeats, for
+cron and for both together:
 
-    .venv/bin/python bench/scheduler.py [--heartbeats 100000] [--seconds 60] [--idle 15] [--burst 5000]
+* arming: time to write the records, and to load and arm them (start-up incl. recovery scans);
+  RSS added per heartbeat / per job;
+* running (``--seconds`` on the real clock): fires, fire lateness p50/p99/max (fire/claim time -
+  due time), fires per second at peak, engine wake-ups against distinct due times, CPU of the
+  process, RSS;
+* idle: CPU with nothing due (only the change watchers' one-key polls), both schedulers
+  together and each alone, against naive baselines that scan the store once a second;
+* burst: claim throughput when many heartbeats / many cron jobs are due at the same moment;
+* cron store operations: claims, lost races and finishes against a bare ``set_meta`` of the
+  same record, and next-due computation per schedule kind (pure CPU).
 
-Targets (issue 5): idle CPU under 2% of a core, p99 lateness under 1 s. Nothing is asserted.
+    .venv/bin/python bench/scheduler.py [--heartbeats 100000] [--cron-jobs 10000] [--seconds 60]
+        [--idle 15] [--burst 5000] [--claims 2000]
+
+Targets (issue 5, applied to both workloads by issue 6): idle CPU under 2% of a core, p99
+lateness under 1 s. The summary says whether they were met; nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import platform
 import random
+import resource
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
-from vigil.clock import SystemClock
+from vigil.clock import FakeClock, SystemClock
+from vigil.schedule.cron_jobs import JobSpec, new_job
+from vigil.schedule.cron_repo import Claim, CronRepo
+from vigil.schedule.cron_runs import RunRecord
+from vigil.schedule.cron_schedule import Schedule, parse_schedule
+from vigil.schedule.cron_scheduler import CronScheduler
 from vigil.schedule.heartbeat import Heartbeat, heartbeat_key
 from vigil.schedule.heartbeat_repo import Reservation
 from vigil.schedule.scheduler import DirectTarget, HeartbeatScheduler
 from vigil.store import SQLiteStore
+
+IDLE_TARGET = 0.02  # of one core
+P99_TARGET = 1.0  # seconds
+ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo", "Asia/Kolkata"]
+
+
+# -- small helpers -------------------------------------------------------------------------
+def out(text: str = "") -> None:
+    print(text, flush=True)
 
 
 def rss_mb() -> float:
@@ -45,6 +76,10 @@ def rss_mb() -> float:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except OSError:
         return float("nan")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def cpu_model() -> str:
@@ -64,144 +99,515 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def ms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - t0, result
+
+
+# -- the workload ----------------------------------------------------------------------------
 def write_heartbeats(path: Path, count: int, seed: int) -> float:
-    """Store ``count`` active heartbeats; returns seconds taken."""
+    """Store ``count`` active heartbeats at random phases; returns seconds taken."""
     rng = random.Random(seed)
-    store = SQLiteStore(path, durable=False)  # set-up only; the scheduler uses a durable store
+    store = SQLiteStore(path, durable=False)  # set-up only; the schedulers use a durable store
     started = time.perf_counter()
     now = time.time()
     for i in range(count):
         interval = rng.randint(60, 86_400)
         hb = Heartbeat.create(f"{i:012x}", f"watch thing {i}", interval, now)
-        # a random phase: as if it had been running for a while
-        hb_json = {**hb.to_json(), "next_due": now + rng.uniform(0, interval)}
-        store.set_meta(heartbeat_key(hb.session_id), hb_json)
+        store.set_meta(heartbeat_key(hb.session_id), {**hb.to_json(), "next_due": now + rng.uniform(0, interval)})
     store.close()
     return time.perf_counter() - started
 
 
-class Recorder:
+@dataclass(frozen=True)
+class CronPlan:
+    """One generated job: its schedule text and zone, the time it is set at (a random phase for
+    intervals), and its expected fires per second."""
+
+    name: str
+    text: str
+    tz: str
+    set_at: float
+    rate: float
+    expression: bool
+
+
+def cron_schedule_for(n: int, rng: random.Random, base: float) -> CronPlan:
+    """The mix (by share of jobs):
+
+    * 35% ``every Nm``, N in 1..60 minutes, random phase;
+    * 10% ``every Nh``, N in 2..24 hours, random phase;
+    * 15% staggered ``o-59/N * * * *`` (N = 5, 10, 15, 20, 30; offset o random in 0..N-1);
+    * 10% hourly ``M * * * *``;
+    * 30% daily ``M H * * *`` or weekday ``M H * * 1-5`` in one of five zones.
+    """
+    share = rng.random()
+    if share < 0.45:
+        if share < 0.35:
+            period = 60 * rng.choice([1, 2, 5, 10, 15, 20, 30, 45, 60])
+            text = f"every {period // 60}m"
+        else:
+            period = 3600 * rng.choice([2, 3, 4, 6, 8, 12, 24])
+            text = f"every {period // 3600}h"
+        set_at = base - rng.uniform(0, period)  # as if set a while ago: random phase
+        return CronPlan(f"iv-{n:05d}", text, "UTC", set_at, 1 / period, False)
+    tz = rng.choice(ZONES)
+    if share < 0.60:
+        step = rng.choice([5, 10, 15, 20, 30])
+        offset = rng.randrange(step)
+        per_hour = len(range(offset, 60, step))
+        return CronPlan(f"cx-{n:05d}", f"{offset}-59/{step} * * * *", tz, base, per_hour / 3600, True)
+    if share < 0.70:
+        return CronPlan(f"cx-{n:05d}", f"{rng.randrange(60)} * * * *", tz, base, 1 / 3600, True)
+    minute, hour = rng.randrange(60), rng.randrange(24)
+    if rng.random() < 0.5:
+        return CronPlan(f"cx-{n:05d}", f"{minute} {hour} * * *", tz, base, 1 / 86_400, True)
+    return CronPlan(f"cx-{n:05d}", f"{minute} {hour} * * 1-5", tz, base, 5 / 7 / 86_400, True)
+
+
+def write_cron_jobs(store: SQLiteStore, count: int, seed: int) -> tuple[float, dict[str, Schedule], list[CronPlan]]:
+    """Add ``count`` jobs through :meth:`CronRepo.add` (validate + CAS + generation bump) on
+    the durable store; returns seconds taken, the schedules by name and the plans."""
+    rng = random.Random(seed)
+    repo = CronRepo(store, SystemClock())
+    base = time.time()
+    plans = [cron_schedule_for(n, rng, base) for n in range(count)]
+    schedules: dict[str, Schedule] = {}
+    started = time.perf_counter()
+    for plan in plans:
+        job = new_job(plan.name, JobSpec(plan.text, f"report {plan.name}", plan.tz),
+                      now=plan.set_at, default_tz="UTC", skills_dir=None)
+        repo.add(job)
+        schedules[job.name] = job.schedule
+    return time.perf_counter() - started, schedules, plans
+
+
+# -- recorders (the no-op dispatchers) -------------------------------------------------------
+@dataclass
+class Fires:
+    """Fires of one workload: lateness, per-second counts, due times; ``since`` separates the
+    backlog that came due before the measurement began."""
+
+    since: float = float("inf")
+    until: float = float("inf")
+    lateness: list[float] = field(default_factory=list)
+    by_kind: dict[str, list[float]] = field(default_factory=dict)
+    per_second: Counter[int] = field(default_factory=Counter)
+    due_times: set[float] = field(default_factory=set)
+    due_in_window: Counter[str] = field(default_factory=Counter)
+    backlog: int = 0
+    after: int = 0
+
+    def record(self, due: float, fired: float, kind: str = "", key: str = "") -> None:
+        if due < self.since:
+            self.backlog += 1  # came due while loading
+            return
+        if fired > self.until:
+            self.after += 1
+            return
+        self.lateness.append(fired - due)
+        self.by_kind.setdefault(kind, []).append(fired - due)
+        self.per_second[int(fired)] += 1
+        self.due_times.add(due)
+        if key:
+            self.due_in_window[key] += 1
+
+
+class HeartbeatRecorder:
     def __init__(self) -> None:
-        self.lateness: list[float] = []
-        self.per_second: Counter[int] = Counter()
-        self.backlog = 0
-        self.since = 0.0
+        self.fires = Fires()
 
     def __call__(self, reservation: Reservation) -> None:
         fired = reservation.heartbeat.last_fire or time.time()
-        if reservation.due < self.since:
-            self.backlog += 1  # came due while the scheduler was loading
-            return
-        self.lateness.append(fired - reservation.due)
-        self.per_second[int(fired)] += 1
+        self.fires.record(reservation.due, fired)
 
 
-async def run(args: argparse.Namespace, path: Path) -> None:
-    print(f"machine:  {platform.platform()}, {cpu_model()}, {os.cpu_count()} cores")
-    print(f"python:   {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}")
-    print(f"workload: {args.heartbeats:,} heartbeats, intervals uniform in [1 min, 1 day], one state.db")
-    expected_rate = sum(1 / i for i in range(60, 86_401)) / (86_400 - 60 + 1) * args.heartbeats
-    print(f"          expected steady fire rate ≈ {expected_rate:.1f}/s\n")
+class CronRunner:
+    """Executes a claim by finishing it at once (in a worker thread, as the real runner does)."""
 
-    took = write_heartbeats(path, args.heartbeats, args.seed)
-    print(f"arming:   write {args.heartbeats:,} records: {took:.1f} s ({args.heartbeats / took:,.0f}/s)")
+    def __init__(self, repo: CronRepo) -> None:
+        self.repo = repo
+        self.fires = Fires()
 
-    rss0 = rss_mb()
-    store = SQLiteStore(path)
-    scheduler = HeartbeatScheduler(store, clock=SystemClock(), poll_interval=15)
-    recorder = Recorder()
-    target = DirectTarget(scheduler, recorder)
-    started = time.perf_counter()
-    for i in range(args.heartbeats):
-        scheduler.own(f"{i:012x}", target)
-    await scheduler.start()
-    load = time.perf_counter() - started
-    recorder.since = time.time()
-    rss1 = rss_mb()
-    print(
-        f"          load + arm (start-up, incl. orphan scan): {load:.2f} s; "
-        f"RSS +{rss1 - rss0:.0f} MB ({(rss1 - rss0) * 2**20 / args.heartbeats:,.0f} B/heartbeat)"
-    )
+    async def __call__(self, claim: Claim) -> RunRecord:
+        run = claim.record
+        occurrence = run.occurrence if run.occurrence is not None else run.claimed_at
+        kind = "expression" if claim.job.schedule.kind == "cron" else "interval"
+        self.fires.record(occurrence, run.claimed_at, kind, f"{claim.job.name}@{occurrence:.0f}")
+        record = run.finished("ok", self.repo.clock.now())
+        await asyncio.to_thread(self.repo.finish, claim, record)
+        return record
 
-    # -- running --------------------------------------------------------------------------
-    wake0, cpu0, wall0 = scheduler.engine.stats.wakeups, time.process_time(), time.perf_counter()
-    await asyncio.sleep(args.seconds)
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    wakeups = scheduler.engine.stats.wakeups - wake0
-    fires = len(recorder.lateness)
-    print(f"\nrunning:  {wall:.0f} s on the real clock, no-op dispatcher")
-    print(f"          fires: {fires:,} ({fires / wall:.1f}/s), backlog from load time: {recorder.backlog}")
-    print(
-        f"          lateness p50 {pct(recorder.lateness, 0.5) * 1000:.1f} ms, "
-        f"p99 {pct(recorder.lateness, 0.99) * 1000:.1f} ms, max {max(recorder.lateness, default=0) * 1000:.1f} ms"
-    )
-    peak = max(recorder.per_second.values(), default=0)
-    print(f"          fires per second at peak: {peak}")
-    print(f"          CPU {cpu / wall * 100:.2f}% of a core; engine wake-ups {wakeups / wall * 60:.0f}/min")
-    print(f"          RSS {rss_mb():.0f} MB; claims {scheduler.stats.claims:,}, confirmed {scheduler.stats.confirmed:,}")
 
-    # -- idle ----------------------------------------------------------------------------
-    far = time.time() + 86_400 * 2
-    for key in list(scheduler.engine._due):
-        scheduler.engine.arm(key, far)  # in memory only: nothing due for the idle window
-    await asyncio.sleep(0.1)
-    wake0, cpu0, wall0 = scheduler.engine.stats.wakeups, time.process_time(), time.perf_counter()
-    await asyncio.sleep(args.idle)
-    idle_cpu = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
-    idle_wakeups = scheduler.engine.stats.wakeups - wake0
+# -- phases ------------------------------------------------------------------------------------
+Scheduler = HeartbeatScheduler | CronScheduler
+
+
+async def quiesce(hb: HeartbeatScheduler, target: DirectTarget, cron: CronScheduler) -> None:
+    """Move every armed key a day or two away (in memory only) and wait until no fire is in
+    flight, so that nothing is due in the idle windows."""
+    far = time.time() + 2 * 86_400
+    for _ in range(200):
+        for scheduler in (hb, cron):
+            for key in list(scheduler.engine._due):
+                scheduler.engine.arm(key, far)
+        await asyncio.sleep(0.1)
+        settled = not target.tasks and hb.quiet and not cron.busy
+        if settled and all(d >= far for s in (hb, cron) for d in s.engine._due.values()):
+            break
+    for scheduler in (hb, cron):  # so that no engine still sleeps until an old due time
+        await scheduler.engine.stop()
+        scheduler.engine.start()
+
+
+async def pause(scheduler: Scheduler) -> None:
     await scheduler.stop()
 
-    naive = await naive_poller(store, min(args.idle, 5.0))
-    print(f"\nidle:     {args.idle:.0f} s with nothing due: CPU {idle_cpu * 100:.3f}% of a core, "
-          f"{idle_wakeups} engine wake-ups")
-    print(f"          baseline (scan the store for due heartbeats every 1 s): CPU {naive * 100:.1f}% of a core")
-    if idle_cpu > 0:
-        print(f"          ratio baseline / engine: {naive / idle_cpu:,.0f}x")
 
-    # -- burst ---------------------------------------------------------------------------
-    burst = min(args.burst, args.heartbeats)
-    now = time.time()
-    for i in range(burst):
-        key = heartbeat_key(f"{i:012x}")
-        value = store.get_meta(key).value
-        store.set_meta(key, {**value, "next_due": now - 1, "pending": None})
-    scheduler2 = HeartbeatScheduler(store, clock=SystemClock(), poll_interval=0)
-    done = Recorder()
-    target2 = DirectTarget(scheduler2, done)
-    for i in range(burst):
-        scheduler2.own(f"{i:012x}", target2)
-    await scheduler2.resync()
-    started = time.perf_counter()
-    scheduler2.engine.start()
-    while scheduler2.stats.confirmed < burst and time.perf_counter() - started < 300:
-        await asyncio.sleep(0.01)
-    took = time.perf_counter() - started
-    print(f"\nburst:    {burst:,} heartbeats due at once, claimed and confirmed in {took:.2f} s "
-          f"({scheduler2.stats.confirmed / took:,.0f} fires/s, durable store)")
-    await scheduler2.stop()
-    store.close()
+def resume(scheduler: Scheduler) -> None:
+    """Restart a paused scheduler's engine and change watcher without re-reading the store."""
+    scheduler.engine.start()
+    scheduler._watcher = asyncio.create_task(scheduler._watch())
 
 
-async def naive_poller(store: SQLiteStore, seconds: float) -> float:
-    """CPU share of the design the engine replaces: read every schedule once a second."""
+async def idle_window(seconds: float, *schedulers: Scheduler) -> tuple[float, int]:
+    """CPU share of a core and engine wake-ups over ``seconds`` with nothing due."""
+    await asyncio.sleep(0.2)
+    wake0 = sum(s.engine.stats.wakeups for s in schedulers)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await asyncio.sleep(seconds)
+    cpu = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+    return cpu, sum(s.engine.stats.wakeups for s in schedulers) - wake0
+
+
+async def naive(seconds: float, scan: Callable[[float], object]) -> float:
+    """CPU share of the design the engines replace: read every schedule once a second."""
     cpu0, wall0 = time.process_time(), time.perf_counter()
     while time.perf_counter() - wall0 < seconds:
-        now = time.time()
-        _due = [e for e in store.list_meta("heartbeat:") if (e.value.get("next_due") or now + 1) <= now]
+        scan(time.time())
         await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - wall0) % 1.0))
     return (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+
+
+def scan_heartbeats(store: SQLiteStore) -> Callable[[float], object]:
+    return lambda now: [e for e in store.list_meta("heartbeat:") if (e.value.get("next_due") or now + 1) <= now]
+
+
+def scan_cron(repo: CronRepo) -> Callable[[float], object]:
+    return lambda now: [j for j in repo.list() if j.next_due is not None and j.next_due <= now]
+
+
+async def heartbeat_burst(store: SQLiteStore, count: int) -> tuple[float, int, Fires]:
+    """``count`` heartbeats made due at once, fired by a fresh scheduler (only these owned)."""
+    now = time.time()
+    for i in range(count):
+        key = heartbeat_key(f"{i:012x}")
+        store.set_meta(key, {**store.get_meta(key).value, "next_due": now - 1, "pending": None})
+    scheduler = HeartbeatScheduler(store, clock=SystemClock(), poll_interval=0)
+    recorder = HeartbeatRecorder()
+    recorder.fires.since = 0
+    target = DirectTarget(scheduler, recorder)
+    for i in range(count):
+        scheduler.own(f"{i:012x}", target)
+    await scheduler.resync()
+    started = time.perf_counter()
+    scheduler.engine.start()
+    while scheduler.stats.confirmed < count and time.perf_counter() - started < 300:
+        await asyncio.sleep(0.01)
+    took = time.perf_counter() - started
+    await scheduler.stop()
+    return took, scheduler.stats.confirmed, recorder.fires
+
+
+async def cron_burst(path: Path, count: int) -> tuple[float, int, Fires]:
+    """``count`` cron jobs (``every 1h``) all due at the same second in a fresh state.db,
+    claimed and finished by a fresh scheduler."""
+    setup = SQLiteStore(path, durable=False)
+    due = float(math.floor(time.time()))
+    repo = CronRepo(setup, SystemClock())
+    for n in range(count):
+        job = new_job(f"b{n:05d}", JobSpec("every 1h", "p", "UTC"), now=due - 3600, default_tz="UTC", skills_dir=None)
+        repo.add(job)
+    setup.close()
+    store = SQLiteStore(path)
+    repo = CronRepo(store, SystemClock())
+    runner = CronRunner(repo)
+    runner.fires.since = 0
+    scheduler = CronScheduler(repo, runner, poll_interval=0)
+    await scheduler.resync()
+    started = time.perf_counter()
+    scheduler.engine.start()
+    while (scheduler.stats.claims < count or scheduler.busy) and time.perf_counter() - started < 300:
+        await asyncio.sleep(0.01)
+    took = time.perf_counter() - started
+    await scheduler.stop()
+    store.close()
+    return took, scheduler.stats.claims, runner.fires
+
+
+def claim_throughput(store: SQLiteStore, count: int) -> dict[str, float]:
+    """Repository-level cron claims, lost races and finishes on a fake clock, against a bare
+    ``set_meta`` of the same record (all synchronous, durable store)."""
+    start = 1_800_000_000.0
+    clock = FakeClock(start)
+    repo = CronRepo(store, clock)
+    for n in range(count):
+        job = new_job(f"c{n:05d}", JobSpec("every 1h", "p", "UTC"), now=start, default_tz="UTC", skills_dir=None)
+        repo.add(job)
+    clock.set_sync(start + 3600)
+    names = [f"c{n:05d}" for n in range(count)]
+    claim_s, claims = timed(lambda: [repo.claim_due(name).claim for name in names])
+    lost_s, _ = timed(lambda: [repo.claim_due(name) for name in names])  # every one already taken
+    finish_s, _ = timed(lambda: [repo.finish(c, c.record.finished("ok", clock.now())) for c in claims if c])
+    doc = repo.get(names[0]).to_json()
+    base_s, _ = timed(lambda: [store.set_meta(f"baseline:{n}", doc) for n in range(count)])
+    return {
+        "claims_per_s": count / claim_s,
+        "lost_races_per_s": count / lost_s,
+        "finishes_per_s": count / finish_s,
+        "set_meta_per_s": count / base_s,
+    }
+
+
+def next_due_throughput(seconds: float = 0.5) -> dict[str, float]:
+    rng = random.Random(3)
+    start = 1_772_409_600.0  # 2026-03-02 00:00 UTC
+    kinds = {
+        "interval": parse_schedule("every 2h", tz="UTC", now=start),
+        "cron UTC": parse_schedule("30 9 * * 1-5", tz="UTC", now=start),
+        "cron Europe/Berlin": parse_schedule("30 2 * * *", tz="Europe/Berlin", now=start),
+        "cron staggered": parse_schedule("3-59/5 * * * *", tz="UTC", now=start),
+    }
+    rates = {}
+    for label, schedule in kinds.items():
+        done, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(100):
+                schedule.next_after(start + rng.randrange(365 * 86400))
+            done += 100
+        rates[label] = done / (time.perf_counter() - t0)
+    return rates
+
+
+# -- the run -----------------------------------------------------------------------------------
+@dataclass
+class Figures:
+    count: int = 0
+    write_s: float = float("nan")
+    load_s: float = float("nan")
+    rss_mb: float = float("nan")
+    fires: Fires = field(default_factory=Fires)
+    wakeups: int = 0
+    idle_cpu: float = float("nan")
+    idle_wakeups: int = 0
+    naive_cpu: float = float("nan")
+
+
+def describe_fires(label: str, f: Figures, wall: float) -> None:
+    fires = f.fires
+    n = len(fires.lateness)
+    peak = max(fires.per_second.values(), default=0)
+    out(f"  {label}: {n:,} fires ({n / wall:.1f}/s), {fires.backlog} more from the backlog of load time"
+        + (f", {fires.after} just after the window" if fires.after else ""))
+    out(f"      lateness p50 {ms(pct(fires.lateness, 0.5))}, p99 {ms(pct(fires.lateness, 0.99))}, "
+        f"max {ms(max(fires.lateness, default=float('nan')))}; fires per second at peak: {peak}")
+    for kind, values in sorted(fires.by_kind.items()):
+        if kind:
+            out(f"      {kind + 's':<11} {len(values):>6,} fires: p50 {ms(pct(values, 0.5))}, "
+                f"p99 {ms(pct(values, 0.99))}, max {ms(max(values))}")
+    out(f"      engine wake-ups {f.wakeups:,} for {len(fires.due_times):,} distinct due times "
+        f"({f.wakeups / wall * 60:.0f}/min)")
+
+
+async def run(args: argparse.Namespace, tmp: Path) -> None:
+    t_begin = time.perf_counter()
+    path = tmp / "state.db"
+    out(f"machine:  {platform.platform()}, {cpu_model()}, {os.cpu_count()} cores")
+    out(f"python:   {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}")
+    hb_rate = sum(1 / i for i in range(60, 86_401)) / (86_400 - 60 + 1) * args.heartbeats
+    out(f"workload: {args.heartbeats:,} heartbeats, intervals uniform in [1 min, 1 day], random phases")
+    out(f"          {args.cron_jobs:,} cron jobs: 35% every 1-60m, 10% every 2-24h (random phases), "
+        f"15% staggered o-59/N * * * *,")
+    out(f"          10% hourly M * * * *, 30% daily / weekday M H * * [1-5] in {len(ZONES)} zones")
+    out(f"          both in one state.db (durable), one process, one event loop, no-op dispatchers")
+    out(f"targets:  idle CPU < {IDLE_TARGET:.0%} of a core, p99 fire lateness < {P99_TARGET:g} s "
+        f"(issue 5; for each workload, issue 6)\n")
+
+    hb, cr = Figures(count=args.heartbeats), Figures(count=args.cron_jobs)
+
+    # -- arming -------------------------------------------------------------------------------
+    hb.write_s = write_heartbeats(path, args.heartbeats, args.seed)
+    store = SQLiteStore(path)
+    cr.write_s, schedules, plans = write_cron_jobs(store, args.cron_jobs, args.seed)
+    cron_rate = sum(p.rate for p in plans)
+    boundary = sum(p.rate for p in plans if p.expression) * 60
+    out(f"expected: heartbeats ≈ {hb_rate:.1f} fires/s; cron ≈ {cron_rate:.1f} fires/s, of which "
+        f"≈ {boundary:.0f} at once on each minute's :00 second\n")
+    out("arming:")
+    out(f"  write {args.heartbeats:,} heartbeat records (set-up store, synchronous=NORMAL): "
+        f"{hb.write_s:.1f} s ({args.heartbeats / hb.write_s:,.0f}/s)")
+    out(f"  add {args.cron_jobs:,} cron jobs (validate + CAS + generation bump, durable): "
+        f"{cr.write_s:.1f} s ({args.cron_jobs / cr.write_s:,.0f}/s)")
+
+    rss0 = rss_mb()
+    hbs = HeartbeatScheduler(store, clock=SystemClock(), poll_interval=args.poll)
+    hb_rec = HeartbeatRecorder()
+    hb.fires = hb_rec.fires
+    target = DirectTarget(hbs, hb_rec)
+    started = time.perf_counter()
+    for i in range(args.heartbeats):
+        hbs.own(f"{i:012x}", target)
+    await hbs.start()
+    hb.load_s = time.perf_counter() - started
+    rss1 = rss_mb()
+    hb.rss_mb = rss1 - rss0
+    out(f"  heartbeats: load + arm (own, orphan scan, list, arm): {hb.load_s:.2f} s; "
+        f"RSS +{hb.rss_mb:.0f} MB ({hb.rss_mb * 2**20 / max(1, args.heartbeats):,.0f} B/heartbeat)")
+
+    repo = CronRepo(store, SystemClock())
+    runner = CronRunner(repo)
+    cr.fires = runner.fires
+    crs = CronScheduler(repo, runner, poll_interval=args.poll)
+    started = time.perf_counter()
+    armed = await crs.start()
+    cr.load_s = time.perf_counter() - started
+    cr.rss_mb = rss_mb() - rss1
+    out(f"  cron jobs:  load + arm (recovery scan, list, arm) of {armed:,} jobs: {cr.load_s:.2f} s "
+        f"({cr.load_s / max(1, armed) * 1e6:.0f} µs/job); "
+        f"RSS +{cr.rss_mb:.0f} MB ({cr.rss_mb * 2**20 / max(1, args.cron_jobs):,.0f} B/job)")
+
+    # -- running --------------------------------------------------------------------------------
+    since = time.time()
+    hb.fires.since = cr.fires.since = since
+    hb.fires.until = cr.fires.until = since + args.seconds
+    wake0 = (hbs.engine.stats.wakeups, crs.engine.stats.wakeups)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await asyncio.sleep(args.seconds)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    hb.wakeups = hbs.engine.stats.wakeups - wake0[0]
+    cr.wakeups = crs.engine.stats.wakeups - wake0[1]
+    rss_run = rss_mb()
+    out(f"\nrunning:  {wall:.0f} s on the real clock, both schedulers at once")
+    describe_fires("heartbeats", hb, wall)
+    describe_fires("cron jobs ", cr, wall)
+    both = hb.fires.per_second + cr.fires.per_second
+    out(f"  both: {len(hb.fires.lateness) + len(cr.fires.lateness):,} fires; "
+        f"fires per second at peak {max(both.values(), default=0)}; "
+        f"CPU {cpu / wall * 100:.1f}% of a core; RSS {rss_run:.0f} MB (peak {peak_rss_mb():.0f} MB)")
+    out(f"  store: heartbeat claims {hbs.stats.claims:,}, confirmed {hbs.stats.confirmed:,}; "
+        f"cron claims {crs.stats.claims:,}, not due {crs.stats.not_due}, skipped {crs.stats.skipped}")
+
+    # Did every cron occurrence of the window fire? (the last seconds may still be in flight)
+    check_end = since + args.seconds - 5
+    expected = sum(s.count_between(math.ceil(since), check_end) for s in schedules.values())
+    fired = sum(1 for key in cr.fires.due_in_window if float(key.rsplit("@", 1)[1]) <= check_end)
+    out(f"  cron occurrences due in the window (to 5 s before its end): {expected:,}; fired: {fired:,}")
+
+    # -- idle -----------------------------------------------------------------------------------
+    await quiesce(hbs, target, crs)
+    both_idle, both_wake = await idle_window(args.idle, hbs, crs)
+    await pause(crs)
+    hb.idle_cpu, hb.idle_wakeups = await idle_window(args.idle, hbs)
+    await pause(hbs)
+    resume(crs)
+    cr.idle_cpu, cr.idle_wakeups = await idle_window(args.idle, crs)
+    await crs.stop()
+    naive_s = min(args.idle, 5.0)
+    hb.naive_cpu = await naive(naive_s, scan_heartbeats(store))
+    cr.naive_cpu = await naive(naive_s, scan_cron(repo))
+    out(f"\nidle:     {args.idle:g} s each with nothing due (change watchers poll one key every {args.poll:g} s)")
+    for label, cpu_share, wakes, base in (
+        ("both      ", both_idle, both_wake, hb.naive_cpu + cr.naive_cpu),
+        ("heartbeats", hb.idle_cpu, hb.idle_wakeups, hb.naive_cpu),
+        ("cron jobs ", cr.idle_cpu, cr.idle_wakeups, cr.naive_cpu),
+    ):
+        ratio = f"{base / cpu_share:,.0f}x" if cpu_share > 0 else "-"
+        scans = "both naive scans (sum)" if label.startswith("both") else "naive scan"
+        out(f"  {label}: CPU {cpu_share * 100:.3f}% of a core, {wakes} engine wake-ups; {scans} "
+            f"every 1 s: {base * 100:.1f}% (ratio {ratio})")
+
+    # -- bursts -----------------------------------------------------------------------------------
+    out("\nburst:")
+    n = min(args.burst, args.heartbeats)
+    took, done, fires = await heartbeat_burst(store, n)
+    out(f"  {done:,} of {n:,} heartbeats due at once (state.db above): claimed and confirmed in "
+        f"{took:.2f} s ({done / took:,.0f} fires/s; peak second {max(fires.per_second.values(), default=0)})")
+    store.close()
+    n = min(args.burst, args.cron_jobs)
+    took, done, fires = await cron_burst(tmp / "burst.db", n)
+    out(f"  {done:,} of {n:,} cron jobs due at the same second (a fresh state.db): claimed and finished "
+        f"in {took:.2f} s ({done / took:,.0f} fires/s; peak second {max(fires.per_second.values(), default=0)})")
+
+    # -- cron store operations and next-due computation -------------------------------------------
+    store = SQLiteStore(tmp / "claims.db")
+    c = claim_throughput(store, args.claims)
+    store.close()
+    base = c["set_meta_per_s"]
+    out(f"\ncron store operations ({args.claims:,} jobs, synchronous calls, durable store):")
+    out(f"  claims (read + plan + CAS + run record): {c['claims_per_s']:,.0f}/s "
+        f"= {c['claims_per_s'] / base:.2f}x a bare set_meta of the same record ({base:,.0f}/s)")
+    out(f"  lost races (already claimed: one read, no write): {c['lost_races_per_s']:,.0f}/s "
+        f"= {c['lost_races_per_s'] / base:.1f}x set_meta")
+    out(f"  finishes (run record + CAS): {c['finishes_per_s']:,.0f}/s = {c['finishes_per_s'] / base:.2f}x set_meta")
+    rates = next_due_throughput()
+    out("next-due computation:")
+    for label, rate in rates.items():
+        out(f"  {label:<20} {rate:>12,.0f}/s  ({rates['interval'] / rate:,.1f}x the cost of an interval)")
+    berlin = 10_000 / rates["cron Europe/Berlin"] * 1000
+    out(f"  10,000 Europe/Berlin cron jobs re-armed from scratch ≈ {berlin:.0f} ms")
+
+    # -- summary ------------------------------------------------------------------------------------
+    def row(label: str, a: str, b: str) -> None:
+        out(f"  {label:<30} {a:>18} {b:>18}")
+
+    out("\nsummary:")
+    row("", "heartbeats", "cron jobs")
+    row("count", f"{hb.count:,}", f"{cr.count:,}")
+    row("write records", f"{hb.write_s:.1f} s", f"{cr.write_s:.1f} s")
+    row("load + arm", f"{hb.load_s:.2f} s", f"{cr.load_s:.2f} s")
+    row("RSS added at load", f"{hb.rss_mb:.0f} MB", f"{cr.rss_mb:.0f} MB")
+    row("idle CPU (alone)", f"{hb.idle_cpu * 100:.3f}%", f"{cr.idle_cpu * 100:.3f}%")
+    row("fires in the window", f"{len(hb.fires.lateness):,}", f"{len(cr.fires.lateness):,}")
+    row("lateness p50", ms(pct(hb.fires.lateness, 0.5)), ms(pct(cr.fires.lateness, 0.5)))
+    row("lateness p99", ms(pct(hb.fires.lateness, 0.99)), ms(pct(cr.fires.lateness, 0.99)))
+    row("fires per second at peak", f"{max(hb.fires.per_second.values(), default=0)}",
+        f"{max(cr.fires.per_second.values(), default=0)}")
+    out(f"  both together: idle CPU {both_idle * 100:.3f}%, CPU while running {cpu / wall * 100:.1f}%, "
+        f"RSS {rss_run:.0f} MB")
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    out("\ntargets:")
+    out(f"  idle CPU < {IDLE_TARGET:.0%} of a core: both together {both_idle * 100:.3f}% "
+        f"({verdict(both_idle < IDLE_TARGET)}); heartbeats {hb.idle_cpu * 100:.3f}% "
+        f"({verdict(hb.idle_cpu < IDLE_TARGET)}); cron {cr.idle_cpu * 100:.3f}% "
+        f"({verdict(cr.idle_cpu < IDLE_TARGET)})")
+    for label, f in (("heartbeats", hb), ("cron jobs", cr)):
+        p99 = pct(f.fires.lateness, 0.99)
+        state = "no fires measured" if math.isnan(p99) else verdict(p99 < P99_TARGET)
+        out(f"  p99 lateness < {P99_TARGET:g} s, {label}: {ms(p99)} ({state})")
+    out(f"\ntotal run time {time.perf_counter() - t_begin:.0f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heartbeats", type=int, default=100_000)
+    parser.add_argument("--cron-jobs", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=60.0, help="real-clock run time")
-    parser.add_argument("--idle", type=float, default=15.0, help="seconds of the idle measurement")
-    parser.add_argument("--burst", type=int, default=5_000)
+    parser.add_argument("--idle", type=float, default=15.0, help="seconds of each idle measurement")
+    parser.add_argument("--burst", type=int, default=5_000, help="heartbeats / cron jobs due at once")
+    parser.add_argument("--claims", type=int, default=2_000, help="cron jobs for the store-operation figures")
+    parser.add_argument("--poll", type=float, default=15.0, help="change-watcher poll interval (seconds)")
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(run(args, Path(tmp) / "state.db"))
+        asyncio.run(run(args, Path(tmp)))
 
 
 if __name__ == "__main__":
