@@ -3,6 +3,7 @@ the fake model server over HTTP (the OpenAI wire; the agent tests cover both pro
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable, Iterator
@@ -18,11 +19,26 @@ from vigil.profiles import Profile
 from vigil.schedule.cron_jobs import CronJob, JobSpec, new_job
 from vigil.schedule.cron_repo import CronRepo
 from vigil.schedule.cron_runner import CronRunner
+from vigil.schedule.cron_scheduler import CronScheduler
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 
 START = datetime(2026, 3, 2, 8, 0, tzinfo=ZoneInfo("UTC")).timestamp()
 """A Monday, 08:00 UTC: a round start for fake clocks."""
+
+
+async def settle(scheduler: CronScheduler, timeout: float = 10.0) -> None:
+    """Wait (real time) until no claim or run of the scheduler is in progress."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        if scheduler.busy == 0:
+            return
+        while scheduler.busy:
+            await asyncio.sleep(0.002)
+            assert loop.time() < deadline, "the scheduler did not settle"
 
 
 def at(text: str, tz: str = "UTC") -> float:

@@ -4,12 +4,17 @@ pause/resume, manual runs, refunds and recovery — all on a fake clock, without
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.cron.conftest import START, AddJob, at
 from vigil.clock import FakeClock
 from vigil.schedule import cron_plan
 from vigil.schedule.cron_errors import JobBusy
 from vigil.schedule.cron_format import backoff_text
+from vigil.schedule.cron_jobs import JobSpec, new_job
 from vigil.schedule.cron_repo import Claim, CronRepo
 from vigil.schedule.cron_runs import FAILED, KEEP_PER_JOB, OK, RunRecord
 from vigil.store import SQLiteStore
@@ -123,6 +128,51 @@ def test_backoff_delays_exponentially(repo: CronRepo, add_job: AddJob, clock: Fa
             finish(repo, claim, FAILED)
     gaps = [b - a for a, b in zip(run_times, run_times[1:])]
     assert gaps[:6] == [1, 2, 4, 8, 16, 32]
+
+
+def test_a_fast_failing_job_backs_off_1_2_4_minutes_at_fractional_times(
+    repo: CronRepo, add_job: AddJob, clock: FakeClock
+) -> None:
+    """As in the gateway: each wake-up comes a little after the due time and the run fails
+    a moment later (no model configured). Every handled occurrence must move ``next_due``
+    into the future, or the scheduler re-fires at once."""
+    add_job("flaky", "every 1m")
+    attempts: list[float] = []
+    for handled in range(200):
+        due = repo.get("flaky").next_due
+        assert due is not None
+        if due > START + 64 * 60:
+            break
+        clock.set_sync(due + 0.2)
+        result = repo.claim_due("flaky")
+        assert result.job is not None and (result.job.next_due or 0) > clock.now()
+        if result.claim is not None:
+            attempts.append(result.claim.record.occurrence or 0)
+            clock.set_sync(clock.now() + 0.1)
+            finish(repo, result.claim, FAILED)
+    minutes = [int((b - a) // 60) for a, b in zip(attempts, attempts[1:])]
+    assert minutes == [1, 2, 4, 8, 16, 32]
+    # Each back-off is one skipped-backoff record that jumps straight to the next attempt.
+    assert repo.get("flaky").counts == {"failed": 7, "skipped-backoff": 5} and handled == 12
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.sampled_from(["every 1m", "every 5m", "*/5 * * * *", "0 9 * * *", "20m"]),
+    late=st.floats(min_value=0, max_value=4000),
+    failures=st.integers(min_value=0, max_value=8),
+    pause=st.floats(min_value=-100, max_value=5000),
+)
+def test_handling_a_due_job_never_leaves_it_due(text: str, late: float, failures: int, pause: float) -> None:
+    """Whatever the plan decides (run, skip, back off, retire), the next due time is in the
+    future: a due time at or before now would make the scheduler fire again at once."""
+    job = new_job("j", JobSpec(schedule=text, prompt="p", tz="UTC"), now=START + 0.4, default_tz="UTC", skills_dir=None)
+    assert job.next_due is not None
+    now = job.next_due + late
+    job = replace(job, failures=failures, backoff_until=now + pause if failures else None)
+    decision = cron_plan.plan_due(job, now, owner="me", alive=lambda owner: True)
+    assert decision is not None
+    assert decision.job.next_due is None or decision.job.next_due > now
 
 
 def test_repeat_limit(repo: CronRepo, add_job: AddJob, clock: FakeClock) -> None:

@@ -12,12 +12,18 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from tests.cli.helpers import run_cli
-from tests.cron.conftest import START, AddJob, MakeRunner
+from tests.cron.conftest import START, AddJob, MakeRunner, settle
 from vigil.clock import FakeClock
 from vigil.config import Settings
 from vigil.gateway.run import GatewayConfig, serve
+from vigil.models.lazy import LazyModelClient
 from vigil.profiles import Profile
+from vigil.schedule.cron_repo import CronRepo
+from vigil.schedule.cron_runner import CronRunner
+from vigil.schedule.cron_scheduler import CronScheduler
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 
@@ -99,3 +105,33 @@ def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(vigil_
     assert process.returncode == 0, err
     assert "no model is configured yet" in err
     assert runs[0]["status"] == "failed" and "No model is configured" in json.dumps(runs[0])
+
+
+async def test_without_a_model_a_job_backs_off_1_2_4_minutes_and_cron_explains_why(
+    store: SQLiteStore, profile: Profile, clock: FakeClock, add_job: AddJob, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gateway's pieces on a fake clock with the client it uses before a model is set up:
+    each attempt fails at once with the configuration hint; attempts back off (1, 2, 4, 8
+    minutes) with one engine fire per attempt or back-off, and `vigil cron show/status` say why."""
+    add_job("tick", "every 1m")
+    repo = CronRepo(store, clock)
+    runner = CronRunner(repo=repo, client=LazyModelClient(Settings().model, env={}), profile=profile,
+                        settings=Settings(), clock=clock)
+    scheduler = CronScheduler(repo, runner.execute, clock=clock, poll_interval=0)
+    await scheduler.start()
+    while (due := scheduler.engine.due_of("tick")) is not None and due <= START + 16 * 60:
+        await clock.set(due + 0.25)  # wake-ups land a little after the due time
+        await settle(scheduler)
+        assert scheduler.engine.stats.fired <= 8, "the scheduler re-fired a due time in the past"
+    await scheduler.stop()
+    failed = [r for r in repo.runs.list("tick") if r.status == "failed"]
+    assert sorted(round((r.when - START) / 60) for r in failed) == [1, 2, 4, 8, 16]
+    assert all("No model is configured" in (r.error or "") for r in failed)
+    assert (scheduler.engine.stats.fired, scheduler.stats.claims, scheduler.stats.skipped) == (8, 5, 3)
+
+    monkeypatch.setenv("VIGIL_CRON_NOW", str(clock.now()))
+    shown = run_cli("cron", "show", "tick").output
+    assert "5 failure(s) in a row; backing off until 2026-03-02 08:32 UTC" in shown
+    assert "No model is configured" in shown and "vigil config set model.provider" in shown
+    status = run_cli("cron", "status").output
+    assert "failing" in status and "No model is configured" in status and "vigil config set model" in status

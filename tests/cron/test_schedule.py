@@ -131,3 +131,45 @@ def test_next_after_is_strictly_increasing_and_complete(expr: str, tz: str, t: i
     assert s.next_after(second - 1) == second
     assert s.latest_at_or_before(second - 1, not_before=t) == first
     assert s.count_between(first, second) == 2
+
+
+def test_fractional_instants_round_toward_the_right_occurrence() -> None:
+    """Claims and failures happen at fractional seconds; occurrences are whole seconds."""
+    every = parse_schedule("every 1m", tz="UTC", now=START)
+    daily = parse_schedule("0 9 * * *", tz="UTC", now=START)
+    once = parse_schedule("20m", tz="UTC", now=START)
+    nine = at("2026-03-02 09:00")
+    assert every.first_at_or_after(START + 60.3) == START + 120
+    assert every.first_at_or_after(START + 59.7) == START + 60
+    assert daily.first_at_or_after(nine + 0.3) == nine + 86400
+    assert daily.first_at_or_after(nine - 0.3) == nine
+    assert once.first_at_or_after(START + 1200.3) is None
+    assert every.count_between(START + 60.3, START + 180) == 2
+    assert daily.count_between(nine + 0.3, nine + 86400) == 1
+    assert every.latest_at_or_before(START + 119.9, not_before=START + 60.3) is None
+    assert daily.latest_at_or_before(nine + 86399.5, not_before=nine + 0.3) is None
+
+
+_KINDS = ["every 1m", "every 7m", "*/5 * * * *", "30 2 * * *", "0 9 * * 1-5"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.sampled_from(_KINDS),
+    tz=st.sampled_from(_ZONES),
+    t=st.integers(min_value=int(at("2026-01-01 00:00")), max_value=int(at("2027-12-31 00:00"))),
+    frac=st.floats(min_value=0.001, max_value=0.999),
+)
+def test_fractional_bounds_agree_with_next_after(text: str, tz: str, t: int, frac: float) -> None:
+    s = parse_schedule(text, tz=tz, now=at("2025-12-31 23:59:30"))
+    first = s.next_after(t)
+    assert first is not None
+    second = s.next_after(first)
+    assert second is not None
+    assert s.first_at_or_after(first) == first
+    assert s.first_at_or_after(first - frac) == first
+    assert s.first_at_or_after(first + frac) == second
+    assert s.count_between(first + frac, second) == 1
+    assert s.count_between(first - frac, second + frac) == 2
+    assert s.latest_at_or_before(second - frac, not_before=first + frac) is None
+    assert s.latest_at_or_before(second + frac, not_before=first + frac) == second

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pytest
+
+from vigil.agent.turn import Agent
 from vigil.config import Settings
 from vigil.profiles import Profile
+from vigil.runtime.controller import ConversationController
 from vigil.schedule import cron_slash
 from vigil.schedule.cron_repo import CronRepo
 from vigil.store import SQLiteStore
@@ -64,3 +68,18 @@ async def test_slash_command(store: SQLiteStore, profile: Profile) -> None:
     assert (await cron_slash.handle(control, 'add bad "every 1s" p')).is_error  # type: ignore[arg-type]
     assert "Removed" in (await cron_slash.handle(control, "remove morning")).text  # type: ignore[arg-type]
     assert cron_slash.COMMAND.name == "cron"
+
+
+async def test_slash_add_through_the_controller_uses_the_configured_zone(
+    store: SQLiteStore, profile: Profile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The REPL's `/cron add` goes through ConversationController, which must expose the
+    profile and settings the command reads (the machine's zone is UTC, the config's Tokyo)."""
+    monkeypatch.setenv("TZ", "UTC")
+    settings = Settings(timezone="Asia/Tokyo")
+    agent = Agent(store=store, client=None, profile=profile, settings=settings, cwd=profile.home)  # type: ignore[arg-type]
+    controller = ConversationController(agent)
+    assert controller.profile is profile and controller.settings is settings
+    reply = await controller.command('/cron add daily "0 9 * * *" morning report')
+    assert not reply.is_error and "(Asia/Tokyo)" in reply.text, reply.text
+    assert CronRepo(store).get("daily").schedule.tz == "Asia/Tokyo"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from vigil.clock import FakeClock
-from vigil.schedule.engine import DueEngine
+import pytest
+
+from vigil.schedule.engine import MAX_SLEEP, DueEngine
 
 
 async def _yield(times: int = 20) -> None:
@@ -92,3 +94,52 @@ async def test_many_keys_re_armed_keep_the_heap_small(clock: FakeClock) -> None:
         for i in range(100):
             engine.arm(f"k{i}", clock.now() + 1000 + round_ + i)
     assert len(engine) == 100 and len(engine._heap) <= 4 * 100 + 100
+
+
+class _SuspendableClock:
+    """A wall clock that can jump (suspend/resume, an NTP step) while sleeps are timed on a
+    monotonic timer, as :class:`vigil.clock.SystemClock`'s are; the timer is a fake clock."""
+
+    def __init__(self, timer: FakeClock) -> None:
+        self.timer = timer
+        self.jumped = 0.0
+
+    def now(self) -> float:
+        return self.timer.now() + self.jumped
+
+    def utcnow(self):  # type: ignore[no-untyped-def]
+        return self.timer.utcnow()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.timer.sleep(seconds)
+
+    async def sleep_until(self, when: float) -> None:
+        await self.timer.sleep(when - self.now())
+
+
+async def test_a_wall_clock_jump_is_noticed_within_one_sleep_chunk(clock: FakeClock) -> None:
+    wall = _SuspendableClock(clock)
+    fired: list[float] = []
+    engine = DueEngine(wall, lambda key, due: fired.append(wall.now() - due))
+    engine.arm("job", wall.now() + 3600)
+    engine.start()
+    await _yield()
+    await clock.advance(10)
+    wall.jumped = 7200.0  # the machine resumes: the wall clock is now an hour past due
+    await clock.advance(MAX_SLEEP - 10)
+    await _yield()
+    assert fired == [pytest.approx(3600 + 30)]  # noticed at the end of the first chunk
+    await engine.stop()
+
+
+async def test_idle_wake_ups_stay_rare_with_chunked_sleeps(clock: FakeClock) -> None:
+    engine = DueEngine(clock, lambda key, due: None)
+    engine.arm("daily", clock.now() + 86_400)
+    engine.start()
+    await _yield()
+    for _ in range(24 * 60):  # a day, one minute at a time
+        await clock.advance(60)
+    assert engine.stats.fired == 1
+    # one wake-up per chunk at most: a timer every 30 s is negligible idle work
+    assert engine.stats.wakeups <= 86_400 / MAX_SLEEP + 2
+    await engine.stop()

@@ -28,7 +28,7 @@ from vigil.models.base import ModelError
 from vigil.models.factory import build_client
 from vigil.schedule import estop
 from vigil.schedule.cron_errors import CronError
-from vigil.schedule.cron_format import job_line, job_lines, job_to_json, next_text, run_line, run_to_json
+from vigil.schedule.cron_format import error_lines, job_line, job_lines, job_to_json, next_text, run_line, run_to_json
 from vigil.schedule.cron_jobs import JobSpec, new_job
 from vigil.schedule.cron_repo import Claim, CronRepo
 from vigil.schedule.cron_runner import CronRunner
@@ -291,6 +291,9 @@ def status_cmd(app: AppContext, as_json: bool) -> None:
     for label, group in (("next", upcoming[:5]), ("running", running), ("failing", failing)):
         for job in group:
             console.print(f"{label:<8} {escape(job_line(job, now))}")
+            if label == "failing":
+                for line in error_lines(job.last_error):
+                    console.print(f"{'':9}{escape(line)}")
     for key in repo.damaged():
         console.print(f"[red]damaged[/red] {escape(key)} (remove it with `vigil cron remove`)")
 

@@ -11,6 +11,8 @@ import asyncio
 from vigil.agent.compression import CompressionResult
 from vigil.agent.events import EventCallback
 from vigil.agent.turn import Agent, BeforeExecution, TurnResult
+from vigil.config import Settings
+from vigil.profiles import Profile
 from vigil.runtime.commands import build_registry
 from vigil.runtime.slash import CommandRegistry, CommandReply
 from vigil.schedule.heartbeat import Heartbeat
@@ -43,6 +45,14 @@ class ConversationController:
     @property
     def session_id(self) -> str | None:
         return self._session_id
+
+    @property
+    def profile(self) -> Profile:
+        return self.agent.profile
+
+    @property
+    def settings(self) -> Settings:
+        return self.agent.settings
 
     async def new_conversation(self) -> str:
         old = self._session_id

@@ -14,6 +14,8 @@ from vigil.store import SessionStore
 
 if TYPE_CHECKING:
     from vigil.agent.compression import CompressionResult
+    from vigil.config import Settings
+    from vigil.profiles import Profile
 
 
 class ConversationControl(Protocol):
@@ -24,6 +26,16 @@ class ConversationControl(Protocol):
     @property
     def session_id(self) -> str | None:
         """The current session, or ``None`` before the first message."""
+        ...
+
+    @property
+    def profile(self) -> "Profile":
+        """The profile the conversation belongs to (its home, skills, output folders)."""
+        ...
+
+    @property
+    def settings(self) -> "Settings":
+        """The profile's configuration (time zone, tools, model defaults)."""
         ...
 
     async def new_conversation(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vigil.schedule.cron_jobs import CronJob
+from vigil.schedule.cron_plan import next_attempt
 from vigil.schedule.cron_runs import RunRecord
 from vigil.schedule.cron_schedule import format_instant, iso_utc
 
@@ -28,9 +29,11 @@ def next_text(job: CronJob, now: float) -> str:
         return f"never ({job.retired})"
     if job.paused:
         return "paused"
-    if job.next_due is None:
+    when = next_attempt(job)
+    if when is None:
         return "-"
-    return f"{format_instant(job.next_due, job.schedule.tz)} ({relative(job.next_due - now)})"
+    why = "; backing off" if when != job.next_due else ""
+    return f"{format_instant(when, job.schedule.tz)} ({relative(when - now)}{why})"
 
 
 def last_text(job: CronJob) -> str:
@@ -49,6 +52,12 @@ def backoff_text(job: CronJob, now: float) -> str | None:
     return text
 
 
+def error_lines(error: str | None) -> list[str]:
+    """A run's error as lines to show (it may carry a multi-line hint, such as how to
+    configure a model)."""
+    return [line.strip() for line in (error or "").splitlines() if line.strip()]
+
+
 def job_line(job: CronJob, now: float) -> str:
     """One line: name, schedule, next run, last run, state."""
     parts = [job.name, job.schedule.describe(), f"next {next_text(job, now)}", f"last {last_text(job)}"]
@@ -65,7 +74,8 @@ def job_lines(job: CronJob, now: float) -> list[str]:
         f"{job.name} [{job.state}]",
         f"schedule   {job.schedule.describe()}  (typed: {job.schedule.text}; zone {tz})",
         f"next run   {next_text(job, now)}",
-        f"last run   {last_text(job)}" + (f" — {job.last_error}" if job.last_error else ""),
+        f"last run   {last_text(job)}" + (f" — {error_lines(job.last_error)[0]}" if job.last_error else ""),
+        *(f"{'':11}{line}" for line in error_lines(job.last_error)[1:]),
         f"deliver    {job.deliver}",
         f"catch-up   {job.catch_up}; grace {_grace_text(job)}",
         f"runs       {job.runs}" + (f" of {job.repeat}" if job.repeat else "") + _counts_text(job),
@@ -96,6 +106,7 @@ def job_to_json(job: CronJob, now: float) -> dict[str, Any]:
         state=job.state,
         description=job.schedule.describe(),
         next_due_iso=iso_utc(job.next_due) if job.next_due is not None else None,
+        next_attempt_iso=iso_utc(attempt) if (attempt := next_attempt(job)) is not None else None,
         last_run_iso=iso_utc(job.last_run_at) if job.last_run_at is not None else None,
         backoff=backoff_text(job, now),
         grace_seconds=None if job.next_due is None else job.grace_for(job.next_due),
@@ -114,7 +125,7 @@ def run_line(record: RunRecord, tz: str) -> str:
     if record.delivery and record.delivery.get("path"):
         parts.append(str(record.delivery["path"]))
     if record.error:
-        parts.append(record.error)
+        parts.append(" ".join(record.error.split()))
     elif record.detail:
         parts.append(record.detail)
     return "  ".join(parts)

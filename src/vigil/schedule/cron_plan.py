@@ -66,6 +66,15 @@ def is_abandoned(running: Running, now: float, alive: OwnerAlive) -> bool:
     return now >= running.lease_until or not alive(running.owner)
 
 
+def next_attempt(job: CronJob) -> float | None:
+    """When the job will next actually run: ``next_due``, or, while it backs off, the first
+    occurrence after the back-off (the ones before it will be recorded as skipped)."""
+    due, until = job.next_due, job.backoff_until
+    if due is None or until is None or not job.failures or not job.schedule.recurring or due >= until:
+        return due
+    return job.schedule.first_at_or_after(until)
+
+
 def plan_due(job: CronJob, now: float, *, owner: str, alive: OwnerAlive) -> Decision | None:
     """The decision for ``job`` at ``now``, or ``None`` when there is nothing to do."""
     interrupted = None
@@ -87,6 +96,10 @@ def plan_due(job: CronJob, now: float, *, owner: str, alive: OwnerAlive) -> Deci
             job.name, stamp_of(occurrence), SCHEDULED, status, occurrence, now,
             coalesced=coalesced, late=late, detail=detail, owner=owner, finished_at=now,
         )
+        if next_due is not None and next_due <= now:
+            # Handling a due time must move it into the future, or the scheduler, which
+            # re-arms from this record, fires again at once (and again, and again).
+            next_due = schedule.next_after(now)
         retired = changes.pop("retired", None) or (None if next_due is not None else DONE)
         updated = replace(job, next_due=next_due, retired=retired, **changes)  # type: ignore[arg-type]
         return Decision(_count(updated, status), records=(record,), interrupted=interrupted)
@@ -174,7 +187,11 @@ def finished(
     if run.kind == SCHEDULED:
         if status == FAILED:
             failures = job.failures + 1
-            updated = replace(updated, failures=failures, backoff_until=now + backoff_seconds(failures))
+            # Counted from the occurrence, not from when the run ended: a job that fails
+            # within seconds is tried again 1, 2, 4 ... minutes after its failed occurrence,
+            # not one whole period later than that.
+            start = run.occurrence if run.occurrence is not None else now
+            updated = replace(updated, failures=failures, backoff_until=start + backoff_seconds(failures))
         elif status in (OK, SILENT):
             updated = replace(updated, failures=0, backoff_until=None)
     return _count(updated, status)

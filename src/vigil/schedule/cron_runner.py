@@ -135,7 +135,7 @@ class CronRunner:
             raise
         except Exception as exc:  # any failure of one run is recorded; the scheduler goes on
             reason = _reason(exc)
-            log.warning("cron job %s failed: %s", job.name, reason)
+            log.warning("cron job %s failed: %s", job.name, reason.splitlines()[0])
             final = record.finished(
                 FAILED, self.clock.now(), started_at=started, session_id=session_id, error=reason
             )
@@ -195,7 +195,8 @@ async def _off(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "the run took too long and was stopped"
-    text = " ".join(str(exc).split())
+    # Line breaks are kept: some errors end with a how-to-fix hint laid out in lines.
+    text = "\n".join(" ".join(line.split()) for line in str(exc).splitlines() if line.strip())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

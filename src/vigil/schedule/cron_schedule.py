@@ -9,9 +9,11 @@ Four kinds:
 * ``30m`` — a one-shot delay from the time the schedule was set;
 * ``2026-05-01T09:00`` — a one-shot ISO 8601 timestamp (without an offset: in the job's zone).
 
-Instants are epoch seconds (UTC), whole seconds. ``next_after`` is strictly increasing in UTC
-whatever the zone does: a wall-clock time that happens twice on a fall-back day runs once,
-and one that does not exist on a spring-forward day runs at the first valid minute after it.
+Instants are epoch seconds (UTC). Occurrences fall on whole seconds; the times they are
+compared with (claims, failures, back-off ends) need not, so every bound below is exact for a
+fractional argument. ``next_after`` is strictly increasing in UTC whatever the zone does: a
+wall-clock time that happens twice on a fall-back day runs once, and one that does not exist on
+a spring-forward day runs at the first valid minute after it.
 """
 
 from __future__ import annotations
@@ -88,8 +90,18 @@ class Schedule:
         return _cron_next(self._expr, self.zone, t)
 
     def first_at_or_after(self, t: float) -> float | None:
-        """The first occurrence at ``t`` or later."""
-        return self.next_after(t - 1)
+        """The first occurrence at ``t`` or later (``t`` may be fractional)."""
+        if self.kind == "once":
+            assert self.at is not None
+            return self.at if self.at >= t else None
+        if self.kind == "interval":
+            assert self.anchor is not None and self.seconds
+            steps = math.ceil((t - self.anchor) / self.seconds)
+            return self.anchor + max(steps, 1) * self.seconds
+        # Cron occurrences fall on whole seconds, so the first one at or after ``t`` is the
+        # first one after the whole second just below ``ceil(t)``; ``t - 1`` would round a
+        # fractional ``t`` down onto an occurrence before it.
+        return self.next_after(math.ceil(t) - 1)
 
     def latest_at_or_before(self, t: float, *, not_before: float) -> float | None:
         """The last occurrence in ``[not_before, t]``, or ``None`` when there is none."""

@@ -10,7 +10,9 @@ occurrence and, when one comes, claims it in the store and hands the claim to th
   A claim that finds the occurrence taken just re-arms from what the store says.
 * At most ``max_concurrent`` runs at a time; the slot is taken before claiming, so a claim
   never waits for a slot.
-* The emergency stop parks everything; :meth:`tick` does nothing while it is on.
+* The emergency stop parks everything; :meth:`tick` does nothing while it is on. A stop
+  engaged by another process is seen at the next poll, or earlier when the runner gives a
+  claim back because of it; the resync after its release arms every job again.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Execute = Callable[[Claim], Awaitable[RunRecord | None]]
+"""Runs a claim to its end and returns the final run record, or ``None`` when it gave the
+claim back without running it (the emergency stop is on)."""
 Offload = Callable[..., Awaitable[Any]]
 
 POLL_INTERVAL = 15.0
@@ -51,6 +55,8 @@ class CronStats:
     not_due: int = 0
     """Due wake-ups that found nothing to do (another process took it, paused, changed)."""
     recovered: int = 0
+    stopped: int = 0
+    """Claims given back because the emergency stop was on (engaged by another process)."""
     generation_checks: int = 0
     """Reads of the schedule generation by the change watcher."""
     finished: list[RunRecord] = field(default_factory=list)
@@ -171,6 +177,14 @@ class CronScheduler:
             self.engine.arm(name, job.next_due)
             self._armed.add(name)
 
+    def _park(self, name: str) -> None:
+        # The stop was engaged elsewhere and this scheduler's poll has not seen it yet. The
+        # refund restored a due time in the past: armed again, it would be claimed and
+        # refunded in a tight loop. The resync that follows the stop's release re-arms it.
+        self._stopped = True
+        self.stats.stopped += 1
+        self._arm(name, None)
+
     def _on_due(self, name: str, _due: float) -> None:
         if self._stopped:
             return  # re-armed by the resync that follows the stop's release
@@ -205,6 +219,9 @@ class CronScheduler:
                 return [], list(result.records)
             self.stats.claims += 1
             record = await self.execute(result.claim)
+        if record is None and rearm and await self._call(estop.engaged, self.store):
+            self._park(name)
+            return [], list(result.records)
         if record is not None and self._keep_finished:
             self.stats.finished.append(record)
         if rearm:

@@ -58,14 +58,12 @@ def _dispatch(control: ConversationControl, words: list[str]) -> CommandReply:
     if action == "add":
         if len(rest) < 3:
             return CommandReply('usage: /cron add NAME "SCHEDULE" PROMPT', is_error=True)
-        settings = getattr(control, "settings", None)
-        profile = getattr(control, "profile", None)
         job = new_job(
             rest[0],
             JobSpec(schedule=rest[1], prompt=" ".join(rest[2:])),
             now=now,
-            default_tz=default_zone(getattr(settings, "timezone", None)),
-            skills_dir=getattr(profile, "skills_dir", None),
+            default_tz=default_zone(control.settings.timezone),
+            skills_dir=control.profile.skills_dir,
         )
         repo.add(job)
         return CommandReply(f"Added cron job {job.name}: {job.schedule.describe()} — next run {next_text(job, now)}")

@@ -2,8 +2,12 @@
 
 The engine keeps each armed key's due time in a heap and sleeps on the injected clock until
 the earliest one; arming or disarming a key wakes it early (an ``asyncio.Event``), so a change
-takes effect at once and nothing polls. When a key comes due the engine forgets it and calls
+takes effect at once. When a key comes due the engine forgets it and calls
 ``on_due(key, due)``; whoever handles the fire arms the key again with its next due time.
+
+A long wait is slept in chunks of at most :data:`MAX_SLEEP` seconds with the wall clock read
+again after each, so a wall-clock jump (suspend and resume, an NTP step) delays a fire by at
+most one chunk. With nothing armed the engine waits for a change and does not wake at all.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from typing import Callable
 from vigil.clock import Clock
 
 log = logging.getLogger(__name__)
+
+MAX_SLEEP = 30.0
+"""The longest single sleep: how late a fire can be after the wall clock jumps forward."""
 
 DueCallback = Callable[[str, float], None]
 """``on_due(key, due)``: must return quickly; long work belongs in a task of its own."""
@@ -34,9 +41,10 @@ class EngineStats:
 class DueEngine:
     """Calls ``on_due`` for each armed key once the clock reaches its due time."""
 
-    def __init__(self, clock: Clock, on_due: DueCallback) -> None:
+    def __init__(self, clock: Clock, on_due: DueCallback, *, max_sleep: float = MAX_SLEEP) -> None:
         self.clock = clock
         self.on_due = on_due
+        self.max_sleep = max_sleep
         self.stats = EngineStats()
         self._due: dict[str, float] = {}
         # Entries are (due, seq, key); an entry whose due no longer matches _due is stale
@@ -125,7 +133,10 @@ class DueEngine:
                 log.exception("schedule handler failed for %s", key)
 
     async def _sleep_or_change(self, when: float) -> None:
-        sleeper = asyncio.ensure_future(self.clock.sleep_until(when))
+        # Sleep until ``when`` by the clock as read now, but never longer than one chunk: a
+        # sleep is timed on a monotonic timer, which does not see the wall clock jump.
+        until = min(when, self.clock.now() + self.max_sleep)
+        sleeper = asyncio.ensure_future(self.clock.sleep_until(until))
         waiter = asyncio.ensure_future(self._changed.wait())
         try:
             await asyncio.wait((sleeper, waiter), return_when=asyncio.FIRST_COMPLETED)
