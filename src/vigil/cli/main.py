@@ -54,7 +54,10 @@ def cli(ctx: click.Context) -> None:
       vigil chat                  talk to the agent (interactive)
       vigil chat -q "question"    one-shot answer
       vigil sessions list         past conversations
+      vigil cron add ...          scheduled jobs, each in a fresh session
+      vigil gateway run           the long-running process that runs them
       vigil config show           the active settings
+    In a chat, /heartbeat every 15m PROMPT sets a recurring instruction.
     """
     ctx.ensure_object(AppContext)
 
