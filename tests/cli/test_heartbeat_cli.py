@@ -76,6 +76,72 @@ def test_invalid_set_names_the_rule_and_keeps_the_heartbeat(session_id: str, arg
     assert run_cli("heartbeat", "list", "--json").output == before
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["-5m", "x"], ["-30s", "x"], ["-1h30m", "check", "the", "CI"], ["3000000d", "x"], ["59s", "x"], ["10x", "x"],
+     ["15m"], []],
+)
+def test_set_errors_match_the_slash_command(session_id: str, args: list[str]) -> None:
+    from vigil.runtime.heartbeat_commands import HeartbeatInputError, parse_command
+
+    with pytest.raises(HeartbeatInputError) as info:
+        parse_command(" ".join(["every", *args]))
+    slash_rule = str(info.value)
+    run_cli("heartbeat", "set", "-s", session_id, "10m", "keep me")
+    before = run_cli("heartbeat", "list", "--json").output
+    bad = run_cli("heartbeat", "set", "-s", session_id, *args)  # no "--": "-5m" is not an option
+    assert bad.exit_code == 1, bad.output
+    lines = " ".join(bad.output.split()).replace("Error: ", "")
+    assert lines.startswith(slash_rule[:1].upper() + slash_rule[1:] + ".")
+    assert f"Usage: vigil heartbeat set --session {session_id} <interval> <prompt>" in lines
+    assert run_cli("heartbeat", "list", "--json").output == before
+
+
+def test_options_may_follow_the_words(session_id: str) -> None:
+    done = run_cli("heartbeat", "set", "15m", "check", "-x", "flag", "--session", session_id)
+    assert done.exit_code == 0 and done.output.startswith("♥ Heartbeat set (every 15m): check -x flag")
+    dangling = run_cli("heartbeat", "set", "-s", session_id, "15m", "check", "-s")
+    assert dangling.exit_code == 2 and "requires an argument" in dangling.output
+
+
+def test_a_damaged_record_is_listed_and_can_be_cleared(session_id: str) -> None:
+    run_cli("heartbeat", "set", "-s", session_id, "10m", "watch")
+    profile = get_profile(None)
+    store = open_store(profile.state_db)
+    try:
+        store.set_meta(f"heartbeat:{session_id}", {"prompt": 3})
+    finally:
+        store.close()
+    for action in ("status", "pause", "resume"):
+        done = run_cli("heartbeat", action, "-s", session_id)
+        assert done.exit_code == 1 and "cannot be read" in done.output
+        assert len(done.output.strip().splitlines()) == 1 or "vigil heartbeat clear" in " ".join(done.output.split())
+    listed = json.loads(run_cli("heartbeat", "list", "--json").output)
+    assert [(h["session"], h["status"]) for h in listed] == [(session_id, "damaged")] and listed[0]["error"]
+    table = run_cli("heartbeat", "list").output
+    assert session_id in table and "damaged" in table
+    cleared = run_cli("heartbeat", "clear", "-s", session_id)
+    assert cleared.exit_code == 0 and "Heartbeat cleared (its record was damaged)" in cleared.output
+    assert json.loads(run_cli("heartbeat", "list", "--json").output) == []
+
+
+def test_an_absurd_stored_record_is_listed(session_id: str) -> None:
+    run_cli("heartbeat", "set", "-s", session_id, "10m", "watch")
+    profile = get_profile(None)
+    store = open_store(profile.state_db)
+    try:
+        key = f"heartbeat:{session_id}"
+        absurd = dict(store.get_meta(key).value)
+        absurd.update(interval=3_000_000 * 86_400, next_due=absurd["next_due"] + 3_000_000 * 86_400)
+        store.set_meta(key, absurd)
+    finally:
+        store.close()
+    for args in (["list"], ["list", "--json"], ["status", "-s", session_id]):
+        done = run_cli("heartbeat", *args)
+        assert done.exit_code == 0 and "3000000d" in done.output
+    assert "out of range" in run_cli("heartbeat", "list").output
+
+
 def test_unknown_session_and_missing_heartbeat(session_id: str) -> None:
     unknown = run_cli("heartbeat", "status", "-s", "fffff")
     assert unknown.exit_code == 1 and "no session matches 'fffff'" in unknown.output

@@ -4,15 +4,23 @@ ends before the agent begins executing, count once it has begun, recover after a
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
+
+import pytest
 
 from tests.runtime.conftest import Runtime, RuntimeFactory
 from vigil.schedule import estop
 from vigil.schedule.heartbeat_repo import HeartbeatRepo, Reservation
-from vigil.schedule.scheduler import HeartbeatScheduler
+from vigil.schedule.heartbeat_text import is_heartbeat_message
+from vigil.schedule.scheduler import HOLD_OFF, HeartbeatScheduler
+from vigil.store import StoreError
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 
 MIN = 60
+DEAD_OWNER = f"{socket.gethostname()}:999999999:gone"
+"""A reservation owner on this host whose process cannot exist (pids never get this high)."""
 
 
 class _Hooked(HeartbeatScheduler):
@@ -21,12 +29,17 @@ class _Hooked(HeartbeatScheduler):
 
     after_claim = None  # set per test: async callable(reservation)
     before_confirm = None
+    after_confirm = None
 
     async def confirm(self, reservation: Reservation) -> bool:
         if self.before_confirm is not None:
             hook, self.before_confirm = self.before_confirm, None
             await hook(reservation)
-        return await super().confirm(reservation)
+        confirmed = await super().confirm(reservation)
+        if self.after_confirm is not None:
+            hook, self.after_confirm = self.after_confirm, None
+            await hook(reservation)
+        return confirmed
 
     async def claim(self, session_id: str) -> Reservation | None:
         reservation = await super().claim(session_id)
@@ -130,7 +143,7 @@ async def test_a_reservation_of_a_dead_process_is_refunded_on_start_up(make_runt
     await first.conversation.close()
     await first.scheduler.stop()
     await first.clock.advance(10 * MIN)
-    dead = HeartbeatRepo(first.store, first.clock, owner="vm:999999999:gone").reserve(session_id)
+    dead = HeartbeatRepo(first.store, first.clock, owner=DEAD_OWNER).reserve(session_id)
     assert dead is not None and first.heartbeat(session_id).fire_count == 1  # died before executing
 
     second = await make_runtime(session_id=session_id)
@@ -138,3 +151,110 @@ async def test_a_reservation_of_a_dead_process_is_refunded_on_start_up(make_runt
     assert second.scheduler.stats.orphans_refunded == 1
     # refunded, then fired for real by the new process: counted once
     assert len(second.heartbeat_turns()) == 1 and second.heartbeat().fire_count == 1
+
+
+def _stored_heartbeats(rt: Runtime) -> int:
+    return sum(
+        1 for m in rt.store.get_messages(rt.session_id) if m.role == "user" and is_heartbeat_message(m.content)
+    )
+
+
+async def test_user_input_arriving_during_confirmation_goes_first(make_runtime: RuntimeFactory) -> None:
+    rt = await _hooked(make_runtime)
+
+    async def user_types(reservation: Reservation) -> None:
+        rt.conversation.submit("typed during confirm")  # before the agent begins executing
+
+    rt.scheduler.before_confirm = user_types
+    await rt.advance(10 * MIN)
+    assert rt.order() == ["hello", "typed during confirm", "♥"]
+    assert rt.heartbeat().fire_count == 1 and _stored_heartbeats(rt) == 1
+
+
+async def test_user_input_arriving_once_confirmed_still_goes_first(make_runtime: RuntimeFactory) -> None:
+    rt = await _hooked(make_runtime)
+
+    async def user_types(reservation: Reservation) -> None:
+        rt.conversation.submit("typed as it was confirmed")  # the confirmation is written
+
+    rt.scheduler.after_confirm = user_types
+    await rt.advance(10 * MIN)
+    # the confirmation is withdrawn (count and timer back), the user's turn runs, then the fire
+    assert rt.order() == ["hello", "typed as it was confirmed", "♥"]
+    assert rt.scheduler.stats.withdrawn == 1
+    assert rt.heartbeat().fire_count == 1 and _stored_heartbeats(rt) == 1
+
+
+async def test_stop_arriving_during_confirmation_wins_at_once(make_runtime: RuntimeFactory) -> None:
+    rt = await _hooked(make_runtime)
+    old = rt.session_id
+    stopping: list[asyncio.Future] = []
+
+    async def stop_now(reservation: Reservation) -> None:
+        stopping.append(rt.conversation.submit("/stop"))
+
+    rt.scheduler.before_confirm = stop_now
+    await rt.clock.advance(10 * MIN)
+    while not stopping:
+        await asyncio.sleep(0.002)
+    started = time.monotonic()
+    outcome = await stopping[0]
+    assert time.monotonic() - started < 2
+    await rt.settle()
+    assert outcome.reply.text.startswith(f"Conversation {old} suspended.")
+    assert rt.heartbeat_turns() == [] and rt.heartbeat(old) is None
+    assert not any(is_heartbeat_message(m.content) for m in rt.store.get_messages(old))
+
+
+async def test_preparation_rejected_is_refunded_and_retried_later(make_runtime: RuntimeFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = await _hooked(make_runtime)
+    due = rt.heartbeat().next_due
+    prompts = rt.agent.prompts
+    original = prompts.prompt_for_turn
+    failing = {"armed": False}
+
+    async def flaky_prompt(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if failing.pop("armed", False):
+            raise StoreError("database is locked")  # while the turn is being prepared
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(prompts, "prompt_for_turn", flaky_prompt)
+
+    async def arm(reservation: Reservation) -> None:
+        failing["armed"] = True
+
+    rt.scheduler.after_claim = arm
+    await rt.advance(10 * MIN)
+    hb = rt.heartbeat()
+    assert rt.heartbeat_turns() == [] and rt.ended()[-1].kind == "user"
+    assert hb.fire_count == 0 and hb.next_due == due and hb.pending is None
+    assert rt.scheduler.stats.refunded == 1 and rt.scheduler.stats.confirmed == 0
+    # a failed attempt is not retried in a tight loop, but after the hold-off
+    assert rt.scheduler.next_fire(rt.session_id) == rt.clock.now() + HOLD_OFF
+    await rt.advance(HOLD_OFF)
+    assert len(rt.heartbeat_turns()) == 1 and rt.heartbeat().fire_count == 1
+
+
+async def test_closing_while_the_confirmation_is_being_written_does_not_count(make_runtime: RuntimeFactory) -> None:
+    rt = await _hooked(make_runtime)
+    due = rt.heartbeat().next_due
+    repo = rt.scheduler.repo
+    original = repo.confirm
+    loop = asyncio.get_running_loop()
+    entered = asyncio.Event()
+
+    def slow_confirm(reservation: Reservation) -> bool:
+        loop.call_soon_threadsafe(entered.set)
+        done = original(reservation)  # the write commits ...
+        time.sleep(0.3)  # ... but the worker thread has not returned yet
+        return done
+
+    repo.confirm = slow_confirm  # type: ignore[method-assign]
+    await rt.clock.advance(10 * MIN)
+    await entered.wait()
+    await rt.conversation.close()  # the REPL quits while the confirmation is in flight
+    hb = rt.heartbeat()
+    # it never reached execution: the written confirmation was undone before close returned
+    assert rt.heartbeat_turns() == [] and _stored_heartbeats(rt) == 0
+    assert hb.fire_count == 0 and hb.next_due == due and hb.pending is None
+    assert rt.scheduler.stats.withdrawn == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.runtime.conftest import Runtime, RuntimeFactory
-from vigil.agent.compression import SUMMARY_REQUEST_MARKER
+from vigil.agent.compression import SUMMARY_REQUEST_MARKER, Compressor
 from vigil.config import AgentSettings, Settings, ToolSettings
 from vigil.testing.fake_model import FakeModelServer
 
@@ -88,8 +88,7 @@ async def test_compression_moves_the_heartbeat_to_the_continuation(
         if rt.session_id != parent:
             break
     child = rt.session_id
-    if child == parent:
-        pytest.skip("the conversation did not compress with this window")
+    assert child != parent, "the conversation did not compress: this test checks nothing then"
     assert rt.store.get_session(child).parent_id == parent
     assert rt.heartbeat(parent) is None
     moved = rt.heartbeat(child)
@@ -99,3 +98,34 @@ async def test_compression_moves_the_heartbeat_to_the_continuation(
     [began] = rt.heartbeat_turns()
     assert began.session_id == child and rt.heartbeat(child).fire_count == 1
     assert rt.store.get_messages(child)[-2].content.startswith("[Heartbeat — recurring instruction")
+
+
+async def test_a_compression_during_the_heartbeats_own_preparation_takes_the_fire_along(
+    make_runtime: RuntimeFactory, fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = await make_runtime(settings=_small_window(), context_window=2000)
+    for text in ("hello", "a short turn", "another short turn"):
+        await rt.send(text)
+    parent = await _with_heartbeat(rt)
+    assert rt.store.get_session(parent).parent_id is None  # nothing compressed so far
+    fake_model.rule(contains=SUMMARY_REQUEST_MARKER, reply="## Goal\nKeep watching CI.\n## Progress\nSome.")
+    original_due = Compressor.due
+    force: dict[str, bool] = {}
+
+    def due(self: Compressor, session, estimate):  # type: ignore[no-untyped-def]
+        return force.pop("once", False) or original_due(self, session, estimate)
+
+    monkeypatch.setattr(Compressor, "due", due)
+    force["once"] = True  # the next turn, the heartbeat's own, finds the budget exhausted
+    await rt.advance(10 * MIN)
+    child = rt.session_id
+    assert child != parent and rt.store.get_session(child).parent_id == parent
+    [began] = rt.heartbeat_turns()
+    assert began.session_id == child  # confirmed in the continuation, where it runs
+    moved = rt.heartbeat(child)
+    assert rt.heartbeat(parent) is None
+    assert moved.fire_count == 1 and moved.pending is None and moved.last_fire == rt.clock.now()
+    assert rt.store.get_messages(child)[-2].content.startswith("[Heartbeat — recurring instruction")
+    assert rt.scheduler.owns(child) and not rt.scheduler.owns(parent)
+    await rt.advance(10 * MIN)  # and it keeps firing there
+    assert len(rt.heartbeat_turns()) == 2 and rt.heartbeat(child).fire_count == 2

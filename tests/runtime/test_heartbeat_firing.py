@@ -167,6 +167,7 @@ async def test_status_shows_everything(rt: Runtime) -> None:
         ("every 59s check", "the minimum interval is 60 seconds"),
         ("every 10x check", "is not an interval"),
         ("every -5m check", "is negative"),
+        ("every 3000000d check", "is too long: the maximum interval is 365 days"),
         ("every 15m", "missing prompt"),
         ("every 15m    ", "missing prompt"),
         ("every", "missing interval"),
@@ -209,3 +210,27 @@ async def test_an_interrupted_heartbeat_turn_still_counts(rt: Runtime, fake_mode
     await rt.settle()
     assert [e.cancelled for e in rt.ended() if e.kind == "heartbeat"] == [True]
     assert rt.heartbeat().fire_count == 1
+
+
+async def test_an_absurd_stored_record_is_still_shown_and_can_be_cleared(rt: Runtime) -> None:
+    await rt.command("/hb every 10m check")
+    key = f"heartbeat:{rt.session_id}"
+    absurd = dict(rt.store.get_meta(key).value)
+    absurd.update(interval=3_000_000 * 86_400, next_due=rt.clock.now() + 3_000_000 * 86_400)
+    rt.store.set_meta(key, absurd)  # as an older vigil without the maximum stored it
+    await rt.conversation.send("/hb pause")
+    await rt.conversation.send("/hb resume")
+    status = await rt.command("/hb status")
+    assert status.startswith("♥ Heartbeat (every 3000000d) — active") and "impossible time" in status
+    assert (await rt.command("/hb every 10m fixed")).startswith("♥ Heartbeat set (every 10m): fixed")
+
+
+async def test_a_damaged_record_gets_a_one_line_error_and_can_be_cleared(rt: Runtime) -> None:
+    await rt.command("/hb every 10m check")
+    rt.store.set_meta(f"heartbeat:{rt.session_id}", {"prompt": 3})
+    for command in ("/hb status", "/hb pause", "/hb resume"):
+        outcome = await rt.send(command)
+        assert outcome.reply.is_error and "\n" not in outcome.reply.text
+        assert "cannot be read" in outcome.reply.text and "/heartbeat clear removes it" in outcome.reply.text
+    assert await rt.command("/hb clear") == "♥ Heartbeat cleared (its record was damaged)."
+    assert rt.store.get_meta(f"heartbeat:{rt.session_id}") is None

@@ -4,7 +4,8 @@
 
 Both processes use the same scaled clock (fake time = ORIGIN_FAKE + (real - ORIGIN_REAL) x
 FACTOR), so a 60 s interval passes in 60/FACTOR real seconds. Each fire that reaches
-execution prints one JSON line: owner, fake time, fire count.
+execution prints one JSON line: owner, fake time, fire count, due time. At the end one more
+line reports what this process's engine did and the fake time it stopped at.
 """
 
 from __future__ import annotations
@@ -45,14 +46,30 @@ async def main(db: str, session_id: str, origin_real: float, origin_fake: float,
     scheduler = HeartbeatScheduler(store, clock=clock, poll_interval=30)
 
     def run(reservation: Reservation) -> None:
-        line = {"owner": PROCESS_OWNER, "at": reservation.heartbeat.last_fire, "count": reservation.heartbeat.fire_count}
+        line = {
+            "owner": PROCESS_OWNER,
+            "at": reservation.heartbeat.last_fire,
+            "count": reservation.heartbeat.fire_count,
+            "due": reservation.due,
+        }
         print(json.dumps(line), flush=True)
 
     scheduler.own(session_id, DirectTarget(scheduler, run))
+    started_at = clock.now()
     await scheduler.start()
     await asyncio.sleep(max(0.0, origin_real + seconds - time.time()))
+    stopped_at = clock.now()
     await scheduler.stop()
     store.close()
+    done = {
+        "done": PROCESS_OWNER,
+        "started_at": started_at,
+        "stopped_at": stopped_at,
+        "engine_fired": scheduler.engine.stats.fired,
+        "claims": scheduler.stats.claims,
+        "confirmed": scheduler.stats.confirmed,
+    }
+    print(json.dumps(done), flush=True)
 
 
 if __name__ == "__main__":

@@ -198,3 +198,79 @@ def test_damaged_record(repo: HeartbeatRepo, store: SQLiteStore) -> None:
     store.set_meta(heartbeat_key(SID), [1, 2])
     repo.clear(SID)
     assert store.get_meta(heartbeat_key(SID)) is None
+
+
+CHILD = "bbbbbbbbbbbb"
+
+
+class _Interfering(SQLiteStore):
+    """Runs ``interfere()`` once, just before the compare-and-set that deletes the parent's
+    record: another process changing the parent between the move's two writes."""
+
+    interfere = None
+
+    def compare_and_set_meta(self, key, expected, new):  # type: ignore[no-untyped-def]
+        if self.interfere is not None and new is None and key == heartbeat_key(SID):
+            hook, self.interfere = self.interfere, None
+            hook()
+        return super().compare_and_set_meta(key, expected, new)
+
+
+def test_move_leaves_exactly_one_owner_when_the_parent_changes_meanwhile(db_path: Path, clock: FakeClock) -> None:
+    store = _Interfering(db_path, durable=False)
+    repo = HeartbeatRepo(store, clock)
+    hb, _ = repo.set(SID, "p", 600)
+    clock.set_sync(hb.next_due)
+    other = HeartbeatRepo(store, clock, owner="other-host:1:x")
+    store.interfere = lambda: other.reserve(SID)  # a reservation lands between copy and delete
+    moved = repo.move(SID, CHILD)
+    assert repo.get(SID) is None
+    child = repo.get(CHILD)
+    # the move was redone from the parent's new record: the reservation moved along
+    assert child == moved and child.fire_count == 1 and child.pending.owner == "other-host:1:x"
+    store.close()
+
+
+def test_move_keeps_a_heartbeat_the_continuation_already_has(repo: HeartbeatRepo) -> None:
+    repo.set(SID, "parent's", 600)
+    own, _ = repo.set(CHILD, "set on the continuation", 900)
+    assert repo.move(SID, CHILD) == own
+    assert repo.get(SID) is None and repo.get(CHILD) == own
+
+
+def test_a_move_keeps_the_schedule_version_and_a_pending_reservation_valid(repo: HeartbeatRepo, clock: FakeClock) -> None:
+    hb, _ = repo.set(SID, "p", 600)
+    clock.set_sync(hb.next_due)
+    reservation = repo.reserve(SID)  # a fire being prepared when compression moves it
+    moved = repo.move(SID, CHILD)
+    assert moved.version == hb.version and moved.pending.id == reservation.id
+    from dataclasses import replace
+
+    assert repo.confirm(replace(reservation, session_id=CHILD))
+    assert repo.get(CHILD).fire_count == 1 and repo.get(CHILD).pending is None
+
+
+def test_own_reservations_are_reclaimed_once_stale(repo: HeartbeatRepo, clock: FakeClock) -> None:
+    hb, _ = repo.set(SID, "p", 60)
+    clock.set_sync(hb.next_due)
+    assert repo.reserve(SID) is not None  # its refund then failed: it stays pending
+    clock.set_sync(hb.next_due + 120)
+    assert repo.reserve(SID) is None  # not stale yet: it might still be executing
+    clock.set_sync(hb.next_due + STALE_AFTER)
+    again = repo.reserve(SID)
+    assert again is not None and again.heartbeat.fire_count == 1  # refunded, then reserved
+    assert repo.refund_orphans() == []  # ours and fresh
+
+
+def test_unconfirm_undoes_only_our_own_confirmation(repo: HeartbeatRepo, clock: FakeClock) -> None:
+    hb, _ = repo.set(SID, "p", 60)
+    clock.set_sync(hb.next_due)
+    first = repo.reserve(SID)
+    assert repo.confirm(first)
+    after = repo.unconfirm(first)
+    assert after.fire_count == 0 and after.next_due == hb.next_due and after.last_fire is None
+    assert repo.unconfirm(first) is None  # nothing of ours left to undo
+    second = repo.reserve(SID)
+    assert repo.confirm(second)
+    assert repo.unconfirm(first) is None  # a later fire is never undone by an earlier attempt
+    assert repo.get(SID).fire_count == 1

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vigil.schedule.intervals import (
+    MAX_INTERVAL_SECONDS,
     TEST_MINIMUM_ENV,
     IntervalError,
     format_interval,
@@ -52,9 +53,23 @@ def test_format(seconds: int, text: str) -> None:
     assert format_interval(seconds) == text
 
 
-@given(st.integers(min_value=60, max_value=400 * 86400))
+@given(st.integers(min_value=60, max_value=MAX_INTERVAL_SECONDS))
 def test_format_parses_back(seconds: int) -> None:
     assert parse_interval(format_interval(seconds)) == seconds
+
+
+@pytest.mark.parametrize("text", ["366d", "3000000d", "8761h", "365d1s", "9" * 5000 + "d"])
+def test_the_maximum_is_365_days(text: str) -> None:
+    assert parse_interval("365d") == MAX_INTERVAL_SECONDS
+    with pytest.raises(IntervalError) as info:
+        parse_interval(text)
+    message = str(info.value)
+    assert "is too long: the maximum interval is 365 days (365d)" in message and len(message) < 120
+
+
+def test_an_option_like_word_is_not_called_negative() -> None:
+    with pytest.raises(IntervalError, match="is not an interval"):
+        parse_interval("--sesion")
 
 
 def test_the_test_only_minimum(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,15 +3,16 @@ emergency stop, start-up refunds and changes made by other processes."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from tests.schedule.helpers import inline, settle
 from vigil.clock import FakeClock
 from vigil.schedule import estop
 from vigil.schedule.heartbeat import heartbeat_key
-from vigil.schedule.heartbeat_repo import HeartbeatRepo, Reservation
-from vigil.schedule.scheduler import DirectTarget, HeartbeatScheduler
-from vigil.store import SQLiteStore
+from vigil.schedule.heartbeat_repo import STALE_AFTER, HeartbeatRepo, Reservation
+from vigil.schedule.scheduler import HOLD_OFF, DirectTarget, HeartbeatScheduler
+from vigil.store import SQLiteStore, StoreError
 
 SID = "aaaaaaaaaaaa"
 
@@ -80,7 +81,7 @@ async def test_start_up_refunds_orphans_and_sees_changes_from_other_processes(st
     repo = HeartbeatRepo(store, clock)
     hb, _ = repo.set(SID, "p", 60)
     clock.set_sync(hb.next_due)
-    dead = HeartbeatRepo(store, clock, owner="vm:999999999:gone").reserve(SID)
+    dead = HeartbeatRepo(store, clock, owner=f"{socket.gethostname()}:999999999:gone").reserve(SID)
     assert dead is not None
     fires: list = []
     scheduler = await _scheduler(store, clock, "host:1:t", fires)
@@ -127,3 +128,85 @@ async def test_a_claim_cancelled_mid_reservation_is_refunded(store: SQLiteStore,
     after = repo.get(SID)
     assert after.fire_count == 0 and after.pending is None and after.next_due == hb.next_due
     assert scheduler.stats.refunded == 1
+
+
+class _FlakyStore(SQLiteStore):
+    """Heartbeat compare-and-sets fail with a transient error while ``failures`` lasts."""
+
+    failures = 0
+
+    def compare_and_set_meta(self, key, expected, new):  # type: ignore[no-untyped-def]
+        if self.failures and key.startswith("heartbeat:"):
+            self.failures -= 1
+            raise StoreError("database is locked")
+        return super().compare_and_set_meta(key, expected, new)
+
+
+class _RefundingTarget(DirectTarget):
+    """Claims, then gives the slot back (preparation rejected) while the store is failing."""
+
+    def __init__(self, scheduler: HeartbeatScheduler, store: _FlakyStore, failures: int) -> None:
+        super().__init__(scheduler)
+        self.store, self.failures = store, failures
+
+    async def _fire(self, session_id: str) -> None:
+        reservation = await self.scheduler.claim(session_id)
+        if reservation is not None:
+            self.store.failures = self.failures
+            await self.scheduler.refund(reservation, failed=True)
+            self.store.failures = 0
+
+
+async def _flaky_setup(db_path: Path, clock: FakeClock, failures: int):  # type: ignore[no-untyped-def]
+    store = _FlakyStore(db_path, durable=False)
+    scheduler = HeartbeatScheduler(
+        store, clock=clock, poll_interval=0, offload=inline, retry_delays=(0, 0, 0)
+    )
+    hb, _ = scheduler.repo.set(SID, "watch", 60)
+    scheduler.own(SID, _RefundingTarget(scheduler, store, failures))
+    await scheduler.start()
+    await clock.advance(60)
+    await settle()
+    return store, scheduler, hb
+
+
+async def test_a_refund_hit_by_a_transient_store_error_is_retried(db_path: Path, clock: FakeClock) -> None:
+    store, scheduler, hb = await _flaky_setup(db_path, clock, failures=2)
+    try:
+        after = scheduler.repo.get(SID)
+        assert after.pending is None and after.fire_count == 0 and scheduler.stats.refunded == 1
+        fires: list = []
+        scheduler.own(SID, DirectTarget(scheduler, run=fires.append))
+        await clock.advance(HOLD_OFF)  # the failed attempt is retried after the hold-off
+        await settle()
+        assert len(fires) == 1 and scheduler.repo.get(SID).fire_count == 1
+    finally:
+        await scheduler.stop()
+        store.close()
+
+
+async def test_a_slot_whose_refund_failed_for_good_neither_spins_nor_sticks(db_path: Path, clock: FakeClock) -> None:
+    store, scheduler, hb = await _flaky_setup(db_path, clock, failures=100)
+    try:
+        stuck = scheduler.repo.get(SID)
+        assert stuck.pending is not None and stuck.pending.owner == scheduler.repo.owner
+        fires: list = []
+        scheduler.own(SID, DirectTarget(scheduler, run=fires.append))
+        wakeups = scheduler.engine.stats.wakeups
+        for _ in range(9):  # the next nine minutes: the slot is blocked by our own reservation
+            await clock.advance(60)
+            await settle()
+        assert fires == []
+        # tried again every HOLD_OFF seconds, not in a tight loop
+        assert scheduler.stats.not_due <= 9 * 60 / HOLD_OFF + 1
+        assert scheduler.engine.stats.wakeups - wakeups <= 2 * (9 * 60 / HOLD_OFF) + 2
+        await clock.set(stuck.pending.reserved_at + STALE_AFTER)
+        await settle()
+        await clock.advance(HOLD_OFF)
+        await settle()
+        # stale: reclaimed (refunded and reserved again), fired once, counted once
+        final = scheduler.repo.get(SID)
+        assert len(fires) == 1 and final.fire_count == 1 and final.pending is None
+    finally:
+        await scheduler.stop()
+        store.close()

@@ -21,12 +21,13 @@ from vigil.runtime.heartbeat_commands import (
     HeartbeatInputError,
     Wording,
     apply_command,
-    validated_set,
+    input_error_reply,
+    validated_words,
 )
 from vigil.runtime.slash import CommandReply
 from vigil.schedule import estop
 from vigil.schedule.heartbeat import Heartbeat
-from vigil.schedule.heartbeat_repo import HeartbeatRepo
+from vigil.schedule.heartbeat_repo import HeartbeatRepo, Listed
 from vigil.schedule.intervals import format_interval
 
 FIRES_ONLY_WHEN_OPEN = (
@@ -44,6 +45,7 @@ def _wording(session_id: str) -> Wording:
     return Wording(
         f"vigil heartbeat set --session {session_id} <interval> <prompt>",
         f"vigil heartbeat resume --session {session_id}",
+        f"vigil heartbeat clear --session {session_id}",
     )
 
 
@@ -85,15 +87,19 @@ def heartbeat() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
 @pass_app
 def list_heartbeats(app: AppContext, as_json: bool) -> None:
-    """Every heartbeat of the profile: session, interval, status, next fire, count."""
-    heartbeats = HeartbeatRepo(app.store).list()
+    """Every heartbeat of the profile: session, interval, status, next fire, count.
+
+    A record that cannot be read is listed with status ``damaged``; `vigil heartbeat clear`
+    removes it.
+    """
+    listed = HeartbeatRepo(app.store).scan()
     stopped = estop.status(app.store)
     if as_json:
-        echo_json([_as_json(h) for h in heartbeats])
+        echo_json([_as_json(item) for item in listed])
         return
     if stopped is not None:
         err_console.print("[yellow]⏸ The emergency stop is on (`vigil resume` releases it): nothing fires.[/yellow]")
-    if not heartbeats:
+    if not listed:
         click.echo("No heartbeats. Set one in a chat with /heartbeat every 15m <prompt>.")
         return
     now = SystemClock().now()
@@ -101,26 +107,69 @@ def list_heartbeats(app: AppContext, as_json: bool) -> None:
     for column in ("session", "interval", "status", "next fire", "count"):
         table.add_column(column, no_wrap=True)
     table.add_column("prompt")
-    for h in heartbeats:
-        next_fire = _next_fire(h, now)
+    for item in listed:
+        h = item.heartbeat
+        if h is None:
+            table.add_row(item.session_id, "?", "damaged", "-", "-", escape(shorten(item.error, 40)))
+            continue
         table.add_row(
-            h.session_id, format_interval(h.interval), h.status, next_fire, str(h.fire_count), shorten(h.prompt, 40)
+            h.session_id, format_interval(h.interval), h.status, _next_fire(h, now), str(h.fire_count),
+            escape(shorten(h.prompt, 40)),
         )
     console.print(table)
 
 
-@heartbeat.command("set")
+class _WordsCommand(click.Command):
+    """A command whose positional words may start with ``-``: ``-5m`` then gets the interval
+    rule, as in the slash command, instead of "no such option" — and ``-30s`` is never read
+    as ``-s`` (the session) with ``0`` unknown. The command's own options are recognised
+    anywhere, as click would; every other word, and everything after ``--``, is a word."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _options_first(ctx, self.get_params(ctx), args))
+
+
+def _options_first(ctx: click.Context, params: list[click.Parameter], args: list[str]) -> list[str]:
+    takes_value: dict[str, bool] = {}
+    for param in params:
+        if isinstance(param, click.Option):
+            for name in (*param.opts, *param.secondary_opts):
+                takes_value[name] = not (param.is_flag or param.count)
+    options: list[str] = []
+    words: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            words.extend(args[i + 1 :])
+            break
+        if arg in takes_value:
+            options.append(arg)
+            if takes_value[arg]:
+                if i + 1 >= len(args):
+                    raise click.UsageError(f"Option '{arg}' requires an argument.", ctx)
+                options.append(args[i + 1])
+                i += 1
+        elif arg.startswith("--") and arg.partition("=")[0] in takes_value:
+            options.append(arg)  # --session=ID
+        elif not arg.startswith("--") and takes_value.get(arg[:2]):
+            options.append(arg)  # -sID
+        else:
+            words.append(arg)
+        i += 1
+    return [*options, "--", *words]
+
+
+@heartbeat.command("set", cls=_WordsCommand)
 @_session_option
-@click.argument("interval")
-@click.argument("prompt", nargs=-1)
+@click.argument("words", nargs=-1, metavar="INTERVAL PROMPT...")
 @pass_app
-def set_heartbeat(app: AppContext, session_ref: str, interval: str, prompt: tuple[str, ...]) -> None:
+def set_heartbeat(app: AppContext, session_ref: str, words: tuple[str, ...]) -> None:
     """Set or replace the heartbeat of a conversation: INTERVAL (15m, 1h30m ...) and PROMPT."""
     try:
-        command = validated_set(interval, " ".join(prompt))
+        command = validated_words(words)
     except HeartbeatInputError as exc:
-        text = str(exc)
-        _show(CommandReply(text[:1].upper() + text[1:] + ".", is_error=True))
+        _show(input_error_reply(exc, _wording(session_ref)))
         return
     session_id, reply = _run(app, session_ref, command)
     _show(reply)
@@ -146,13 +195,19 @@ _simple("clear", "Delete the heartbeat.")
 def _next_fire(h: Heartbeat, now: float) -> str:
     if not h.active or h.next_due is None:
         return "-"
-    when = local_time(h.next_due)
+    try:
+        when = local_time(h.next_due)
+    except (OverflowError, ValueError, OSError):
+        return "out of range"
     if h.next_due <= now:
         return f"{when} (due)"
     return f"{when} (in {relative(h.next_due - now)})"
 
 
-def _as_json(h: Heartbeat) -> dict[str, Any]:
+def _as_json(item: Listed) -> dict[str, Any]:
+    h = item.heartbeat
+    if h is None:
+        return {"session": item.session_id, "status": "damaged", "error": item.error}
     return {
         "session": h.session_id,
         "interval": format_interval(h.interval),

@@ -4,7 +4,9 @@ Everything a person sends (messages and slash commands) goes through one FIFO qu
 single worker task drains, so turns and commands never overlap. A heartbeat is not queued:
 when it comes due the worker is only told so, and it fires the heartbeat at the next moment
 when no turn runs and the queue is empty. A heartbeat that came due during a long turn
-therefore fires once, right after it; a user message waiting in the queue goes first.
+therefore fires once, right after it; a user message waiting in the queue goes first, even
+one that arrives while the heartbeat's turn is being prepared: the fire is confirmed only
+just before the agent begins executing (:mod:`vigil.runtime.heartbeat_attempt`).
 
 The runtime knows nothing about terminals or platforms; front ends subscribe to its events.
 """
@@ -17,7 +19,8 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
-from vigil.agent.events import TurnEvent
+from vigil.agent.events import Compressed, TurnEvent
+from vigil.agent.turn import TurnDeclined
 from vigil.runtime.controller import ConversationController
 from vigil.runtime.conversation_events import (
     HEARTBEAT,
@@ -28,8 +31,8 @@ from vigil.runtime.conversation_events import (
     TurnBegan,
     TurnEnded,
 )
+from vigil.runtime.heartbeat_attempt import HeartbeatAttempt
 from vigil.runtime.slash import CommandReply
-from vigil.schedule.heartbeat_repo import Reservation
 from vigil.schedule.heartbeat_text import heartbeat_header, heartbeat_message
 from vigil.schedule.scheduler import HeartbeatScheduler
 
@@ -66,6 +69,7 @@ class Conversation:
         self._heartbeat_wanted = False
         self._current: _Item | None = None
         self._running: asyncio.Task[object] | None = None
+        self._attempt: HeartbeatAttempt | None = None
         self._worker: asyncio.Task[None] | None = None
         self._tracked: str | None = None
 
@@ -206,25 +210,50 @@ class Conversation:
         await self._track(refresh=True)
         return Outcome("command", reply=reply)
 
-    async def _turn(self, kind: str, text: str, header: str | None = None) -> Outcome:
-        await self._emit(TurnBegan(kind, text, self.controller.session_id, header))
+    async def _turn(self, kind: str, text: str, attempt: HeartbeatAttempt | None = None) -> Outcome:
+        """Run one turn. A user turn is announced (``TurnBegan``) at once; a heartbeat turn
+        only when its attempt begins executing, and not at all if it never does: then its
+        slot is given back and no ``TurnEnded`` follows."""
+        if attempt is None:
+            await self._emit(TurnBegan(kind, text, self.controller.session_id))
         task = asyncio.ensure_future(
-            self.controller.turn(text, on_event=self._forward, auto_title=kind == USER)
+            self.controller.turn(
+                text,
+                on_event=self._forward,
+                auto_title=kind == USER,
+                before_execution=None if attempt is None else attempt.before_execution,
+            )
         )
-        self._running = task
+        self._running, self._attempt = task, attempt
+        ended: TurnEnded | None
         try:
-            result = await task
+            try:
+                result = await task
+            finally:
+                self._running = self._attempt = None
+        except TurnDeclined:
+            ended = None
         except asyncio.CancelledError:
             if _being_cancelled():
+                if attempt is not None:
+                    await attempt.give_back()
                 raise
             ended = TurnEnded(kind, cancelled=True)
         except Exception as exc:
             ended = TurnEnded(kind, error=exc)
         else:
             ended = TurnEnded(kind, result=result)
-        finally:
-            self._running = None
+        if attempt is not None and not attempt.began:
+            # Ended before the agent began executing (declined, cancelled, preparation
+            # rejected): the slot goes back and the fire does not count.
+            error = None if ended is None else ended.error
+            if error is not None:
+                log.warning("heartbeat turn not started, slot refunded: %s", error)
+            await attempt.give_back(failed=error is not None)
+            ended = None
         await self._track(refresh=False)
+        if ended is None:
+            return Outcome("turn", cancelled=True)
         await self._emit(ended)
         return Outcome("turn", result=ended.result, error=ended.error, cancelled=ended.cancelled)
 
@@ -235,30 +264,35 @@ class Conversation:
         reservation = await scheduler.claim(session_id)
         if reservation is None:
             return
-        try:
-            refusal = self._refusal(reservation)
-            if refusal is not None:
-                log.info("heartbeat of %s refunded: %s", session_id, refusal)
-                await scheduler.refund(reservation)
-                return
-            if not await scheduler.confirm(reservation):
-                return
-        except asyncio.CancelledError:
-            await scheduler.refund(reservation)
-            raise
-        # The agent begins executing: from here the fire counts, whatever the turn does.
-        self.heartbeats_fired += 1
         heartbeat = reservation.heartbeat
-        await self._turn(HEARTBEAT, heartbeat_message(heartbeat), heartbeat_header(heartbeat.interval))
+        text, header = heartbeat_message(heartbeat), heartbeat_header(heartbeat.interval)
 
-    def _refusal(self, reservation: Reservation) -> str | None:
-        """Why this conversation may not run the reserved heartbeat now (``None``: it may)."""
+        async def begin(running_in: str) -> None:
+            # The agent begins executing: from here the fire counts, whatever the turn does.
+            self.heartbeats_fired += 1
+            await self._emit(TurnBegan(HEARTBEAT, text, running_in, header))
+
+        attempt = HeartbeatAttempt(
+            scheduler, reservation, refusal=lambda: self._refusal(session_id), on_begin=begin
+        )
+        refusal = self._refusal(session_id)
+        if refusal is None and self.controller.session_id != session_id:
+            refusal = "the conversation moved to another session"
+        if refusal is not None:
+            log.info("heartbeat of %s refunded: %s", session_id, refusal)
+            await attempt.give_back()
+            return
+        await self._turn(HEARTBEAT, text, attempt)
+
+    def _refusal(self, session_id: str) -> str | None:
+        """Why this conversation may not run the heartbeat of ``session_id`` now (``None``:
+        it may). Checked before the turn starts and again just before it executes."""
         if self._queue:
             return "user input is waiting (it goes first)"
-        if self.controller.session_id != reservation.session_id:
-            return "the conversation moved to another session"
         if self._worker is None:
             return "the conversation is closing"
+        if self.scheduler is None or not self.scheduler.owns(session_id):
+            return "the conversation no longer owns this heartbeat"
         return None
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -286,6 +320,8 @@ class Conversation:
         return command is not None and command.name in URGENT_COMMANDS
 
     async def _forward(self, event: TurnEvent) -> None:
+        if isinstance(event, Compressed) and self._attempt is not None:
+            self._attempt.follow(event.parent_id, event.child_id)
         await self._emit(event)
 
     async def _emit(self, event: ConversationEvent) -> None:

@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from vigil.runtime.slash import CommandReply, ConversationControl
 from vigil.schedule import estop
-from vigil.schedule.heartbeat import Heartbeat, NoHeartbeat
+from vigil.schedule.heartbeat import Heartbeat, HeartbeatError, NoHeartbeat
 from vigil.schedule.heartbeat_repo import HeartbeatRepo
 from vigil.schedule.intervals import IntervalError, format_interval, parse_interval
 
 SUBCOMMANDS = ("every", "status", "pause", "resume", "clear")
+MISSING_INTERVAL = "missing interval: give a number and a unit, e.g. 15m"
 MAX_PROMPT_CHARS = 8_000
 HEART = "♥"
 
@@ -29,11 +30,13 @@ class Wording:
 
     set_usage: str
     resume: str
+    clear: str
 
 
 SLASH = Wording(
     "/heartbeat every <interval> <prompt>  (e.g. /heartbeat every 15m check the CI run)",
     "/heartbeat resume",
+    "/heartbeat clear",
 )
 SLASH_USAGE = SLASH.set_usage
 
@@ -68,8 +71,15 @@ def parse_command(args: str) -> HeartbeatCommand:
         return HeartbeatCommand(action)
     parts = rest.split(maxsplit=1)
     if not parts:
-        raise HeartbeatInputError("missing interval: give a number and a unit, e.g. 15m")
+        raise HeartbeatInputError(MISSING_INTERVAL)
     return validated_set(parts[0], parts[1] if len(parts) > 1 else "")
+
+
+def validated_words(words: Sequence[str]) -> HeartbeatCommand:
+    """A validated ``every`` command from shell words: the interval, then the prompt."""
+    if not words:
+        raise HeartbeatInputError(MISSING_INTERVAL)
+    return validated_set(words[0], " ".join(words[1:]))
 
 
 def validated_set(interval_text: str, prompt: str) -> HeartbeatCommand:
@@ -88,16 +98,35 @@ def validated_set(interval_text: str, prompt: str) -> HeartbeatCommand:
     return HeartbeatCommand("every", interval, text)
 
 
+def input_error_reply(error: HeartbeatInputError, wording: Wording = SLASH) -> CommandReply:
+    """The reply to a command that breaks a rule: the rule, then how the command is written."""
+    return CommandReply(f"{_capital(str(error))}.\nUsage: {wording.set_usage}", is_error=True)
+
+
 def apply_command(
     repo: HeartbeatRepo, session_id: str | None, command: HeartbeatCommand, wording: Wording = SLASH
 ) -> CommandReply:
-    """Carry out a validated command on ``session_id``'s heartbeat (synchronous: store calls)."""
+    """Carry out a validated command on ``session_id``'s heartbeat (synchronous: store calls).
+
+    A damaged record can be replaced (``every``) or removed (``clear``); the other commands
+    answer with a one-line error that says how to remove it.
+    """
     now = repo.clock.now()
     if command.action == "every":
         assert session_id is not None and command.interval is not None and command.prompt is not None
         new, replaced = repo.set(session_id, command.prompt, command.interval)
         return CommandReply(set_message(new, replaced, now))
-    existing = repo.get(session_id) if session_id is not None else None
+    try:
+        existing = repo.get(session_id) if session_id is not None else None
+    except HeartbeatError as exc:
+        assert session_id is not None
+        if command.action == "clear":
+            repo.clear(session_id)
+            return CommandReply(f"{HEART} Heartbeat cleared (its record was damaged).")
+        return CommandReply(
+            f"The heartbeat of this conversation cannot be read ({exc}); {wording.clear} removes it.",
+            is_error=True,
+        )
     if command.action == "status":
         stopped = estop.status(repo.store) is not None
         return CommandReply(status_message(existing, now, stopped, wording))
@@ -120,6 +149,8 @@ def apply_command(
             return CommandReply(f"{HEART} Heartbeat resumed ({_every(heartbeat)}): next fire {when}.")
     except NoHeartbeat:
         return CommandReply(_none_message(command.action, wording), is_error=True)
+    except HeartbeatError as exc:
+        return CommandReply(f"{_capital(str(exc))}.", is_error=True)
     removed = repo.clear(session_id)
     if removed is None:
         return CommandReply(_none_message("clear", wording))
@@ -134,7 +165,7 @@ async def heartbeat_slash(control: ConversationControl, args: str) -> CommandRep
     try:
         command = parse_command(args)
     except HeartbeatInputError as exc:
-        return CommandReply(f"{_capital(str(exc))}.\nUsage: {SLASH_USAGE}", is_error=True)
+        return input_error_reply(exc)
     session_id = control.session_id
     if command.action == "every" and session_id is None:
         # Setting a heartbeat before the first message starts the conversation.
@@ -190,10 +221,14 @@ def status_message(
 
 
 def describe_time(epoch: float | None, now: float) -> str:
-    """``at 2026-11-30 14:05:00 (in 14m)`` in local time, or ``-``."""
+    """``at 2026-11-30 14:05:00 (in 14m)`` in local time, or ``-``. A time no date can show
+    (a damaged or absurd record) is described, not fatal."""
     if epoch is None:
         return "-"
-    stamp = datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        stamp = datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):
+        return f"at an impossible time ({epoch!r} s since 1970)"
     delta = epoch - now
     if abs(delta) < 1:
         rel = "now"

@@ -58,6 +58,7 @@ class Pending:
     prev_fire_count: int
     prev_last_fire: float | None
     prev_next_due: float | None
+    prev_last_fire_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +66,10 @@ class Heartbeat:
     """One conversation's recurring instruction and its schedule.
 
     ``id`` names this heartbeat (a new one on every set, so a replacement is never mistaken
-    for its predecessor); ``version`` changes on every set, pause, resume and move.
-    ``next_due`` is ``None`` while paused.
+    for its predecessor); ``version`` is the schedule version and changes on every set, pause
+    and resume. A move to a compression continuation keeps it: the schedule is the same, and
+    a reservation made before the move stays valid after it. ``next_due`` is ``None`` while
+    paused.
     """
 
     session_id: str
@@ -82,6 +85,8 @@ class Heartbeat:
     version: int = 1
     route: Route | None = None
     pending: Pending | None = None
+    last_fire_id: str | None = None
+    """The reservation behind ``last_fire``: tells one's own fire from a later one."""
 
     # -- reading ----------------------------------------------------------------------------
     @property
@@ -130,8 +135,9 @@ class Heartbeat:
         )
 
     def moved_to(self, session_id: str, now: float) -> "Heartbeat":
-        """The same heartbeat, now scheduled for a compression continuation."""
-        return replace(self, session_id=session_id, updated_at=now, version=self.version + 1)
+        """The same heartbeat and schedule (version and any pending reservation included),
+        now scheduled for a compression continuation."""
+        return replace(self, session_id=session_id, updated_at=now)
 
     # -- run accounting -------------------------------------------------------------------------
     def reserved(self, now: float, owner: str, reservation_id: str | None = None) -> "Heartbeat":
@@ -147,11 +153,13 @@ class Heartbeat:
             prev_fire_count=self.fire_count,
             prev_last_fire=self.last_fire,
             prev_next_due=self.next_due,
+            prev_last_fire_id=self.last_fire_id,
         )
         return replace(
             self,
             fire_count=self.fire_count + 1,
             last_fire=now,
+            last_fire_id=pending.id,
             next_due=now + self.interval,
             pending=pending,
         )
@@ -159,6 +167,11 @@ class Heartbeat:
     def confirmed(self) -> "Heartbeat":
         """The agent began executing: the reservation is final."""
         return replace(self, pending=None)
+
+    def unconfirmed(self, reserved: "Heartbeat") -> "Heartbeat":
+        """Undo a confirmation whose turn never began; ``reserved`` is the record right after
+        reserving (it carries the reservation). The same as refunding that reservation."""
+        return replace(self, pending=reserved.pending).refunded()
 
     def refunded(self) -> "Heartbeat":
         """Give a pending reservation back.
@@ -175,6 +188,7 @@ class Heartbeat:
             self,
             fire_count=pending.prev_fire_count,
             last_fire=pending.prev_last_fire,
+            last_fire_id=pending.prev_last_fire_id,
             next_due=pending.prev_next_due if same_schedule else self.next_due,
             pending=None,
         )

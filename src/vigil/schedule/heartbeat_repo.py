@@ -34,14 +34,27 @@ PROCESS_OWNER = f"{_HOST}:{os.getpid()}:{secrets.token_hex(4)}"
 """This process as the owner of reservations: ``host:pid:token``."""
 
 STALE_AFTER = 600.0
-"""A reservation still pending after this many seconds is abandoned whoever made it: the span
-between reserving and executing is a few store round trips."""
+"""A reservation still pending after this many seconds is abandoned whoever made it, this
+process included (its refund may have failed for good): the span between reserving and
+executing is a few store round trips and the turn's preparation. Reclaiming a reservation
+that is in fact still alive is safe, only wasteful: its confirmation then fails, because it
+no longer holds the record, and its turn does not run."""
 
 _ATTEMPTS = 50
 
 
 class _Abort(Exception):
     """A transition found the record in a state where it does not apply."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One stored heartbeat record as ``vigil heartbeat list`` shows it: the heartbeat, or
+    the reason it cannot be read."""
+
+    session_id: str
+    heartbeat: Heartbeat | None
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +84,17 @@ class HeartbeatRepo:
 
     def list(self) -> list[Heartbeat]:
         """Every readable heartbeat of the profile, by session id; damaged records are skipped."""
+        return [item.heartbeat for item in self.scan() if item.heartbeat is not None]
+
+    def scan(self) -> list[Listed]:
+        """Every heartbeat record of the profile, by session id, damaged ones included."""
         out = []
         for entry in self.store.list_meta(KEY_PREFIX):
+            session_id = entry.key[len(KEY_PREFIX):]
             try:
-                out.append(Heartbeat.from_json(entry.value))
-            except HeartbeatError:
-                continue
+                out.append(Listed(session_id, Heartbeat.from_json(entry.value)))
+            except HeartbeatError as exc:
+                out.append(Listed(session_id, None, str(exc)))
         return out
 
     # -- schedule changes (each bumps the profile's schedule generation) ------------------------
@@ -131,19 +149,39 @@ class HeartbeatRepo:
         return removed[0]
 
     def move(self, parent_id: str, child_id: str) -> Heartbeat | None:
-        """Move the heartbeat of ``parent_id`` to ``child_id`` (a compression continuation).
+        """Move the heartbeat of ``parent_id`` to ``child_id`` (a compression continuation);
+        returns the heartbeat now on the child, or ``None`` when the parent had none.
 
-        The child's record is written before the parent's is removed: a crash in between
-        leaves a duplicate on an ended session, never a lost heartbeat.
+        Afterwards exactly one of the two holds it. The copy is written to the child first
+        (only where there is no record), then the parent's record is removed by
+        compare-and-set against what was copied. If the parent changed in between (a
+        reservation, a refund, a pause from another process), the copy is taken back and the
+        move starts again from the parent's new record. Copying first means that a crash
+        between the two writes leaves a duplicate on the ended parent, never a lost heartbeat.
+        A child that already has a heartbeat of its own keeps it (it was set after the
+        compression, so it is the newer one) and the parent's is removed.
         """
-        current = self.get(parent_id)
-        if current is None:
-            return None
-        moved = current.moved_to(child_id, self.clock.now())
-        self.store.set_meta(heartbeat_key(child_id), moved.to_json())
-        self.store.compare_and_set_meta(heartbeat_key(parent_id), current.to_json(), None)
-        bump_generation(self.store)
-        return moved
+        parent_key, child_key = heartbeat_key(parent_id), heartbeat_key(child_id)
+        for _ in range(_ATTEMPTS):
+            entry = self.store.get_meta(parent_key)
+            if entry is None:
+                return None
+            current = Heartbeat.from_json(entry.value)
+            moved = current.moved_to(child_id, self.clock.now()).to_json()
+            if not self.store.compare_and_set_meta(child_key, None, moved):
+                if self.store.compare_and_set_meta(parent_key, entry.value, None):
+                    bump_generation(self.store)
+                    return self.get(child_id)
+                continue
+            if self.store.compare_and_set_meta(parent_key, entry.value, None):
+                bump_generation(self.store)
+                return Heartbeat.from_json(moved)
+            if not self.store.compare_and_set_meta(child_key, moved, None):
+                # The copy was changed already, so it is live where it is: the parent's goes.
+                self.store.delete_meta(parent_key)
+                bump_generation(self.store)
+                return self.get(child_id)
+        raise HeartbeatError(f"the heartbeat of {parent_id} keeps changing; try again")
 
     # -- run accounting ---------------------------------------------------------------------
     def reserve(self, session_id: str) -> Reservation | None:
@@ -190,6 +228,28 @@ class HeartbeatRepo:
             return False
         return True
 
+    def unconfirm(self, reservation: Reservation) -> Heartbeat | None:
+        """Undo :meth:`confirm` for an attempt that did not begin executing after all (it was
+        cancelled, or user input arrived, while the confirmation was being written): the
+        count and timer are restored as by a refund. ``None`` when the record has moved on
+        since (cleared, replaced, fired again or undone already): nothing of ours to undo."""
+        reserved = reservation.heartbeat
+
+        def change(current: Heartbeat | None) -> Heartbeat:
+            if (
+                current is None
+                or current.id != reserved.id
+                or current.pending is not None
+                or current.last_fire_id != reservation.id
+            ):
+                raise _Abort
+            return current.unconfirmed(reserved)
+
+        try:
+            return self._update(reservation.session_id, change)
+        except _Abort:
+            return None
+
     def refund(self, reservation: Reservation) -> Heartbeat | None:
         """Give the slot back (see :meth:`Heartbeat.refunded`); returns the record after the
         refund, or ``None`` when there was nothing to refund (the heartbeat was cleared or
@@ -209,7 +269,7 @@ class HeartbeatRepo:
         """Refund reservations left pending by processes that died before executing them.
 
         ``is_alive(owner)`` decides about other owners (default: :func:`owner_alive`); this
-        process's own reservations are never touched. A reservation older than
+        process's own reservations are left alone unless stale. A reservation older than
         :data:`STALE_AFTER` is refunded whoever owns it. Returns the refunded records.
         """
         now = self.clock.now()
@@ -235,12 +295,15 @@ class HeartbeatRepo:
     def _abandoned(
         self, heartbeat: Heartbeat, now: float, is_alive: Callable[[str], bool] | None = None
     ) -> bool:
-        """Whether the record's pending reservation was left behind by a dead process."""
+        """Whether the record's pending reservation was abandoned: left behind by a dead
+        process, or stale (older than :data:`STALE_AFTER`), whoever made it."""
         pending = heartbeat.pending
-        if pending is None or pending.owner == self.owner:
+        if pending is None:
             return False
         if now - pending.reserved_at >= STALE_AFTER:
             return True
+        if pending.owner == self.owner:
+            return False
         return not (is_alive or owner_alive)(pending.owner)
 
     def _toggle(self, session_id: str, *, pause: bool) -> tuple[Heartbeat, bool]:

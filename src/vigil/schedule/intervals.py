@@ -6,11 +6,16 @@ command knows what to change.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
 MIN_INTERVAL_SECONDS = 60
 """The shortest interval a heartbeat may have."""
+
+MAX_INTERVAL_SECONDS = 365 * 86_400
+"""The longest interval a heartbeat may have (365 days): beyond it the next fire time is
+far past anything a date can show, and cron is the tool for rare jobs anyway."""
 
 TEST_MINIMUM_ENV = "VIGIL_TEST_HEARTBEAT_MIN_SECONDS"
 """Test-only: lowers the minimum so a pseudo-terminal test can watch a heartbeat fire in
@@ -18,6 +23,7 @@ seconds. Never set this in real use."""
 
 _UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 _PART = re.compile(r"(\d+)([dhms])")
+_MAX_DIGITS = 12  # more digits than any interval under the maximum has, in any unit
 _COMPOUND = re.compile(r"(?:\d+[dhms])+")
 _EXAMPLES = "90s, 10m, 2h, 1d or 1h30m"
 
@@ -41,36 +47,44 @@ def parse_interval(text: str, *, minimum: int | None = None) -> int:
     """Seconds in ``text`` (``15m``, ``1h30m`` ...); raises :class:`IntervalError`.
 
     Units are ``s``, ``m``, ``h`` and ``d``, each used at most once, largest first. The
-    result must be at least ``minimum`` seconds (default: :func:`minimum_interval`).
+    result must be at least ``minimum`` seconds (default: :func:`minimum_interval`) and at
+    most :data:`MAX_INTERVAL_SECONDS`.
     """
     floor = minimum_interval() if minimum is None else minimum
     raw = text.strip()
     if not raw:
         raise IntervalError(f"missing interval: give a number and a unit, e.g. {_EXAMPLES}")
     lowered = raw.lower()
-    if lowered.startswith("-"):
-        raise IntervalError(f"'{raw}' is negative: an interval must be at least {_describe(floor)}")
+    if lowered.startswith("-") and _COMPOUND.fullmatch(lowered[1:]):
+        raise IntervalError(f"{_quoted(raw)} is negative: an interval must be at least {_describe(floor)}")
     if not _COMPOUND.fullmatch(lowered):
         raise IntervalError(
-            f"'{raw}' is not an interval: use a number and a unit s, m, h or d ({_EXAMPLES})"
+            f"{_quoted(raw)} is not an interval: use a number and a unit s, m, h or d ({_EXAMPLES})"
         )
     parts = _PART.findall(lowered)
     units = [unit for _, unit in parts]
     order = list(_UNITS)
     if len(set(units)) != len(units) or units != sorted(units, key=order.index):
         raise IntervalError(
-            f"'{raw}' is not an interval: name each unit once, largest first (e.g. 1h30m)"
+            f"{_quoted(raw)} is not an interval: name each unit once, largest first (e.g. 1h30m)"
         )
+    too_long = f"{_quoted(raw)} is too long: the maximum interval is {_describe(MAX_INTERVAL_SECONDS)}"
+    if any(len(number.lstrip("0")) > _MAX_DIGITS for number, _ in parts):
+        raise IntervalError(too_long)
     seconds = sum(int(number) * _UNITS[unit] for number, unit in parts)
+    if seconds > MAX_INTERVAL_SECONDS:
+        raise IntervalError(too_long)
     if seconds == 0:
-        raise IntervalError(f"'{raw}' is zero: an interval must be at least {_describe(floor)}")
+        raise IntervalError(f"{_quoted(raw)} is zero: an interval must be at least {_describe(floor)}")
     if seconds < floor:
-        raise IntervalError(f"'{raw}' is too short: the minimum interval is {_describe(floor)}")
+        raise IntervalError(f"{_quoted(raw)} is too short: the minimum interval is {_describe(floor)}")
     return seconds
 
 
 def format_interval(seconds: int | float) -> str:
     """The compact form of a number of seconds: ``15m``, ``1h30m``, ``1d``, ``90s`` → ``1m30s``."""
+    if not math.isfinite(seconds):
+        return "?"
     remaining = int(seconds)
     if remaining <= 0:
         return "0s"
@@ -82,7 +96,13 @@ def format_interval(seconds: int | float) -> str:
     return "".join(out)
 
 
+def _quoted(raw: str, width: int = 24) -> str:
+    return f"'{raw}'" if len(raw) <= width else f"'{raw[: width - 1]}…'"
+
+
 def _describe(seconds: int) -> str:
+    if seconds % 86_400 == 0:
+        return f"{seconds // 86_400} days ({format_interval(seconds)})"
     if seconds % 60 == 0:
         return f"{seconds} seconds ({format_interval(seconds)})"
     return f"{seconds} seconds"

@@ -11,6 +11,14 @@ target — once its conversation is idle — runs the protocol:
 3. ``confirm`` checks the emergency stop and makes the reservation final as the agent begins
    executing — or ``refund`` gives the slot back if the attempt ends before that.
 
+The fire count is the number of fires that reached execution: a confirmation that is written
+but whose attempt then does not begin (cancelled meanwhile, user input arrived) is undone
+(:meth:`HeartbeatScheduler.withdraw`). A refund gives the count back but, when the schedule
+changed meanwhile, keeps the new schedule's timer (see ``Heartbeat.refunded``).
+
+A due time in the past is never re-armed in a tight loop: after a claim that found the slot
+blocked, or an attempt that failed, the heartbeat is tried again :data:`HOLD_OFF` later.
+
 Changes made by other processes are noticed through the profile's schedule generation, one
 key read every ``poll_interval`` seconds; a change made here re-arms at once.
 """
@@ -21,7 +29,7 @@ import asyncio
 import inspect
 import logging
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol, TypeVar
+from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
 from vigil.clock import Clock, SystemClock
 from vigil.schedule import estop
@@ -38,6 +46,16 @@ Offload = Callable[..., Awaitable[Any]]
 """How blocking store calls run: ``await offload(fn, *args)`` (default ``asyncio.to_thread``)."""
 
 _RESYNC_ONE_BY_ONE = 32
+
+HOLD_OFF = 30.0
+"""Seconds (schedule time) before a heartbeat whose claim found its slot blocked, or whose
+attempt failed, is tried again."""
+
+GIVE_BACK_RETRY_DELAYS: tuple[float, ...] = (0.05, 0.25, 1.0, 4.0)
+"""Real-time pauses between attempts to give a slot back when the store fails. A locked or
+briefly unreachable store recovers in wall time, whatever the schedule's clock says. If every
+attempt fails the reservation stays pending until it is stale (``STALE_AFTER``) and is then
+reclaimed by the next claim."""
 
 
 class HeartbeatTarget(Protocol):
@@ -58,9 +76,14 @@ class SchedulerStats:
     refunded: int = 0
     not_due: int = 0
     """Claims that found nothing to reserve (another process fired, paused, cleared ...)."""
+    withdrawn: int = 0
+    """Confirmations undone because their attempt did not begin after all; the fires that
+    reached execution are ``confirmed - withdrawn``."""
     stopped: int = 0
     """Attempts refused by the emergency stop."""
     orphans_refunded: int = 0
+    held_off: int = 0
+    """Times a past due time was pushed back by ``HOLD_OFF`` instead of firing at once."""
 
 
 class HeartbeatScheduler:
@@ -74,16 +97,21 @@ class HeartbeatScheduler:
         poll_interval: float = 15.0,
         owner: str = PROCESS_OWNER,
         offload: Offload | None = None,
+        hold_off: float = HOLD_OFF,
+        retry_delays: Sequence[float] = GIVE_BACK_RETRY_DELAYS,
     ) -> None:
         self.clock = clock or SystemClock()
         self.repo = HeartbeatRepo(store, self.clock, owner=owner)
         self.poll_interval = poll_interval
+        self.hold_off = hold_off
+        self.retry_delays = tuple(retry_delays)
         self.stats = SchedulerStats()
         self.engine = DueEngine(self.clock, self._on_due)
         self._offload: Offload = offload or asyncio.to_thread
         self._targets: dict[str, HeartbeatTarget] = {}
         self._known: dict[str, Heartbeat] = {}
         self._parked: set[str] = set()
+        self._not_before: dict[str, float] = {}  # held off: not armed earlier than this
         self._stopped = False  # the emergency stop as last seen
         self._generation: str | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -130,6 +158,7 @@ class HeartbeatScheduler:
         self._targets.pop(session_id, None)
         self._known.pop(session_id, None)
         self._parked.discard(session_id)
+        self._not_before.pop(session_id, None)
         self.engine.disarm(session_id)
 
     def owns(self, session_id: str) -> bool:
@@ -188,7 +217,18 @@ class HeartbeatScheduler:
             self._parked.add(session_id)
             self.engine.disarm(session_id)
         else:
-            self.engine.arm(session_id, heartbeat.next_due)
+            self.engine.arm(session_id, self._held(session_id, heartbeat.next_due))
+
+    def _held(self, session_id: str, due: float) -> float:
+        """``due``, or later while the heartbeat is held off (see :meth:`_hold_off`); a due
+        time past the hold (a new schedule, another process's fire) ends the hold."""
+        not_before = self._not_before.get(session_id)
+        if not_before is None:
+            return due
+        if due >= not_before:
+            del self._not_before[session_id]
+            return due
+        return not_before
 
     def _on_due(self, session_id: str, _due: float) -> None:
         target = self._targets.get(session_id)
@@ -202,7 +242,12 @@ class HeartbeatScheduler:
     # -- the claim protocol -------------------------------------------------------------------------
     async def claim(self, session_id: str) -> Reservation | None:
         """Reserve the due slot durably (step 1). ``None``: nothing to fire now; the
-        heartbeat is re-armed from what the store says."""
+        heartbeat is re-armed from what the store says, but never for a time in the past.
+        While the heartbeat is held off (after a failed attempt) nothing is claimed."""
+        not_before = self._not_before.get(session_id)
+        if not_before is not None and self.clock.now() < not_before:
+            self.engine.arm(session_id, not_before)
+            return None
         attempt = asyncio.ensure_future(self._call(self.repo.reserve, session_id))
         try:
             reservation = await asyncio.shield(attempt)
@@ -212,47 +257,110 @@ class HeartbeatScheduler:
             raise
         except (HeartbeatError, StoreError) as exc:
             log.warning("cannot claim the heartbeat of %s: %s", session_id, exc)
-            reservation = None
-        if reservation is None:
             self.stats.not_due += 1
-            await self.refresh(session_id)
+            self._hold_off(session_id)
+            return None
+        if reservation is None:
+            # Not due after all (another process fired, paused, cleared), or the slot is
+            # blocked by a reservation still pending: then the stored due time is past.
+            self.stats.not_due += 1
+            await self._refresh_quietly(session_id)
+            self._hold_off(session_id)
             return None
         self.stats.claims += 1
+        self._not_before.pop(session_id, None)
         self._apply(session_id, reservation.heartbeat)
         return reservation
 
     async def confirm(self, reservation: Reservation) -> bool:
         """Step 3, just before the agent starts: refuse under the emergency stop, re-check
         that the heartbeat is still scheduled as reserved, and make the reservation final.
-        On ``False`` the slot has already been refunded."""
+
+        On ``False`` the slot has already been given back. If the caller is cancelled
+        meanwhile, the confirmation (which runs on, shielded) is awaited and then undone or
+        the slot refunded before ``CancelledError`` propagates: the attempt did not reach
+        execution, so it must not count.
+        """
         try:
-            if await self._call(estop.engaged, self.store):
-                self._stopped = True
-                self.stats.stopped += 1
-                await self.refund(reservation)
-                return False
-            if await self._call(self.repo.confirm, reservation):
-                self.stats.confirmed += 1
-                return True
+            stopped = await self._call(estop.engaged, self.store)
+        except asyncio.CancelledError:
+            await self.refund(reservation)
+            raise
+        except StoreError as exc:
+            log.warning("cannot check the emergency stop for %s: %s", reservation.session_id, exc)
+            await self.refund(reservation, failed=True)
+            return False
+        if stopped:
+            self._stopped = True
+            self.stats.stopped += 1
+            await self.refund(reservation)
+            return False
+        attempt = asyncio.ensure_future(self._call(self.repo.confirm, reservation))
+        try:
+            confirmed = await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._withdraw_after(attempt, reservation))
+            raise
         except (HeartbeatError, StoreError) as exc:
             log.warning("cannot confirm the heartbeat of %s: %s", reservation.session_id, exc)
-        await self.refund(reservation)
-        return False
+            # The write may have landed before the error: withdraw covers both cases.
+            await self.withdraw(reservation, failed=True)
+            return False
+        if not confirmed:
+            await self.refund(reservation)
+            return False
+        self.stats.confirmed += 1
+        return True
 
-    async def refund(self, reservation: Reservation) -> Heartbeat | None:
-        """Give the slot back because the attempt ended before executing. Safe to call when
-        the task is being cancelled: the refund itself is shielded."""
+    async def refund(self, reservation: Reservation, *, failed: bool = False) -> Heartbeat | None:
+        """Give the slot back because the attempt ended before executing; returns the record
+        after the refund, or ``None`` when there was nothing to refund.
+
+        Count and last fire are restored; so is the timer unless the schedule changed
+        meanwhile, in which case the new schedule's timer stays (the count still comes back:
+        count = fires that reached execution). A failing store is retried with back-off.
+        ``failed``: the attempt failed rather than being declined, so the heartbeat is tried
+        again only after :attr:`hold_off`, not at once. Safe to call when the task is being
+        cancelled: the refund itself is shielded.
+        """
+        return await asyncio.shield(self._give_back(reservation, failed=failed, undo=False))
+
+    async def withdraw(self, reservation: Reservation, *, failed: bool = False) -> Heartbeat | None:
+        """Give back the slot of an attempt that did not reach execution, whether or not its
+        confirmation was written: a refund if it was not, an undo if it was. Shielded."""
+        return await asyncio.shield(self._give_back(reservation, failed=failed, undo=True))
+
+    async def _give_back(self, reservation: Reservation, *, failed: bool, undo: bool) -> Heartbeat | None:
+        session_id = reservation.session_id
+        after = None
         try:
-            after = await asyncio.shield(self._call(self.repo.refund, reservation))
+            after = await self._retrying(self.repo.refund, reservation)
+            if after is not None:
+                self.stats.refunded += 1
+            elif undo:
+                after = await self._retrying(self.repo.unconfirm, reservation)
+                if after is not None:
+                    self.stats.withdrawn += 1
         except (HeartbeatError, StoreError) as exc:
-            log.warning("cannot refund the heartbeat of %s: %s", reservation.session_id, exc)
-            after = None
+            log.error(
+                "cannot give the heartbeat slot of %s back: %s; it is reclaimed once stale",
+                session_id, exc,
+            )
+            failed = True
         if after is not None:
-            self.stats.refunded += 1
-            self._apply(reservation.session_id, after)
+            self._apply(session_id, after)
         else:
-            await asyncio.shield(self.refresh(reservation.session_id))
+            await self._refresh_quietly(session_id)
+        if failed:
+            self._hold_off(session_id)
         return after
+
+    async def _withdraw_after(self, attempt: asyncio.Future[bool], reservation: Reservation) -> None:
+        try:
+            await attempt
+        except Exception:
+            pass
+        await self.withdraw(reservation)
 
     async def _refund_abandoned(self, attempt: asyncio.Future[Reservation | None]) -> None:
         try:
@@ -261,6 +369,41 @@ class HeartbeatScheduler:
             return
         if reservation is not None:
             await self.refund(reservation)
+
+    async def _retrying(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the store, retried after a ``StoreError`` (see
+        :data:`GIVE_BACK_RETRY_DELAYS`); the last error propagates."""
+        for delay in self.retry_delays:
+            try:
+                return await self._call(fn, *args)
+            except StoreError as exc:
+                log.warning("store error (retrying in %.2f s): %s", delay, exc)
+            await asyncio.sleep(delay)
+        return await self._call(fn, *args)
+
+    async def _refresh_quietly(self, session_id: str) -> None:
+        try:
+            await self.refresh(session_id)
+        except StoreError as exc:
+            log.warning("cannot re-read the heartbeat of %s: %s", session_id, exc)
+            self._hold_off(session_id)
+
+    def _hold_off(self, session_id: str) -> None:
+        """Keep an owned, active heartbeat armed, but not for a time in the past: try again
+        :attr:`hold_off` from now, whatever a re-read of the store says meanwhile. Without
+        this a blocked slot or a failing attempt would re-fire at once, forever."""
+        if session_id not in self._targets or self._stopped:
+            return
+        known = self._known.get(session_id)
+        if known is None or not known.active:
+            return
+        due = self.engine.due_of(session_id)
+        now = self.clock.now()
+        if due is not None and due > now:
+            return
+        self.stats.held_off += 1
+        self._not_before[session_id] = now + self.hold_off
+        self.engine.arm(session_id, now + self.hold_off)
 
     # -- watching other processes ------------------------------------------------------------------
     async def check_changes(self) -> bool:
