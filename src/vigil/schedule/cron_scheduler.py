@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable
 
 from vigil.clock import Clock, SystemClock
 from vigil.schedule import estop
@@ -30,15 +30,14 @@ from vigil.schedule.cron_jobs import CronJob
 from vigil.schedule.cron_repo import Claim, CronRepo, DueResult
 from vigil.schedule.cron_runs import RunRecord
 from vigil.schedule.engine import DueEngine
+from vigil.schedule.polling import Offload, OffloadedCalls, watch_changes
 from vigil.store import StoreError
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 Execute = Callable[[Claim], Awaitable[RunRecord | None]]
 """Runs a claim to its end and returns the final run record, or ``None`` when it gave the
 claim back without running it (the emergency stop is on)."""
-Offload = Callable[..., Awaitable[Any]]
 
 POLL_INTERVAL = 15.0
 MAX_CONCURRENT = 4
@@ -91,7 +90,7 @@ class CronScheduler:
         self.poll_interval = poll_interval
         self.stats = CronStats()
         self.engine = DueEngine(self.clock, self._on_due)
-        self._offload: Offload = offload or asyncio.to_thread
+        self._call = OffloadedCalls(offload)
         self._slots = asyncio.Semaphore(max_concurrent)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._generation: str | None = None
@@ -99,7 +98,6 @@ class CronScheduler:
         self._watcher: asyncio.Task[None] | None = None
         self._keep_finished = keep_finished
         self._armed: set[str] = set()
-        self._in_flight = 0
 
     @property
     def store(self) -> Any:
@@ -108,7 +106,7 @@ class CronScheduler:
     @property
     def busy(self) -> int:
         """Dispatches (claims and runs) and store calls in progress (for tests and benchmarks)."""
-        return len(self._tasks) + self._in_flight
+        return len(self._tasks) + self._call.in_flight
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> int:
@@ -234,19 +232,7 @@ class CronScheduler:
         task.add_done_callback(self._tasks.discard)
 
     async def _watch(self) -> None:
-        while True:
-            await self.clock.sleep(self.poll_interval)
-            try:
-                await self.check_changes()
-            except StoreError as exc:
-                log.warning("cannot check for cron changes: %s", exc)
-
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        self._in_flight += 1
-        try:
-            return await self._offload(fn, *args)
-        finally:
-            self._in_flight -= 1
+        await watch_changes(self.clock, self.poll_interval, self.check_changes, "cron")
 
 
 def due_names(repo: CronRepo, *, include_running: bool = True) -> list[str]:

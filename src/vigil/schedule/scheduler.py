@@ -37,12 +37,12 @@ from vigil.schedule.changes import read_generation
 from vigil.schedule.engine import DueEngine
 from vigil.schedule.heartbeat import Heartbeat, HeartbeatError
 from vigil.schedule.heartbeat_repo import PROCESS_OWNER, HeartbeatRepo, Reservation
+from vigil.schedule.polling import Offload, OffloadedCalls, watch_changes
 from vigil.store import SessionStore, StoreError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Offload = Callable[..., Awaitable[Any]]
 """How blocking store calls run: ``await offload(fn, *args)`` (default ``asyncio.to_thread``)."""
 
 _RESYNC_ONE_BY_ONE = 32
@@ -107,7 +107,7 @@ class HeartbeatScheduler:
         self.retry_delays = tuple(retry_delays)
         self.stats = SchedulerStats()
         self.engine = DueEngine(self.clock, self._on_due)
-        self._offload: Offload = offload or asyncio.to_thread
+        self._call = OffloadedCalls(offload)
         self._targets: dict[str, HeartbeatTarget] = {}
         self._known: dict[str, Heartbeat] = {}
         self._parked: set[str] = set()
@@ -115,7 +115,6 @@ class HeartbeatScheduler:
         self._stopped = False  # the emergency stop as last seen
         self._generation: str | None = None
         self._watcher: asyncio.Task[None] | None = None
-        self._in_flight = 0
 
     @property
     def store(self) -> SessionStore:
@@ -180,7 +179,7 @@ class HeartbeatScheduler:
     @property
     def quiet(self) -> bool:
         """No store call of the scheduler is in progress (for tests and benchmarks)."""
-        return self._in_flight == 0
+        return self._call.in_flight == 0
 
     # -- arming -----------------------------------------------------------------------------------
     async def refresh(self, session_id: str) -> Heartbeat | None:
@@ -421,20 +420,7 @@ class HeartbeatScheduler:
         return True
 
     async def _watch(self) -> None:
-        while True:
-            await self.clock.sleep(self.poll_interval)
-            try:
-                await self.check_changes()
-            except StoreError as exc:
-                # A transient store error: keep the schedule we have and look again later.
-                log.warning("cannot check for schedule changes: %s", exc)
-
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        self._in_flight += 1
-        try:
-            return await self._offload(fn, *args)
-        finally:
-            self._in_flight -= 1
+        await watch_changes(self.clock, self.poll_interval, self.check_changes, "schedule")
 
 
 class DirectTarget:
