@@ -30,29 +30,38 @@ from vigil.testing.fake_model import FakeModelServer
 GATEWAY = "from vigil.cli.main import main; main()"
 
 
-def test_gateway_process_runs_due_jobs_until_sigterm(fake_model: FakeModelServer, vigil_home: Path) -> None:
-    soon = datetime.fromtimestamp(time.time() + 2, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    assert run_cli("cron", "add", "soon", "-s", soon, "--prompt", "wake up").exit_code == 0
-    fake_model.queue("Good morning.")
-    env = {**os.environ, "VIGIL_HOME": str(vigil_home), "OPENAI_BASE_URL": fake_model.base_url,
-           "OPENAI_API_KEY": fake_model.api_key}
-    process = subprocess.Popen([sys.executable, "-c", GATEWAY, "gateway", "run"], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+def _gateway_until_a_run_ends(env: dict[str, str]) -> tuple[str, list[dict], str, str, int]:
+    """Start `vigil gateway run`, wait until its first cron run has finished, stop it with
+    SIGTERM; return the banner line, the run log, the rest of stdout, stderr and the exit code."""
+    process = subprocess.Popen([sys.executable, "-c", GATEWAY, "gateway", "run"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()
-        assert "serving the cron scheduler (1 job(s) armed" in banner and "no messaging platform" in banner
-        fake_model.wait_for_requests(1, timeout=15)
-        deadline = time.monotonic() + 10
-        while json.loads(run_cli("cron", "runs", "--json").output)[0]["status"] == "running":
-            assert time.monotonic() < deadline
+        deadline = time.monotonic() + 20
+        while True:
+            runs = json.loads(run_cli("cron", "runs", "--json").output)
+            if runs and runs[0]["status"] != "running":
+                break
+            assert time.monotonic() < deadline, runs
             time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=15)
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 0, err
+    return banner, runs, out, err, process.returncode
+
+
+def test_gateway_process_runs_due_jobs_until_sigterm(fake_model: FakeModelServer, vigil_home: Path) -> None:
+    soon = datetime.fromtimestamp(time.time() + 2, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    assert run_cli("cron", "add", "soon", "-s", soon, "--prompt", "wake up").exit_code == 0
+    fake_model.queue("Good morning.")
+    env = {**os.environ, "VIGIL_HOME": str(vigil_home), "OPENAI_BASE_URL": fake_model.base_url,
+           "OPENAI_API_KEY": fake_model.api_key}
+    banner, runs, out, err, code = _gateway_until_a_run_ends(env)
+    assert "serving the cron scheduler (1 job(s) armed" in banner and "no messaging platform" in banner
+    assert code == 0, err
     assert "stopped (1 cron run(s) started)" in out
     runs = json.loads(run_cli("cron", "runs", "--json").output)
     assert [(r["job"], r["status"], r["answer"]) for r in runs] == [("soon", "ok", "Good morning.")]
@@ -85,24 +94,9 @@ def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(vigil_
     assert run_cli("cron", "add", "early", "-s", soon, "--prompt", "hello").exit_code == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     env["VIGIL_HOME"] = str(vigil_home)
-    process = subprocess.Popen([sys.executable, "-c", GATEWAY, "gateway", "run"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        assert "serving the cron scheduler" in process.stdout.readline()
-        deadline = time.monotonic() + 20
-        while True:
-            runs = json.loads(run_cli("cron", "runs", "--json").output)
-            if runs and runs[0]["status"] not in ("running",):
-                break
-            assert time.monotonic() < deadline, runs
-            time.sleep(0.1)
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=15)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, err
+    banner, runs, out, err, code = _gateway_until_a_run_ends(env)
+    assert "serving the cron scheduler" in banner
+    assert code == 0, err
     assert "no model is configured yet" in err
     assert runs[0]["status"] == "failed" and "No model is configured" in json.dumps(runs[0])
 
