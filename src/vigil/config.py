@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
@@ -58,12 +58,38 @@ class AgentSettings(_Section):
     )
 
 
+class TerminalSettings(_Section):
+    """The terminal tool: limits, and the sandbox for commands nobody is there to approve."""
+
+    timeout: float = Field(120.0, gt=0, description="seconds before a command is killed")
+    output_cap: int = Field(20_000, ge=256, description="characters of output kept")
+    sandbox: Literal["unattended", "always", "never"] = Field(
+        "unattended",
+        description="run commands in a bubblewrap sandbox: in unattended runs (cron, heartbeats, "
+        "-q without a terminal), always, or never",
+    )
+    network: bool = Field(True, description="whether sandboxed commands may use the network")
+
+
 class ToolSettings(_Section):
     """Built-in tools."""
 
     enabled: list[str] | None = Field(None, description="tool names to offer (default: all)")
-    terminal_timeout: float = Field(120.0, gt=0, description="seconds before a command is killed")
-    terminal_output_cap: int = Field(20_000, ge=256, description="characters of output kept")
+    terminal: TerminalSettings = Field(default_factory=TerminalSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_terminal_keys(cls, data: Any) -> Any:
+        """``terminal_timeout`` / ``terminal_output_cap`` predate the ``terminal`` section."""
+        if isinstance(data, dict) and ("terminal_timeout" in data or "terminal_output_cap" in data):
+            data = dict(data)
+            terminal = data.get("terminal")
+            terminal = dict(terminal) if isinstance(terminal, dict) else {}
+            for legacy, key in (("terminal_timeout", "timeout"), ("terminal_output_cap", "output_cap")):
+                if legacy in data:
+                    terminal.setdefault(key, data.pop(legacy))
+            data["terminal"] = terminal
+        return data
 
 
 class PromptSettings(_Section):

@@ -140,3 +140,16 @@ def test_secrets_and_markup_in_values(vigil_home: Path) -> None:
     assert section.exit_code == 0 and "sk-very-secret" not in section.output
     odd = run_cli("config", "set", "model.name", '"x[/]"')
     assert odd.exit_code == 0 and "x[/]" in odd.output
+
+
+def test_terminal_settings_live_in_their_own_section_and_old_keys_still_load(vigil_home: Path) -> None:
+    vigil_home.mkdir(parents=True, exist_ok=True)
+    config = vigil_home / "config.yaml"
+    config.write_text("tools:\n  terminal_timeout: 7\n  terminal_output_cap: 300\n", encoding="utf-8")
+    assert run_cli("config", "get", "tools.terminal.timeout").output.strip() == "7.0"
+    assert run_cli("config", "get", "tools.terminal.output_cap").output.strip() == "300"
+    assert run_cli("config", "get", "tools.terminal.sandbox").output.strip() == "unattended"
+    assert run_cli("config", "set", "tools.terminal.sandbox", "always").exit_code == 0
+    refused = run_cli("config", "set", "tools.terminal.sandbox", "sometimes")
+    assert refused.exit_code == 1 and "tools.terminal.sandbox" in refused.output
+    assert run_cli("config", "get", "tools.terminal.sandbox").output.strip() == "always"

@@ -12,7 +12,7 @@ from vigil.agent.events import TextDelta
 from vigil.runtime.conversation_events import TurnEnded
 from vigil.schedule.heartbeat_text import NO_BUSYWORK, heartbeat_message
 from vigil.testing.fake_model import FakeModelServer
-from vigil.testing.scripting import Reply
+from vigil.testing.scripting import Reply, ToolCallSpec
 
 MIN = 60
 
@@ -234,3 +234,23 @@ async def test_a_damaged_record_gets_a_one_line_error_and_can_be_cleared(rt: Run
         assert "cannot be read" in outcome.reply.text and "/heartbeat clear removes it" in outcome.reply.text
     assert await rt.command("/hb clear") == "♥ Heartbeat cleared (its record was damaged)."
     assert rt.store.get_meta(f"heartbeat:{rt.session_id}") is None
+
+
+async def test_a_heartbeat_turn_never_asks_for_approval_even_in_a_front_end_that_could(
+    rt: Runtime, fake_model: FakeModelServer
+) -> None:
+    asked: list[str] = []
+
+    async def approve(tool: str, what: str) -> bool:
+        asked.append(what)
+        return True
+
+    rt.agent.approve = approve  # the REPL's prompt: there for the user's own turns
+    await rt.command("/hb every 10m tidy up")
+    fake_model.queue(
+        Reply.tool_calls(ToolCallSpec("terminal", {"command": "mkfs.ext4 /dev/sdz"})), "refused, as it should be"
+    )
+    await rt.advance(10 * MIN)
+    assert asked == []
+    [result] = [m for m in rt.store.get_messages(rt.session_id) if m.role == "tool"]
+    assert result.content.startswith("refused:") and "no one can approve" in result.content

@@ -85,7 +85,7 @@ async def test_timeout_kills_the_whole_process_group(ctx: ToolContext, call_tool
 
 async def test_configured_timeout_caps_the_requested_one(make_ctx, call_tool) -> None:
     ctx = make_ctx()
-    ctx.settings.tools.terminal_timeout = 0.5
+    ctx.settings.tools.terminal.timeout = 0.5
     start = time.monotonic()
     result = await call_tool(ctx, "terminal", command="sleep 30", timeout=100)
     assert result.is_error and "timed out after 0.5s" in result.content
@@ -94,7 +94,7 @@ async def test_configured_timeout_caps_the_requested_one(make_ctx, call_tool) ->
 
 async def test_output_is_capped_keeping_head_and_tail(make_ctx, call_tool) -> None:
     ctx = make_ctx()
-    ctx.settings.tools.terminal_output_cap = 256
+    ctx.settings.tools.terminal.output_cap = 256
     result = await call_tool(ctx, "terminal", command="seq 1 2000")
     body = result.content.split("\n", 1)[1]
     assert body.startswith("1\n2\n3\n")
@@ -105,7 +105,7 @@ async def test_output_is_capped_keeping_head_and_tail(make_ctx, call_tool) -> No
 
 async def test_huge_output_counts_what_was_dropped(make_ctx, call_tool) -> None:
     ctx = make_ctx()
-    ctx.settings.tools.terminal_output_cap = 256
+    ctx.settings.tools.terminal.output_cap = 256
     result = await call_tool(ctx, "terminal", command="seq 1 200000")
     total = sum(len(str(i)) + 1 for i in range(1, 200001))
     omitted = int(re.search(r"\[\.\.\. (\d+) characters omitted", result.content).group(1))

@@ -158,8 +158,12 @@ class Agent:
         stream: bool = True,
         auto_title: bool = True,
         before_execution: BeforeExecution | None = None,
+        unattended: bool = False,
     ) -> TurnResult:
         """Run one turn of ``session_id`` for ``user_text`` and return the final answer.
+
+        ``unattended`` turns (heartbeats) never ask for approval, even when the front end
+        could: nobody is waiting at the prompt for a turn the user did not start.
 
         Cancelling the task (Ctrl-C) stops the turn; what was stored stays, and tool calls
         left without a result get a placeholder result so the history stays valid.
@@ -185,7 +189,7 @@ class Agent:
             store=self.store,
             session_id=session_id,
             cwd=Path(session.model_config.get("cwd") or self.cwd),
-            approve=self.approve,
+            approve=None if unattended else self.approve,
         )
         total = start.usage
         calls_run = 0

@@ -140,6 +140,7 @@ class ConversationController:
         on_event: EventCallback | None = None,
         auto_title: bool = True,
         before_execution: BeforeExecution | None = None,
+        unattended: bool = False,
     ) -> TurnResult:
         """Send a user message and run the turn (``auto_title``: an untitled session is named
         after this message; off for injected messages such as heartbeats).
@@ -151,6 +152,7 @@ class ConversationController:
             on_event=on_event,
             auto_title=auto_title,
             before_execution=before_execution,
+            unattended=unattended,
         )
         # compression may have moved the conversation to a continuation session
         self._session_id = result.session_id

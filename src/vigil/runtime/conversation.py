@@ -222,6 +222,7 @@ class Conversation:
                 on_event=self._forward,
                 auto_title=kind == USER,
                 before_execution=None if attempt is None else attempt.before_execution,
+                unattended=kind == HEARTBEAT,
             )
         )
         self._running, self._attempt = task, attempt

@@ -48,6 +48,12 @@ class ToolContext:
     cwd: Path = field(default_factory=Path.cwd)
     approve: ApprovalCallback | None = None
 
+    @property
+    def unattended(self) -> bool:
+        """No person can approve anything in this run (cron, a heartbeat, ``-q`` without a
+        terminal): dangerous actions are refused and commands may run sandboxed."""
+        return self.approve is None
+
     def resolve(self, path: str) -> Path:
         """``path`` with ``~`` expanded and, when relative, taken relative to ``cwd``."""
         candidate = Path(path).expanduser()

@@ -100,7 +100,7 @@ class TerminalTool(Tool):
         workdir = ctx.resolve(args["workdir"]) if args.get("workdir") else ctx.cwd
         if not workdir.is_dir():
             raise ToolFailure(f"working directory {workdir} does not exist or is not a directory")
-        limit = ctx.settings.tools.terminal_timeout
+        limit = ctx.settings.tools.terminal.timeout
         requested = args.get("timeout")
         timeout = min(float(requested), limit) if requested and requested > 0 else limit
 
@@ -115,7 +115,7 @@ class TerminalTool(Tool):
             command,
             workdir,
             timeout,
-            ctx.settings.tools.terminal_output_cap,
+            ctx.settings.tools.terminal.output_cap,
             env=command_environment(ctx.settings.model.api_key_env),
         )
 
