@@ -1,13 +1,45 @@
-"""The terminal tool against real subprocesses."""
+"""The terminal tool against real subprocesses, unsandboxed and (where bubblewrap works) in
+the sandbox: both must keep the same limits, output handling and approval rules."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import time
+from typing import Any, Callable
 
+import pytest
+
+from tests.tools.sandbox_helpers import require_sandbox
 from vigil.tools.base import ToolContext
 from vigil.tools.terminal import CappedOutput
+
+
+@pytest.fixture(params=["never", "always"], ids=["plain", "sandboxed"])
+def sandbox_mode(request: pytest.FixtureRequest) -> str:
+    if request.param == "always":
+        require_sandbox()
+    return request.param
+
+
+MakeCtx = Callable[..., ToolContext]
+
+
+@pytest.fixture
+def make_ctx(make_ctx: MakeCtx, sandbox_mode: str) -> MakeCtx:
+    """The shared ``make_ctx`` with ``tools.terminal.sandbox`` set to this run's mode."""
+
+    def make(**overrides: Any) -> ToolContext:
+        ctx = make_ctx(**overrides)
+        ctx.settings.tools.terminal.sandbox = sandbox_mode  # type: ignore[assignment]
+        return ctx
+
+    return make
+
+
+@pytest.fixture
+def ctx(make_ctx: MakeCtx) -> ToolContext:
+    return make_ctx()
 
 # Matches the danger patterns (mkfs) but only calls a shell function defined right there, so
 # running it for real is harmless; the marker file shows whether it ran.
@@ -113,7 +145,9 @@ async def test_huge_output_counts_what_was_dropped(make_ctx, call_tool) -> None:
     assert result.content.endswith("199999\n200000")
 
 
-async def test_background_process_holding_output_does_not_hang(ctx: ToolContext, call_tool) -> None:
+async def test_background_process_holding_output_does_not_hang(ctx: ToolContext, call_tool, sandbox_mode) -> None:
+    if sandbox_mode != "never":
+        pytest.skip("in the sandbox background processes end with the command (tests/tools/test_sandbox.py)")
     start = time.monotonic()
     result = await call_tool(ctx, "terminal", command="sleep 2 & echo started")
     assert time.monotonic() - start < 1.9

@@ -7,9 +7,12 @@ import codecs
 import os
 import shutil
 import signal
+from pathlib import Path
 from typing import Any
 
+from vigil.store.sqlite import SQLiteStore
 from vigil.tools import danger
+from vigil.tools.sandbox import Sandbox, for_run, protected_homes
 from vigil.tools.base import (
     Tool,
     ToolContext,
@@ -25,6 +28,7 @@ _DRAIN_GRACE = 1.0
 _POLL = 0.1
 _CHUNK = 65536
 _DRAINING: set[asyncio.Task[None]] = set()
+_READ_ONLY = "Read-only file system"  # strerror(EROFS), as most programs print it
 
 
 class CappedOutput:
@@ -74,7 +78,9 @@ class TerminalTool(Tool):
         "Run a shell command (bash when available) and return its exit code and combined stdout/stderr. "
         "Runs in the session's working directory unless `workdir` is given; stdin is empty, so "
         "interactive programs must be driven with flags. Long output is cut in the middle. "
-        "Commands that could destroy data or the system need the user's approval."
+        "Commands that could destroy data or the system need the user's approval. When no one can "
+        "approve (scheduled runs), commands may run in a sandbox where only the working directory "
+        "and /tmp are writable."
     )
     parameters = {
         "type": "object",
@@ -111,13 +117,28 @@ class TerminalTool(Tool):
             )
             if refusal:
                 return refusal
+        settings = ctx.settings.tools.terminal
         return await run_command(
             command,
             workdir,
             timeout,
-            ctx.settings.tools.terminal.output_cap,
+            settings.output_cap,
             env=command_environment(ctx.settings.model.api_key_env),
+            sandbox=for_run(
+                settings,
+                unattended=ctx.unattended,
+                workdir=workdir,
+                homes=protected_homes(ctx.profile),
+                secret_files=_store_files(ctx),
+            ),
         )
+
+
+def _store_files(ctx: ToolContext) -> tuple[Path, ...]:
+    """The session database when it is a file outside the profile home (``store.url``)."""
+    if isinstance(ctx.store, SQLiteStore):
+        return (ctx.store.path, *(ctx.store.path.with_name(ctx.store.path.name + s) for s in ("-wal", "-shm")))
+    return ()
 
 
 MODEL_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
@@ -137,12 +158,16 @@ async def run_command(
     cap: int,
     *,
     env: dict[str, str] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ToolResult:
-    """Run ``command`` in its own process group and describe the outcome."""
+    """Run ``command`` in its own process group (inside ``sandbox`` when given) and describe
+    the outcome. Killing the group on a timeout kills bubblewrap, which takes the whole
+    sandboxed process tree with it."""
+    argv = [_shell(), "-c", command]
+    if sandbox is not None:
+        argv = sandbox.argv(argv)
     proc = await asyncio.create_subprocess_exec(
-        _shell(),
-        "-c",
-        command,
+        *argv,
         cwd=workdir,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,
@@ -172,10 +197,16 @@ async def run_command(
         reader.add_done_callback(_DRAINING.discard)
 
     text = output.text().rstrip("\n") or "(no output)"
+    # Only where it may explain a failure: a clean run needs no word about the sandbox.
+    sandboxed = (
+        f"\n{sandbox.note()}"
+        if sandbox is not None and (timed_out or proc.returncode != 0 or _READ_ONLY in text)
+        else ""
+    )
     if timed_out:
         return ToolResult(
             f"timed out after {timeout:g}s: the command and its child processes were killed\n"
-            f"output so far:\n{text}",
+            f"output so far:\n{text}{sandboxed}",
             is_error=True,
         )
     note = (
@@ -184,7 +215,7 @@ async def run_command(
         if detached
         else ""
     )
-    return ToolResult(f"exit code: {proc.returncode}\n{text}{note}")
+    return ToolResult(f"exit code: {proc.returncode}\n{text}{note}{sandboxed}")
 
 
 async def _exit_code(proc: asyncio.subprocess.Process, reader: asyncio.Task[None]) -> int:

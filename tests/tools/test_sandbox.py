@@ -1,0 +1,353 @@
+"""The bubblewrap sandbox with real commands: what a sandboxed command can and cannot do.
+
+Paths that must be unreachable live outside ``/tmp`` (in ``/var/tmp``): the sandbox's ``/tmp``
+is private, so a failing write under the host's ``/tmp`` would prove nothing about read-only-ness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tests.tools.sandbox_helpers import outside_tmp_dir, require_sandbox
+from vigil.config import Settings
+from vigil.profiles import Profile
+from vigil.store import SQLiteStore
+from vigil.tools import sandbox
+from vigil.tools.base import ToolContext, ToolResult
+
+MakeCtx = Callable[..., ToolContext]
+
+
+async def _approve(tool: str, what: str) -> bool:
+    return True
+
+
+@pytest.fixture
+def bwrap() -> str:
+    return require_sandbox()
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A directory the test process can write to, outside the sandboxed run's workdir and /tmp."""
+    yield from outside_tmp_dir("vigil-sandbox-outside-")
+
+
+@pytest.fixture
+def run(make_ctx: MakeCtx, call_tool) -> Callable[..., Any]:
+    """``await run(command, mode="unattended", attended=False, **ctx_fields)`` through the tool."""
+
+    async def run_it(command: str, *, mode: str = "unattended", attended: bool = False, network: bool = True,
+                     timeout: float | None = None, **fields: Any) -> ToolResult:
+        ctx = make_ctx(approve=_approve if attended else None, **fields)
+        ctx.settings.tools.terminal.sandbox = mode  # type: ignore[assignment]
+        ctx.settings.tools.terminal.network = network
+        args: dict[str, Any] = {"command": command}
+        if timeout is not None:
+            args["timeout"] = timeout
+        return await call_tool(ctx, "terminal", **args)
+
+    return run_it
+
+
+def _write_command(target: Path) -> str:
+    # Through an interpreter: exactly what the command parser cannot see through.
+    return f"python3 -c \"open('{target}', 'w').write('escaped')\""
+
+
+async def test_a_write_outside_the_workdir_fails_and_says_why(bwrap, run, outside: Path, ctx: ToolContext) -> None:
+    target = outside / "escaped.txt"
+    result = await run(_write_command(target))
+    assert not target.exists()
+    assert result.content.startswith("exit code: 1\n")
+    assert "Read-only file system" in result.content
+    assert result.content.endswith(f"[ran in the sandbox: files outside {ctx.cwd.resolve()} and /tmp are read-only]")
+
+
+async def test_the_workdir_is_writable_and_a_clean_run_carries_no_note(bwrap, run, ctx: ToolContext) -> None:
+    result = await run("mkdir -p out && echo made > out/file.txt && cat out/file.txt")
+    assert result.content == "exit code: 0\nmade"
+    assert (ctx.cwd / "out" / "file.txt").read_text() == "made\n"
+
+
+async def test_a_symlinked_workdir_is_writable_through_its_link(bwrap, run, make_ctx: MakeCtx, tmp_path: Path) -> None:
+    real = tmp_path / "real-project"
+    real.mkdir()
+    link = tmp_path / "project-link"
+    link.symlink_to(real)
+    result = await run("echo x > note.txt && pwd", cwd=link)
+    assert result.content.startswith("exit code: 0\n"), result.content
+    assert (real / "note.txt").exists()
+
+
+async def test_tmp_is_private(bwrap, run) -> None:
+    name = f"vigil-sandbox-{uuid.uuid4().hex}"
+    host_file = Path("/tmp") / f"{name}-host"
+    host_file.write_text("host secret")
+    try:
+        result = await run(f"ls -A /tmp; echo inside > /tmp/{name} && cat /tmp/{name}; cat {host_file}")
+        assert "inside" in result.content  # /tmp is writable in there ...
+        assert "host secret" not in result.content and host_file.name not in result.content.split("\n")[1]
+        assert not (Path("/tmp") / name).exists()  # ... and private: nothing reaches the real /tmp
+    finally:
+        host_file.unlink()
+
+
+async def test_dev_is_minimal_without_block_devices(bwrap, run) -> None:
+    outside_blocks = subprocess.run(["find", "/dev", "-type", "b"], capture_output=True, text=True).stdout.split()
+    result = await run("find /dev -type b; echo ---; ls /dev")
+    blocks, listing = result.content.split("\n", 1)[1].split("---\n")
+    assert blocks.strip() == "", f"block devices visible in the sandbox: {blocks}"
+    assert {"null", "zero", "random", "urandom", "tty"} <= set(listing.split())
+    if outside_blocks:  # on this machine: /dev/vda, loop devices ...
+        assert not set(outside_blocks) & {f"/dev/{name}" for name in listing.split()}
+
+
+async def test_proc_shows_only_the_sandboxed_processes(bwrap, run) -> None:
+    result = await run("ls /proc | grep -c '^[0-9]'")
+    count = int(result.content.splitlines()[1])
+    assert count <= 5, result.content  # bwrap's init, the shell, ls, grep: not the host's processes
+
+
+async def test_no_capabilities_even_for_root(bwrap, run, outside: Path) -> None:
+    # Root keeping its capabilities inside could simply remount / writable.
+    target = outside / "after-remount"
+    result = await run(f"grep CapEff /proc/self/status; mount -o remount,rw / 2>/dev/null; touch {target}")
+    assert "CapEff:\t0000000000000000" in result.content
+    assert not target.exists()
+
+
+class _Listener:
+    """A TCP listener on 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[_Listener]:
+    server = _Listener()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("network", [True, False], ids=["network-on", "network-off"])
+async def test_network_is_on_unless_configured_off(bwrap, run, listener: _Listener, network: bool) -> None:
+    connect = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), timeout=5); print('connected')\""
+    result = await run(connect, network=network)
+    if network:
+        assert result.content == "exit code: 0\nconnected"
+    else:
+        assert result.content.startswith("exit code: 1\n") and "connected\n" not in result.content
+        assert "ConnectionRefusedError" in result.content  # its own empty loopback, not the host's
+        assert result.content.endswith(", no network]")
+    await asyncio.sleep(0.3)  # let the accept loop count
+    assert listener.accepted == (1 if network else 0)
+
+
+@pytest.fixture
+def outside_homes(outside: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Profile]:
+    """A root VIGIL_HOME and a named profile in it, outside /tmp, each with secrets in it."""
+    root = outside / "vigil-root"
+    monkeypatch.setenv("VIGIL_HOME", str(root))
+    Profile("default", root).ensure()
+    (root / "config.yaml").write_text("model:\n  api_key: sk-root-secret\n")
+    work = Profile("work", root / "profiles" / "work").ensure()
+    work.config_path.write_text("model:\n  api_key: sk-work-secret\n")
+    work.soul_path.write_text("I am the work agent.\n")
+    (work.logs_dir / "gateway.log").write_text("log line with a conversation\n")
+    store = SQLiteStore(work.state_db)
+    store.close()
+    return root, work
+
+
+async def test_vigil_homes_are_invisible_from_another_workdir(bwrap, run, outside_homes) -> None:
+    root, work = outside_homes
+    listing = await run(f"ls -A {root}", profile=work)
+    assert listing.content == "exit code: 0\n(no output)"  # an empty folder: no profiles, no files
+    result = await run(f"cat {root}/config.yaml {work.config_path}; echo x > {work.home}/planted", profile=work)
+    assert "secret" not in result.content
+    assert "No such file or directory" in result.content
+    assert not (work.home / "planted").exists()
+
+
+async def test_in_the_profile_home_as_workdir_only_the_secrets_are_hidden(
+    bwrap, run, outside_homes
+) -> None:
+    """Cron jobs run in the profile home by default: their files stay usable, the keys and
+    conversations do not leak."""
+    root, work = outside_homes
+    result = await run(
+        "cat SOUL.md; echo report > report.txt; ls -A logs; cat config.yaml; "
+        "python3 -c \"import sqlite3; print(sqlite3.connect('state.db').execute('select 1 from sqlite_master').fetchall())\"; "
+        f"ls -A {root}; cat {root}/config.yaml",
+        profile=work,
+        cwd=work.home,
+    )
+    assert "I am the work agent." in result.content
+    assert (work.home / "report.txt").read_text() == "report\n"
+    assert "secret" not in result.content and "gateway.log" not in result.content
+    assert "config.yaml: Permission denied" in result.content
+    assert "unable to open database file" in result.content
+    assert work.config_path.read_text() == "model:\n  api_key: sk-work-secret\n"  # untouched
+
+
+async def test_a_session_database_outside_the_homes_is_unreadable(bwrap, run, outside: Path) -> None:
+    path = outside / "elsewhere" / "sessions.db"
+    path.parent.mkdir()
+    store = SQLiteStore(path)
+    try:
+        result = await run(f"head -c 16 {path} | od -c | head -1", store=store)
+    finally:
+        store.close()
+    assert "S   Q   L   i   t   e" not in result.content
+    assert "Permission denied" in result.content
+
+
+async def test_root_as_workdir_stays_read_only(bwrap, run, outside: Path) -> None:
+    target = outside / "from-root"
+    result = await run(f"touch {target}", cwd=Path("/"))
+    assert not target.exists()
+    assert result.content.endswith("[ran in the sandbox: files outside /tmp are read-only]")
+
+
+def _marker_alive(marker: str) -> bool:
+    found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    return found.returncode == 0
+
+
+async def _wait_for(predicate: Callable[[], bool], what: str, limit: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not predicate():
+        assert loop.time() < deadline, f"gave up waiting: {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_timeout_kills_the_whole_sandboxed_process_tree(bwrap, run) -> None:
+    marker = f"vigil-sandbox-marker-{uuid.uuid4().hex}"
+    # `exec -a` names the background sleep after the marker, so pgrep finds exactly it.
+    task = asyncio.ensure_future(run(f"(exec -a {marker} sleep 600) & echo started; sleep 60", timeout=1.5))
+    await _wait_for(lambda: _marker_alive(marker) or task.done(), "the background process to start")
+    assert _marker_alive(marker)
+    result = await task
+    assert result.is_error and "timed out after 1.5s" in result.content and "started" in result.content
+    assert "[ran in the sandbox:" in result.content
+    await _wait_for(lambda: not _marker_alive(marker), "the background process to die")
+
+
+async def test_background_processes_end_with_the_command(bwrap, run) -> None:
+    marker = f"vigil-sandbox-marker-{uuid.uuid4().hex}"
+    result = await run(f"(exec -a {marker} sleep 600) & echo started")
+    assert result.content == "exit code: 0\nstarted"
+    await _wait_for(lambda: not _marker_alive(marker), "the background process to die")
+
+
+@pytest.mark.parametrize(
+    ("mode", "attended", "sandboxed"),
+    [
+        ("unattended", False, True),
+        ("unattended", True, False),
+        ("always", True, True),
+        ("always", False, True),
+        ("never", False, False),
+        ("never", True, False),
+    ],
+)
+async def test_the_mode_decides_who_runs_sandboxed(
+    bwrap, run, outside: Path, mode: str, attended: bool, sandboxed: bool
+) -> None:
+    target = outside / "written"
+    result = await run(_write_command(target), mode=mode, attended=attended)
+    assert target.exists() is not sandboxed, result.content
+    assert ("[ran in the sandbox:" in result.content) is sandboxed
+
+
+def test_the_default_mode_sandboxes_unattended_runs_only() -> None:
+    assert Settings().tools.terminal.sandbox == "unattended"
+    assert Settings().tools.terminal.network is True
+
+
+@pytest.fixture
+def broken_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``bwrap`` first on PATH that fails like one without user namespaces."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return fake
+
+
+async def test_a_bwrap_that_cannot_run_falls_back_and_says_why(broken_bwrap: Path, run, outside: Path) -> None:
+    found = sandbox.status()
+    assert not found.available
+    assert found.problem == "bwrap: setting up uid map: Permission denied"
+    assert found.warning("unattended") == (
+        f"warning: bubblewrap ({broken_bwrap}) does not work here: bwrap: setting up uid map: Permission "
+        "denied, so unattended terminal commands run without the sandbox (only the command policy applies)"
+    )
+    target = outside / "written"
+    result = await run(_write_command(target))
+    assert result.content == "exit code: 0\n(no output)"  # unsandboxed, and no misleading note
+    assert target.exists()
+    refused = await run("mkfs.ext4 /nonexistent/vigil-test-disk")
+    assert refused.is_error and "refused" in refused.content  # the command policy still applies
+
+
+async def test_a_missing_bwrap_is_named_with_the_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    found = sandbox.status()
+    assert found.bwrap is None and not found.available
+    assert "bubblewrap (bwrap) is not installed (apt-get install bubblewrap)" in found.line()
+    assert found.warning("never") is None
+
+
+def test_the_probe_runs_once_per_process(bwrap: str, tmp_path: Path) -> None:
+    """A ``bwrap`` wrapper counts its calls: asking three times probes once."""
+    bin_dir = tmp_path / "countingbin"
+    bin_dir.mkdir()
+    counter = tmp_path / "calls"
+    wrapper = bin_dir / "bwrap"
+    wrapper.write_text(f"#!/bin/sh\necho call >> {counter}\nexec {bwrap} \"$@\"\n")
+    wrapper.chmod(0o755)
+    code = "import vigil.tools.sandbox as s; print([s.status().available for _ in range(3)])"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "[True, True, True]"
+    assert counter.read_text().splitlines() == ["call"]
