@@ -351,3 +351,16 @@ def test_the_probe_runs_once_per_process(bwrap: str, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.strip() == "[True, True, True]"
     assert counter.read_text().splitlines() == ["call"]
+
+
+async def test_run_is_private_so_its_sockets_are_out_of_reach(bwrap, run) -> None:
+    """D-Bus, systemd, docker and database sockets live in /run; a read-only mount would not stop
+    a connect(), so the sandbox gets an empty /run of its own."""
+    host = {entry.name for entry in Path("/run").iterdir()}
+    result = await run("ls -A /run; echo ---; cat /etc/resolv.conf > /dev/null && echo resolv-ok")
+    inside, rest = result.content.split("\n", 1)[1].split("---\n")
+    resolv = Path(os.path.realpath("/etc/resolv.conf"))
+    kept = {resolv.relative_to("/run").parts[0]} if resolv.is_relative_to("/run") else set()
+    assert set(inside.split()) <= kept, f"host entries of /run visible: {set(inside.split()) & host}"
+    if Path("/etc/resolv.conf").exists():
+        assert "resolv-ok" in rest  # name resolution still configured

@@ -70,3 +70,12 @@ def set_cmd(app: AppContext, key: str, value: str) -> None:
     if key.rsplit(".", 1)[-1] in SECRET_KEYS and shown:
         shown = "***"
     console.print(f"Set {key} = {shown!r} in {path}", markup=False)
+    if key in _SANDBOX_KEYS:
+        from vigil.tools import sandbox
+
+        if warning := sandbox.status().warning(settings.tools.terminal.sandbox):
+            click.echo(f"vigil config: {warning}", err=True)
+
+
+_SANDBOX_KEYS = ("tools.terminal", "tools.terminal.sandbox", "tools.terminal.network")
+"""Settings whose effect depends on bubblewrap being usable on this machine."""

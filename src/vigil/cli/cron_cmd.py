@@ -122,9 +122,13 @@ def add_cmd(app: AppContext, name: str, schedule: str, prompt: str, tz: str | No
     repo.add(job)
     if as_json:
         echo_json(job_to_json(job, repo.clock.now()))
-        return
-    console.print(f"Added cron job [bold]{escape(job.name)}[/bold]: {escape(job.schedule.describe())} — "
-                  f"next run {escape(next_text(job, repo.clock.now()))}")
+    else:
+        console.print(f"Added cron job [bold]{escape(job.name)}[/bold]: {escape(job.schedule.describe())} — "
+                      f"next run {escape(next_text(job, repo.clock.now()))}")
+    from vigil.tools import sandbox
+
+    if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
+        click.echo(f"vigil cron: {warning}", err=True)
 
 
 @cron.command("edit")

@@ -38,6 +38,10 @@ async def _run(app: AppContext) -> None:
             f"vigil gateway: warning: no model is configured yet; scheduled runs will fail until one is. {exc}",
             err=True,
         )
+    from vigil.tools import sandbox
+
+    if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
+        click.echo(f"vigil gateway: {warning}", err=True)
     client = LazyModelClient(app.settings.model)
     try:
         await run_until_signalled(
