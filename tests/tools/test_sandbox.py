@@ -74,6 +74,16 @@ async def test_a_write_outside_the_workdir_fails_and_says_why(bwrap, run, outsid
     assert result.content.endswith(f"[ran in the sandbox: files outside {ctx.cwd.resolve()} and /tmp are read-only]")
 
 
+async def test_the_models_workdir_argument_does_not_make_a_folder_writable(
+    bwrap, make_ctx: MakeCtx, call_tool, outside: Path
+) -> None:
+    ctx = make_ctx()
+    result = await call_tool(ctx, "terminal", command="pwd; touch planted", workdir=str(outside))
+    assert result.content.startswith(f"exit code: 1\n{outside}\n")  # it started there ...
+    assert "Read-only file system" in result.content
+    assert not (outside / "planted").exists()  # ... but could not change it
+
+
 async def test_the_workdir_is_writable_and_a_clean_run_carries_no_note(bwrap, run, ctx: ToolContext) -> None:
     result = await run("mkdir -p out && echo made > out/file.txt && cat out/file.txt")
     assert result.content == "exit code: 0\nmade"

@@ -5,8 +5,10 @@ interpreter (``python3 -c 'os.system(...)'``, ``perl -e``, a script written and 
 by default, commands of unattended runs (cron, heartbeats, ``chat -q`` without a terminal) also
 run inside `bubblewrap <https://github.com/containers/bubblewrap>`_:
 
-* the whole filesystem is read-only; only the run's working directory is writable (unless it
-  is ``/``, which would make everything writable) and ``/tmp`` is a private, empty tmpfs;
+* the whole filesystem is read-only; only the run's working directory (the session's or the
+  cron job's, chosen by the user; not the ``workdir`` argument the model passes, which only says
+  where the command starts) is writable, unless it is ``/``, which would make everything
+  writable; ``/tmp`` is a private, empty tmpfs (``TMPDIR`` points there);
 * vigil's homes (the profile home and ``$VIGIL_HOME`` with every profile in it: ``config.yaml``
   with API keys, ``state.db`` with every conversation) are hidden behind an empty read-only
   tmpfs. When the working directory lies inside a home (cron jobs run in the profile home by
@@ -142,11 +144,16 @@ def for_run(
     *,
     unattended: bool,
     workdir: Path,
+    start_in: Path | None = None,
     homes: Sequence[Path] = (),
     secret_files: Sequence[Path] = (),
 ) -> "Sandbox | None":
-    """The sandbox this run's commands go into, or ``None`` to run them unsandboxed: the
-    mode does not ask for one, or bubblewrap is unavailable (logged once per process)."""
+    """The sandbox a command of this run goes into, or ``None`` to run it unsandboxed: the
+    mode does not ask for one, or bubblewrap is unavailable (logged once per process).
+
+    ``workdir`` is the run's working directory (the session's or the job's, chosen by the
+    user), the one folder the command may change; ``start_in`` is where it starts (the tool's
+    ``workdir`` argument, chosen by the model, which therefore does not make anything writable)."""
     if not wanted(settings.sandbox, unattended):
         return None
     found = status()
@@ -154,7 +161,7 @@ def for_run(
         _warn_once(found, settings.sandbox)
         return None
     assert found.bwrap is not None
-    return Sandbox(found.bwrap, workdir, settings.network, tuple(homes), tuple(secret_files))
+    return Sandbox(found.bwrap, workdir, start_in, settings.network, tuple(homes), tuple(secret_files))
 
 
 def _warn_once(found: SandboxStatus, mode: str) -> None:
@@ -163,7 +170,8 @@ def _warn_once(found: SandboxStatus, mode: str) -> None:
         if _warned:
             return
         _warned = True
-    log.warning("%s", found.warning(mode))
+    # Said once where people look (cron add, gateway start, config set); here only for the log.
+    log.info("%s", found.warning(mode))
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +180,9 @@ class Sandbox:
 
     bwrap: str
     workdir: Path
+    """The one writable folder (unless it is ``/``): the run's working directory."""
+    start_in: Path | None = None
+    """Where the command starts (default: ``workdir``)."""
     network: bool = True
     homes: tuple[Path, ...] = ()
     """Folders hidden whole (vigil's homes), except the workdir where it lies inside one."""
@@ -181,7 +192,7 @@ class Sandbox:
     def argv(self, command: Sequence[str]) -> list[str]:
         """The bubblewrap command line that runs ``command`` in the sandbox."""
         workdir = _real(self.workdir)
-        writable = workdir != Path("/")
+        writable = workdir != Path("/") and workdir.is_dir()
         homes = _outermost(_real(home) for home in self.homes)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         args += _private_run()
@@ -204,12 +215,14 @@ class Sandbox:
         if not self.network:
             args += ["--unshare-net"]
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        args += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(workdir), "--", *command]
+        start = _real(self.start_in) if self.start_in is not None else workdir
+        args += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(start), "--", *command]
         return args
 
     def note(self) -> str:
         """A short line telling the model why a command may have failed."""
-        where = f"{_real(self.workdir)} and /tmp" if _real(self.workdir) != Path("/") else "/tmp"
+        workdir = _real(self.workdir)
+        where = f"{workdir} and /tmp" if workdir != Path("/") and workdir.is_dir() else "/tmp"
         network = "" if self.network else ", no network"
         return f"[ran in the sandbox: files outside {where} are read-only{network}]"
 

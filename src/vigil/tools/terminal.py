@@ -127,7 +127,8 @@ class TerminalTool(Tool):
             sandbox=for_run(
                 settings,
                 unattended=ctx.unattended,
-                workdir=workdir,
+                workdir=ctx.cwd,
+                start_in=workdir,
                 homes=protected_homes(ctx.profile),
                 secret_files=_store_files(ctx),
             ),
