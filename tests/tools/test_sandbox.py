@@ -256,7 +256,8 @@ async def test_root_as_workdir_stays_read_only(bwrap, run, outside: Path) -> Non
 
 
 def _marker_alive(marker: str) -> bool:
-    found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    """Whether a process named ``marker`` (by ``exec -a``) runs; not one that merely mentions it."""
+    found = subprocess.run(["pgrep", "-f", f"^{marker}"], capture_output=True, text=True)
     return found.returncode == 0
 
 
@@ -374,3 +375,27 @@ async def test_run_is_private_so_its_sockets_are_out_of_reach(bwrap, run) -> Non
     assert set(inside.split()) <= kept, f"host entries of /run visible: {set(inside.split()) & host}"
     if Path("/etc/resolv.conf").exists():
         assert "resolv-ok" in rest  # name resolution still configured
+
+
+def test_killing_vigil_itself_takes_the_sandboxed_tree_with_it(bwrap: str, tmp_path: Path) -> None:
+    """Even a SIGKILL of the vigil process (no chance to clean up) ends the sandboxed command
+    and its children: bubblewrap dies with its parent and takes the sandbox with it."""
+    marker = f"vigil-sandbox-marker-{uuid.uuid4().hex}"
+    code = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from vigil.tools.sandbox import Sandbox\n"
+        "from vigil.tools.terminal import run_command\n"
+        "work, marker = Path(sys.argv[1]), sys.argv[2]\n"
+        "asyncio.run(run_command(f'(exec -a {marker} sleep 600) & sleep 600', work, 600, 1000,"
+        f" sandbox=Sandbox({bwrap!r}, work)))\n"
+    )
+    vigil = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), marker])
+    try:
+        asyncio.run(_wait_for(lambda: _marker_alive(marker), "the sandboxed command to start"))
+        vigil.kill()
+        vigil.wait(timeout=10)
+        asyncio.run(_wait_for(lambda: not _marker_alive(marker), "the sandboxed command to die"))
+    finally:
+        if vigil.poll() is None:
+            vigil.kill()
