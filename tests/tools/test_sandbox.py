@@ -399,3 +399,23 @@ def test_killing_vigil_itself_takes_the_sandboxed_tree_with_it(bwrap: str, tmp_p
     finally:
         if vigil.poll() is None:
             vigil.kill()
+
+
+async def test_a_workdir_deep_inside_the_profile_home_leaves_the_rest_hidden(bwrap, run, outside_homes) -> None:
+    root, work = outside_homes
+    project = work.skills_dir / "reporting"
+    project.mkdir()
+    result = await run(f"echo ok > made.txt; ls -A {work.home}; cat {work.config_path}; touch {work.home}/planted",
+                       profile=work, cwd=project)
+    assert (project / "made.txt").read_text() == "ok\n"
+    assert result.content.split("\n")[1] == "skills"  # only the path down to the workdir exists
+    assert "secret" not in result.content
+    assert not (work.home / "planted").exists()
+
+
+def test_the_status_line_for_a_later_status_command(bwrap: str) -> None:
+    found = sandbox.status()
+    assert found.line("unattended") == f"sandbox: unattended terminal commands run in bubblewrap ({bwrap})"
+    assert found.line("always") == f"sandbox: all terminal commands run in bubblewrap ({bwrap})"
+    assert found.line("never").startswith("sandbox: off")
+    assert found.warning("unattended") is None

@@ -249,7 +249,7 @@ def _secret_masks(workdir: Path, homes: Sequence[Path], around: Sequence[Path],
     secret_folders: list[Path] = []
     for home in homes:
         profile = Profile("masked", home)
-        secret_files += [profile.config_path, profile.history_path, *_database_files(profile.state_db)]
+        secret_files += [profile.config_path, profile.history_path, *database_files(profile.state_db)]
         secret_folders += [profile.logs_dir, profile.cron_output_dir, profile.home / "profiles"]
 
     def visible(path: Path) -> bool:
@@ -268,8 +268,9 @@ def _secret_masks(workdir: Path, homes: Sequence[Path], around: Sequence[Path],
     return args
 
 
-def _database_files(db: Path) -> list[Path]:
-    """An SQLite database and the journal files beside it, which hold its recent pages."""
+def database_files(db: Path) -> list[Path]:
+    """An SQLite database and the journal files beside it, which hold its recent pages (what
+    ``Sandbox.secret_files`` needs to hide a session database)."""
     return [db, *(Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal"))]
 
 

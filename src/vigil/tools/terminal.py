@@ -12,7 +12,7 @@ from typing import Any
 
 from vigil.store.sqlite import SQLiteStore
 from vigil.tools import danger
-from vigil.tools.sandbox import Sandbox, for_run, protected_homes
+from vigil.tools.sandbox import Sandbox, database_files, for_run, protected_homes
 from vigil.tools.base import (
     Tool,
     ToolContext,
@@ -137,9 +137,7 @@ class TerminalTool(Tool):
 
 def _store_files(ctx: ToolContext) -> tuple[Path, ...]:
     """The session database when it is a file outside the profile home (``store.url``)."""
-    if isinstance(ctx.store, SQLiteStore):
-        return (ctx.store.path, *(ctx.store.path.with_name(ctx.store.path.name + s) for s in ("-wal", "-shm")))
-    return ()
+    return tuple(database_files(ctx.store.path)) if isinstance(ctx.store, SQLiteStore) else ()
 
 
 MODEL_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
