@@ -23,16 +23,19 @@ run inside `bubblewrap <https://github.com/containers/bubblewrap>`_:
 * the command runs in new PID and IPC namespaces with no capabilities (even when vigil runs as
   root: otherwise root could simply remount ``/`` writable), in a new session so it cannot push
   keystrokes into a terminal (TIOCSTI), and the whole process tree ends with the run: background
-  processes do not outlive the command;
+  processes do not outlive the command, and a killed vigil (even SIGKILL) takes them along;
 * the network stays on unless ``tools.terminal.network`` is false (then only a private loopback).
 
-Known limits: unix sockets elsewhere on the read-only filesystem (e.g. an agent socket in
-``~/.gnupg``) can still be connected to, and with the network on so can abstract sockets and
-every TCP service, the machine's own included.
+Known limits: the working directory is writable whole, so a run working in ``$HOME`` may change
+dotfiles there (give cron jobs a project folder); unix sockets elsewhere on the read-only
+filesystem (e.g. an agent socket in ``~/.gnupg``) can still be connected to, and with the network
+on so can abstract sockets and every TCP service, the machine's own included; programs that
+write caches under ``$HOME`` (pip, npm) fail unless pointed into the working directory.
 
 Where bubblewrap is missing or cannot run here (user namespaces disabled, a container without
-the needed privileges), commands run unsandboxed under the command policy alone; vigil says so
-at ``vigil cron add``, when ``vigil gateway run`` starts and at ``vigil config set``.
+the needed privileges), commands run unsandboxed under the command policy alone (with
+``sandbox: always`` too); vigil says so at ``vigil cron add``, when ``vigil gateway run`` starts
+and at ``vigil config set``.
 """
 
 from __future__ import annotations
