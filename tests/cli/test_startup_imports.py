@@ -163,7 +163,8 @@ def test_the_command_table_names_every_command_of_every_module() -> None:
         exported = getattr(importlib.import_module(module_name), "COMMANDS", None)
         if exported is not None:  # a module offering several top-level commands lists them
             listed = {name for name, spec in COMMANDS.items() if spec.module == module_name}
-            assert {command.name for command in exported} == listed, module_name
+            missing = f"{module_name}.COMMANDS and COMMANDS in vigil/cli/main.py must name the same commands"
+            assert {command.name for command in exported} == listed, missing
     for name, spec in _table(COMMANDS):
         command = spec.load()
         assert command.name == name
