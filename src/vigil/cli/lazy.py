@@ -67,6 +67,11 @@ class LazyCommands(MutableMapping[str, click.Command]):
             self._loaded[name] = command
         return self._loaded[name]
 
+    def get(self, name: str, default: click.Command | None = None) -> click.Command | None:  # type: ignore[override]
+        # Not Mapping.get: a KeyError raised while importing a command must not read as
+        # "no such command".
+        return self[name] if name in self else default
+
     def __setitem__(self, name: str, command: click.Command) -> None:
         self._lazy.pop(name, None)
         self._loaded[name] = command
