@@ -101,13 +101,14 @@ def test_listing_commands_import_only_what_they_use(
     assert run_cli("chat", "-q", "remember the milk").exit_code == 0
     assert run_cli("cron", "add", "digest", "-s", "every 2h", "--prompt", "Summarise the news").exit_code == 0
     session_id = json.loads(run_cli("sessions", "list", "--json").output)[0]["id"]
+    assert run_cli("heartbeat", "set", "--session", session_id, "15m", "check on the milk").exit_code == 0
 
     listings = {
         ("sessions", "list"): session_id[:12],
         ("config", "show"): "model",
-        ("heartbeat", "list"): "",
+        ("heartbeat", "list"): "15m",
         ("cron", "list"): "digest",
-        ("profile", "list"): "",
+        ("profile", "list"): "default",
     }
     for args, shows in listings.items():
         ran = run_fresh(*args, home=vigil_home, tmp_path=tmp_path)
