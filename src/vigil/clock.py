@@ -6,12 +6,16 @@ tests can run on a :class:`FakeClock` that only moves when the test says so.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import time
 from datetime import datetime, timezone
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+# asyncio is imported by the coroutines that sleep (they run in a loop, so it is loaded by
+# then): reading the time, as every store does, must not cost a CLI command asyncio's import.
+if TYPE_CHECKING:
+    import asyncio
 
 
 @runtime_checkable
@@ -45,9 +49,13 @@ class SystemClock:
         return datetime.now(timezone.utc)
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio
+
         await asyncio.sleep(max(0.0, seconds))
 
     async def sleep_until(self, when: float) -> None:
+        import asyncio
+
         await asyncio.sleep(max(0.0, when - time.time()))
 
 
@@ -73,6 +81,8 @@ class FakeClock:
         await self.sleep_until(self._now + max(0.0, seconds))
 
     async def sleep_until(self, when: float) -> None:
+        import asyncio
+
         if when <= self._now:
             await asyncio.sleep(0)
             return
@@ -92,6 +102,8 @@ class FakeClock:
 
     async def set(self, when: float) -> None:
         """Jump to ``when`` (never backwards) and let every woken sleeper run."""
+        import asyncio
+
         if when < self._now:
             raise ValueError("a FakeClock never goes backwards")
         self._now = float(when)

@@ -11,18 +11,17 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
+
+from vigil.config_errors import ConfigError
+
+if TYPE_CHECKING:  # ruamel.yaml (round-trip editing) loads only in `set_value`: reading needs PyYAML
+    from ruamel.yaml import YAML
 
 SECRET_KEYS = frozenset({"api_key"})
-
-
-class ConfigError(Exception):
-    """config.yaml cannot be read or does not validate; the message names file and line."""
 
 
 class _Section(BaseModel):
@@ -220,6 +219,8 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
     valid, so a bad value or an already broken file changes nothing. Comments, key order and
     formatting of the rest of the file are kept.
     """
+    from ruamel.yaml.comments import CommentedMap
+
     data = read_raw(path)
     validate_raw(data, path)
     try:
@@ -248,6 +249,8 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
 
 
 def _assign(node: dict[str, Any], parts: list[str], value: Any, path: Path) -> None:
+    from ruamel.yaml.comments import CommentedMap
+
     for part in parts[:-1]:
         child = node.get(part)
         if child is None:
@@ -259,6 +262,8 @@ def _assign(node: dict[str, Any], parts: list[str], value: Any, path: Path) -> N
 
 
 def _round_trip() -> YAML:
+    from ruamel.yaml import YAML
+
     handler = YAML(typ="rt")
     handler.preserve_quotes = True
     return handler

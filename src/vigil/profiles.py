@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +137,8 @@ def create_profile(name: str) -> Profile:
 
 def delete_profile(name: str) -> Profile:
     """Delete a named profile and everything in it (its sessions too)."""
+    import shutil  # only here: every command imports this module, `vigil --help` included
+
     if name == DEFAULT_PROFILE:
         raise ProfileError("the default profile cannot be deleted")
     profile = profile_path(name)

@@ -14,8 +14,6 @@ from vigil.cli.render import err_console
 from vigil.models.base import ModelError
 from vigil.models.factory import build_client
 from vigil.runtime.controller import ConversationController
-from vigil.runtime.conversation import Conversation
-from vigil.schedule.scheduler import HeartbeatScheduler
 
 
 @click.command()
@@ -82,6 +80,8 @@ async def _interactive(app: AppContext, controller: ConversationController, stre
     """The REPL, with the conversation runtime and the heartbeat scheduler running behind it:
     this process owns the open conversation's heartbeat while it runs."""
     from vigil.cli.repl import Repl
+    from vigil.runtime.conversation import Conversation
+    from vigil.schedule.scheduler import HeartbeatScheduler
 
     scheduler = HeartbeatScheduler(app.store, clock=controller.agent.clock)
     conversation = Conversation(controller, scheduler=scheduler)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 
-from vigil.config import Settings, load_settings
-from vigil.profiles import Profile, get_profile
-from vigil.store import SessionStore, open_store
+if TYPE_CHECKING:
+    from vigil.config import Settings
+    from vigil.profiles import Profile
+    from vigil.store import SessionStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,18 +27,24 @@ class AppContext:
     @property
     def profile(self) -> Profile:
         if self._profile is None:
+            from vigil.profiles import get_profile
+
             self._profile = get_profile(self.profile_name)
         return self._profile
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
+            from vigil.config import load_settings
+
             self._settings = load_settings(self.profile.config_path)
         return self._settings
 
     @property
     def store(self) -> SessionStore:
         if self._store is None:
+            from vigil.store import open_store
+
             self._store = open_store(self.settings.store.url or self.profile.state_db)
         return self._store
 

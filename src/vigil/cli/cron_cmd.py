@@ -15,7 +15,7 @@ import functools
 import os
 import sys
 from datetime import datetime
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 from rich.markup import escape
@@ -24,17 +24,18 @@ from rich.table import Table
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten
 from vigil.clock import Clock, FakeClock, SystemClock
-from vigil.models.base import ModelError
-from vigil.models.factory import build_client
 from vigil.schedule import estop
 from vigil.schedule.cron_errors import CronError
 from vigil.schedule.cron_format import error_lines, job_line, job_lines, job_to_json, next_text, run_line, run_to_json
 from vigil.schedule.cron_jobs import JobSpec, new_job
-from vigil.schedule.cron_repo import Claim, CronRepo
-from vigil.schedule.cron_runner import CronRunner
+from vigil.schedule.cron_repo import CronRepo
 from vigil.schedule.cron_schedule import default_zone, format_instant
-from vigil.schedule.cron_runs import RunRecord
-from vigil.schedule.cron_scheduler import CronScheduler, TickReport, due_names
+
+if TYPE_CHECKING:
+    from vigil.schedule.cron_repo import Claim
+    from vigil.schedule.cron_runner import CronRunner
+    from vigil.schedule.cron_runs import RunRecord
+    from vigil.schedule.cron_scheduler import TickReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 NOW_ENV = "VIGIL_CRON_NOW"
@@ -358,6 +359,8 @@ def tick_cmd(app: AppContext, as_json: bool) -> None:
 
 
 async def _tick(app: AppContext, repo: CronRepo) -> TickReport:
+    from vigil.schedule.cron_scheduler import CronScheduler, TickReport, due_names
+
     if await asyncio.to_thread(estop.engaged, repo.store):
         return TickReport(stopped=True)
     if not await asyncio.to_thread(due_names, repo, include_running=False):
@@ -379,6 +382,10 @@ class _runner:
         self.app, self.repo = app, repo
 
     async def __aenter__(self) -> CronRunner:
+        from vigil.models.base import ModelError
+        from vigil.models.factory import build_client
+        from vigil.schedule.cron_runner import CronRunner
+
         try:
             self.client = await build_client(self.app.settings.model)
         except ModelError as exc:

@@ -9,14 +9,15 @@ import click
 
 from vigil import __version__
 from vigil.cli.context import AppContext, add_profile_option_everywhere, remember_profile
-from vigil.config import ConfigError
+from vigil.cli.lazy import LazyCommand, LazyCommands, LazyGroup
+from vigil.config_errors import ConfigError
 from vigil.profiles import ProfileError
-from vigil.store import StoreError
+from vigil.store.errors import StoreError
 
 USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ProfileError, StoreError)
 
 
-class VigilGroup(click.Group):
+class VigilGroup(LazyGroup):
     """Turns vigil's own errors into a one-line message and exit code 1, and closes the store."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -62,27 +63,80 @@ def cli(ctx: click.Context) -> None:
     ctx.ensure_object(AppContext)
 
 
-def _register() -> None:
-    from vigil.cli import config_cmd, profile_cmd, prompts_cmd, sessions_cmd
+# Every command, imported only when it runs or shows its own help: `vigil --help` lists them
+# from these summaries (the first paragraph of each command's help; a test keeps them equal).
+COMMANDS: dict[str, LazyCommand] = {
+    "chat": LazyCommand("vigil.cli.chat_cmd", "chat", "Talk to the agent."),
+    "config": LazyCommand(
+        "vigil.cli.config_cmd",
+        "config",
+        "Read and change the profile's config.yaml (validated before anything is written).",
+    ),
+    "cron": LazyCommand(
+        "vigil.cli.cron_cmd", "cron", "Scheduled jobs: each run is a fresh session that delivers its answer."
+    ),
+    "gateway": LazyCommand(
+        "vigil.cli.gateway_cmd",
+        "gateway",
+        "The long-running process: scheduled jobs now, messaging platforms later.",
+    ),
+    "heartbeat": LazyCommand(
+        "vigil.cli.heartbeat_cmd",
+        "heartbeat",
+        "Recurring instructions attached to conversations (one per conversation).",
+    ),
+    "pause": LazyCommand(
+        "vigil.cli.heartbeat_cmd",
+        "pause",
+        "Emergency stop: heartbeats and cron start no new turns until `vigil resume`.",
+    ),
+    "profile": LazyCommand(
+        "vigil.cli.profile_cmd",
+        "profile",
+        "Manage profiles: separate homes with their own config, files and sessions.",
+    ),
+    "resume": LazyCommand(
+        "vigil.cli.heartbeat_cmd",
+        "resume",
+        "Release the emergency stop: schedules run again (an overdue heartbeat fires once).",
+    ),
+    "sessions": LazyCommand(
+        "vigil.cli.sessions_cmd",
+        "sessions",
+        "Work with stored conversations.",
+        subcommands={
+            "refresh-prompts": LazyCommand(
+                "vigil.cli.prompts_cmd",
+                "refresh_prompts",
+                "Make sessions rebuild their system prompt from the current files on their next turn.",
+            ),
+            "repair-prompts": LazyCommand(
+                "vigil.cli.prompts_cmd",
+                "repair_prompts",
+                "Find sessions whose stored prompt is missing, empty or fails its hash, and rebuild "
+                "exactly those from the current files. Healthy sessions are not touched.",
+            ),
+        },
+    ),
+    "usage": LazyCommand(
+        "vigil.cli.usage_cmd",
+        "usage",
+        "Show tokens used (uncached input, cache read, cache write, output) and the cache hit "
+        "ratio, per session and in total.",
+    ),
+}
 
-    cli.add_command(profile_cmd.profile)
-    cli.add_command(config_cmd.config)
-    cli.add_command(sessions_cmd.sessions)
-    prompts_cmd.register(sessions_cmd.sessions)
-    for optional in ("chat_cmd", "usage_cmd", "heartbeat_cmd", "cron_cmd", "gateway_cmd"):
-        try:
-            module = __import__(f"vigil.cli.{optional}", fromlist=["command"])
-        except ModuleNotFoundError as exc:
-            if exc.name != f"vigil.cli.{optional}":
-                raise
-            continue
-        for command in getattr(module, "COMMANDS", ()):
-            cli.add_command(command)
-    for command in cli.commands.values():
-        add_profile_option_everywhere(command)
+
+def _prepare(command: click.Command, spec: LazyCommand) -> None:
+    """Make a freshly imported command ready: ``-p/--profile`` everywhere, its lazy subcommands."""
+    add_profile_option_everywhere(command)
+    if spec.subcommands:
+        if not isinstance(command, click.Group):
+            raise TypeError(f"{spec.module}.{spec.attribute} has subcommands but is not a group")
+        command.commands = LazyCommands(spec.subcommands, _prepare, loaded=command.commands)
 
 
-_register()
+cli.commands = LazyCommands(COMMANDS, _prepare)
 
 
 def main() -> None:

@@ -16,13 +16,8 @@ from __future__ import annotations
 import asyncio
 import shlex
 
-from vigil.clock import SystemClock
 from vigil.runtime.slash import CommandReply, ConversationControl, SlashCommand
 from vigil.schedule.cron_errors import CronError
-from vigil.schedule.cron_format import job_line, job_lines, next_text, run_line
-from vigil.schedule.cron_jobs import JobSpec, new_job
-from vigil.schedule.cron_repo import CronRepo
-from vigil.schedule.cron_schedule import default_zone
 
 USAGE = 'list | show NAME | runs [NAME] | add NAME "SCHEDULE" PROMPT | pause|resume|remove NAME'
 
@@ -40,6 +35,13 @@ async def handle(control: ConversationControl, args: str) -> CommandReply:
 
 
 def _dispatch(control: ConversationControl, words: list[str]) -> CommandReply:
+    # The scheduling modules load on the first /cron: every conversation registers the command.
+    from vigil.clock import SystemClock
+    from vigil.schedule.cron_format import job_line, job_lines, next_text, run_line
+    from vigil.schedule.cron_jobs import JobSpec, new_job
+    from vigil.schedule.cron_repo import CronRepo
+    from vigil.schedule.cron_schedule import default_zone
+
     repo = CronRepo(control.store, SystemClock())
     now = repo.clock.now()
     action = words[0].lower() if words else "list"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from vigil.clock import Clock
-from vigil.store.base import UNSET, SessionStore
 from vigil.store.errors import (
     AmbiguousSession,
     SchemaTooNew,
@@ -14,17 +13,21 @@ from vigil.store.errors import (
     StoreError,
     StoreUnreadable,
 )
-from vigil.store.ids import prompt_hash
-from vigil.store.records import (
-    ConversationHead,
-    MessageRecord,
-    MetaEntry,
-    NewMessage,
-    SearchHit,
-    SessionRecord,
-    ToolCall,
-)
-from vigil.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from vigil.clock import Clock
+    from vigil.store.base import UNSET, SessionStore
+    from vigil.store.ids import prompt_hash
+    from vigil.store.records import (
+        ConversationHead,
+        MessageRecord,
+        MetaEntry,
+        NewMessage,
+        SearchHit,
+        SessionRecord,
+        ToolCall,
+    )
+    from vigil.store.sqlite import SQLiteStore
 
 __all__ = [
     "UNSET",
@@ -48,6 +51,32 @@ __all__ = [
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
+# The backends and records are imported on first use: the errors alone must not cost the
+# CLI an import of the SQLite backend (or anything else) before a command needs the store.
+_LAZY = {
+    "UNSET": "vigil.store.base",
+    "SessionStore": "vigil.store.base",
+    "prompt_hash": "vigil.store.ids",
+    "ConversationHead": "vigil.store.records",
+    "MessageRecord": "vigil.store.records",
+    "MetaEntry": "vigil.store.records",
+    "NewMessage": "vigil.store.records",
+    "SearchHit": "vigil.store.records",
+    "SessionRecord": "vigil.store.records",
+    "ToolCall": "vigil.store.records",
+    "SQLiteStore": "vigil.store.sqlite",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def open_store(path_or_url: str | os.PathLike[str], *, clock: Clock | None = None) -> SessionStore:
     """Open the session store at a file path (SQLite) or a ``postgresql://`` URL.
@@ -64,4 +93,6 @@ def open_store(path_or_url: str | os.PathLike[str], *, clock: Clock | None = Non
                 f"the PostgreSQL session store needs psycopg ({exc}): install vigil[postgres]"
             ) from exc
         return PostgresStore(path_or_url, clock=clock)
+    from vigil.store.sqlite import SQLiteStore
+
     return SQLiteStore(Path(path_or_url), clock=clock)

@@ -9,12 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from vigil.clock import SystemClock
 from vigil.schedule.cron_errors import CronError
-from vigil.schedule.cron_format import job_line
-from vigil.schedule.cron_jobs import JobSpec, new_job
-from vigil.schedule.cron_repo import CronRepo
-from vigil.schedule.cron_schedule import default_zone
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 
@@ -49,6 +44,13 @@ class CronTool(Tool):
         return await asyncio.to_thread(self._run, args, ctx)
 
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        # The scheduling modules load only when the tool runs: every turn offers the tool.
+        from vigil.clock import SystemClock
+        from vigil.schedule.cron_format import job_line
+        from vigil.schedule.cron_jobs import JobSpec, new_job
+        from vigil.schedule.cron_repo import CronRepo
+        from vigil.schedule.cron_schedule import default_zone
+
         assert ctx.store is not None
         if ctx.session_id is not None and ctx.store.get_session(ctx.session_id).source == "cron":
             raise ToolFailure("refused: a cron job cannot manage cron jobs")

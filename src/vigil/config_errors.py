@@ -1,0 +1,7 @@
+"""The config error, apart from the config models: the CLI catches it without importing pydantic."""
+
+from __future__ import annotations
+
+
+class ConfigError(Exception):
+    """config.yaml cannot be read or does not validate; the message names file and line."""
