@@ -1,0 +1,734 @@
+"""Split a shell command line into every simple command it would run, words already evaluated.
+
+The parser is tree-sitter's bash grammar (PyPI ``tree-sitter`` + ``tree-sitter-bash``, both
+maintained by the tree-sitter project). Two alternatives were tried on real developer commands:
+
+- ``bashlex`` (last release 2023) rejects ordinary bash that models write all the time:
+  ``[[ -f x ]]``, ``$((1+2))``, ``cat > f <<'EOF'``, ``case``, arrays, ``time make``,
+  ``for ((i=0; ...))``. Since whatever cannot be parsed counts as dangerous, each of those would
+  be a false alarm.
+- ``shlex`` with ``punctuation_chars`` is a tokenizer, not a parser: it knows nothing of ``$(...)``,
+  backticks, here-documents, ``${x:-y}`` or ``$'...'``, so every such construct would have to be
+  re-implemented on top of it by hand, which is exactly the pattern list that failed.
+
+tree-sitter-bash parses all of the above into a syntax tree and marks what it cannot parse
+(``has_error``), which is the confidence signal needed. It has two quirks handled here: a
+here-document's redirect node swallows the rest of its line (``cat <<EOF | sh`` puts the ``| sh``
+pipeline inside the redirect), and words after a redirect target (``rm >/dev/null -rf /``) are
+attached to the redirect instead of the command.
+
+Word evaluation is static and conservative: quotes and backslashes are removed, ``$'...'`` is
+decoded, ``~`` and ``$HOME`` become :data:`HOME`, braces are expanded, variables assigned earlier
+on the same line (and ``for`` loop values) are substituted, and anything only known at run time
+(other variables, command output) reads as the empty string and marks the word ``dynamic``. For
+strings that another shell will parse again (``sh -c``, ``eval``) each unknown part is kept as
+:data:`UNKNOWN` instead, so the nested parse still sees that something is there.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass, field, replace
+from typing import Iterator
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
+
+_LANGUAGE = Language(tree_sitter_bash.language())
+
+HOME = "/home/~"
+"""How the home directory reads after evaluation (``~``, ``$HOME``); ``~/..`` is then ``/home``."""
+
+UNKNOWN = "__vigil_unknown__"
+"""Stands for a value only known at run time inside a string that is parsed again."""
+
+MAX_VALUES = 64
+"""More possible values than this for one word (braces, loop values) is not judged."""
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_GLOB = re.compile(r"(?<!\\)[*?\[]")
+_UNESCAPED_BLANK = re.compile(r"(?<!\\)[ \t\n]")
+
+
+class ParseFailure(Exception):
+    """The command line cannot be parsed with confidence; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """One evaluated word. ``values`` are its possible values (usually one); ``templates`` are
+    the same with :data:`UNKNOWN` where a run-time value goes."""
+
+    text: str
+    values: tuple[str, ...]
+    templates: tuple[str, ...]
+    dynamic: bool = False
+    """Part of it is only known when the command runs."""
+    glob: bool = False
+    """It holds an unquoted ``*``, ``?`` or ``[``."""
+    from_output: bool = False
+    """Part of it is the output of a command (``$(...)``, backticks) or a process substitution."""
+    process_substitution: bool = False
+    inner: tuple["SimpleCommand", ...] = ()
+    """The commands run inside its substitutions."""
+
+    @property
+    def value(self) -> str:
+        return self.values[0]
+
+    @classmethod
+    def literal(cls, text: str) -> "Word":
+        return cls(text, (text,), (text,))
+
+
+@dataclass(frozen=True, slots=True)
+class Redirect:
+    """``op`` is the operator (``>``, ``>>``, ``<``, ``&>``, ``<<``, ``<<<`` ...)."""
+
+    op: str
+    target: Word | None
+    """The file, or the here-document / here-string content (its evaluated text)."""
+
+    @property
+    def writes(self) -> bool:
+        return self.op in (">", ">>", ">|", "&>", "&>>", "<>", ">&") and self.target is not None
+
+    @property
+    def reads_stdin(self) -> bool:
+        return self.op in ("<", "<<", "<<-", "<<<", "<>")
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleCommand:
+    """A command with its words (name first), its redirects (including those of enclosing
+    compound commands), where its standard input comes from, and the directory it runs in."""
+
+    words: tuple[Word, ...]
+    redirects: tuple[Redirect, ...] = ()
+    piped: bool = False
+    """Its standard input is the output of the commands in ``upstream``."""
+    upstream: tuple["SimpleCommand", ...] = ()
+    cwd: str | None = None
+    """Where an earlier ``cd`` on the line moved to (absolute, or relative to the starting
+    directory), else ``None``: the working directory the command line starts in."""
+    background: bool = False
+    function: str | None = None
+    """The function whose body it is part of."""
+
+    @property
+    def stdin(self) -> Redirect | None:
+        """The redirect its standard input comes from, if any (the last one wins)."""
+        found = [r for r in self.redirects if r.reads_stdin]
+        return found[-1] if found else None
+
+
+@dataclass(slots=True)
+class _Scope:
+    variables: dict[str, Word]
+    cwd: str | None
+    redirects: tuple[Redirect, ...] = ()
+    piped: bool = False
+    upstream: tuple[SimpleCommand, ...] = ()
+    background: bool = False
+    function: str | None = None
+    nested: bool = False
+
+    def child(self, **changes: object) -> "_Scope":
+        fresh = replace(self, variables=dict(self.variables))
+        for key, value in changes.items():
+            setattr(fresh, key, value)
+        return fresh
+
+
+@dataclass(slots=True)
+class _Walk:
+    commands: list[SimpleCommand] = field(default_factory=list)
+
+
+def parse(source: str, *, nested: bool = False) -> list[SimpleCommand]:
+    """Every simple command in ``source``, in order; raises :class:`ParseFailure`.
+
+    ``nested`` marks a string another shell parses again: :data:`UNKNOWN` in it is a run-time value.
+    """
+    bad = _CONTROL.search(source)
+    if bad:
+        raise ParseFailure(f"it contains the control character {bad.group()!r}")
+    tree = Parser(_LANGUAGE).parse(source.encode("utf-8"))
+    if tree.root_node.has_error:
+        raise ParseFailure(f"the shell syntax is incomplete or invalid near {_error_snippet(tree.root_node)!r}")
+    walk = _Walk()
+    _statement(tree.root_node, _Scope(variables={}, cwd=None, nested=nested), walk)
+    return walk.commands
+
+
+def _error_snippet(root: Node) -> str:
+    for node in _descendants(root):
+        if node.is_error or node.is_missing:
+            start = max(node.start_byte - 10, 0)
+            return root.text[start : node.end_byte + 10].decode("utf-8", "replace").strip() or "the end"
+    return root.text[:40].decode("utf-8", "replace")
+
+
+def _descendants(node: Node) -> Iterator[Node]:
+    yield node
+    for child in node.children:
+        yield from _descendants(child)
+
+
+_SEPARATORS = {";", ";;", "&", "&&", "||", "|", "|&", "\n", "comment", "(", ")", "{", "}"}
+_KEYWORDS = {"if", "then", "else", "elif", "fi", "for", "in", "do", "done", "while", "until", "case", "esac", "select", "function", "!"}
+
+
+def _statement(node: Node, scope: _Scope, walk: _Walk) -> None:
+    """Walk a statement of any kind, recording the simple commands it runs."""
+    kind = node.type
+    if kind == "command":
+        _command(node, scope, walk)
+    elif kind == "redirected_statement":
+        _redirected(node, scope, walk)
+    elif kind == "pipeline":
+        _pipeline(_pipeline_stages(node), scope, walk)
+    elif kind in ("subshell", "command_substitution", "process_substitution"):
+        for child in node.children:
+            _statement(child, scope.child(), walk)
+    elif kind == "variable_assignment":
+        _assign(node, scope, walk)
+    elif kind == "declaration_command":
+        for child in node.children:
+            if child.type == "variable_assignment":
+                _assign(child, scope, walk)
+            elif child.type == "variable_name":
+                scope.variables.pop(_text(child), None)
+            else:
+                _statement(child, scope, walk)
+    elif kind == "unset_command":
+        for child in node.children[1:]:
+            scope.variables.pop(_text(child), None)
+    elif kind == "for_statement":
+        _for(node, scope, walk)
+    elif kind == "function_definition":
+        name = next((_text(c) for c in node.children if c.type == "word"), "")
+        body = scope.child(function=name)
+        for child in node.children:
+            if child.type not in ("word", "function", "(", ")"):
+                _statement(child, body, walk)
+    elif kind in ("list", "program", "compound_statement", "do_group") and _has_background(node):
+        _sequence_with_background(node, scope, walk)
+    elif node.child_count == 0:
+        return
+    else:
+        for child in node.children:
+            if child.type in ("word", "string", "raw_string", "concatenation", "simple_expansion", "expansion"):
+                _word([child], scope, walk)  # e.g. the subject of `case`, `[[ ]]` operands
+            else:
+                _statement(child, scope, walk)
+
+
+def _has_background(node: Node) -> bool:
+    return any(child.type == "&" for child in node.children)
+
+
+def _sequence_with_background(node: Node, scope: _Scope, walk: _Walk) -> None:
+    children = node.children
+    for index, child in enumerate(children):
+        if child.type == "&":
+            continue
+        background = index + 1 < len(children) and children[index + 1].type == "&"
+        _statement(child, scope.child(background=True) if background else scope, walk)
+
+
+def _pipeline_stages(node: Node) -> list[Node]:
+    stages: list[Node] = []
+    for child in node.children:
+        if child.type == "pipeline":
+            stages.extend(_pipeline_stages(child))
+        elif child.type not in ("|", "|&"):
+            stages.append(child)
+    return stages
+
+
+def _pipeline(stages: list[Node], scope: _Scope, walk: _Walk, upstream: tuple[SimpleCommand, ...] = ()) -> None:
+    # Every stage runs in a subshell of its own; each one's input is the stages before it.
+    piped = bool(upstream)
+    for stage in stages:
+        start = len(walk.commands)
+        _statement(stage, scope.child(piped=piped, upstream=upstream), walk)
+        upstream = upstream + tuple(walk.commands[start:])
+        piped = True
+
+
+_REDIRECTS = ("file_redirect", "herestring_redirect", "heredoc_redirect")
+
+
+def _redirected(node: Node, scope: _Scope, walk: _Walk) -> None:
+    body: Node | None
+    body, *redirect_nodes = node.children
+    if body.type in _REDIRECTS:  # `> file` alone: a redirect without a command
+        body, redirect_nodes = None, list(node.children)
+    redirects: list[Redirect] = []
+    extra_args: list[list[Node]] = []
+    continuation: list[Node] = []
+    following: list[Node] = []
+    for redirect in redirect_nodes:
+        _redirect(redirect, scope, walk, redirects, extra_args, continuation, following)
+    if extra_args and (body is None or body.type != "command"):
+        raise ParseFailure("words follow a redirect of a compound command")
+    inner = scope.child(redirects=scope.redirects + tuple(redirects))
+    start = len(walk.commands)
+    if body is None:
+        walk.commands.append(SimpleCommand(words=(Word.literal(":"),), redirects=inner.redirects, cwd=scope.cwd))
+    elif body.type == "command":
+        _command(body, inner, walk, extra_args)
+    else:
+        _statement(body, inner, walk)
+    if continuation:
+        _pipeline(continuation, scope, walk, upstream=scope.upstream + tuple(walk.commands[start:]))
+    for statement in following:
+        _statement(statement, scope, walk)
+
+
+def _redirect(
+    node: Node,
+    scope: _Scope,
+    walk: _Walk,
+    redirects: list[Redirect],
+    extra_args: list[list[Node]],
+    continuation: list[Node],
+    following: list[Node],
+) -> None:
+    kind = node.type
+    if kind == "file_redirect":
+        op = next((_text(c) for c in node.children if c.type not in ("file_descriptor",) and not c.is_named), "")
+        targets = [c for c in node.children if c.is_named and c.type != "file_descriptor"]
+        target = _word([targets[0]], scope, walk) if targets else None
+        redirects.append(Redirect(op, target))
+        extra_args.extend([t] for t in targets[1:])
+    elif kind == "herestring_redirect":
+        content = [c for c in node.children if c.is_named]
+        redirects.append(Redirect("<<<", _word(content, scope, walk) if content else None))
+    elif kind == "heredoc_redirect":
+        op = "<<"
+        quoted = False
+        for child in node.children:
+            ctype = child.type
+            if ctype in ("<<", "<<-"):
+                op = ctype
+            elif ctype == "heredoc_start":
+                quoted = any(ch in _text(child) for ch in "'\"\\")
+            elif ctype == "heredoc_body":
+                redirects.append(Redirect(op, _heredoc_body(child, quoted, op == "<<-", scope, walk)))
+            elif ctype in ("heredoc_end", "file_descriptor"):
+                continue
+            elif ctype in ("file_redirect", "herestring_redirect", "heredoc_redirect"):
+                _redirect(child, scope, walk, redirects, extra_args, continuation, following)
+            elif ctype == "pipeline" and child.children and child.children[0].type in ("|", "|&"):
+                continuation.extend(_pipeline_stages(child))
+            elif child.is_named:
+                following.append(child)
+        if not any(r.op in ("<<", "<<-") for r in redirects):
+            redirects.append(Redirect(op, Word.literal("")))
+    else:
+        raise ParseFailure(f"unfamiliar redirect {kind}")
+
+
+def _heredoc_body(node: Node, quoted: bool, strip_tabs: bool, scope: _Scope, walk: _Walk) -> Word:
+    if quoted:
+        text = _text(node)
+        if strip_tabs:
+            text = "\n".join(line.lstrip("\t") for line in text.split("\n"))
+        return Word.literal(text)
+    acc = _Acc(scope)
+    position = node.start_byte
+    source = node.text
+    base = node.start_byte
+    for child in node.children:
+        acc.add_literal(source[position - base : child.start_byte - base].decode(), quoted=True)
+        if child.type == "heredoc_content":
+            acc.add_literal(_unescape_double(_text(child)), quoted=True)
+        else:
+            _piece(child, acc, scope, walk, quoted=True)
+        position = child.end_byte
+    acc.add_literal(source[position - base :].decode(), quoted=True)
+    return acc.word(_text(node))
+
+
+def _assign(node: Node, scope: _Scope, walk: _Walk) -> None:
+    name_node = node.children[0]
+    values = [c for c in node.children[2:]] if len(node.children) > 2 else []
+    word = _word(values, scope, walk) if values else Word.literal("")
+    if name_node.type == "variable_name":
+        scope.variables[_text(name_node)] = word
+
+
+def _for(node: Node, scope: _Scope, walk: _Walk) -> None:
+    name = ""
+    items: list[Word] = []
+    seen_in = False
+    for child in node.children:
+        if child.type == "variable_name" and not name:
+            name = _text(child)
+        elif child.type == "in":
+            seen_in = True
+        elif child.type == "do_group":
+            if name:
+                scope.variables[name] = _combine(items) if seen_in else _unknown_word(f"${name}")
+            _statement(child, scope, walk)
+        elif seen_in and child.is_named:
+            items.append(_word([child], scope, walk))
+
+
+def _combine(items: list[Word]) -> Word:
+    """One word standing for whichever item a loop is at."""
+    if not items:
+        return Word.literal("")
+    values = tuple(v for item in items for v in item.values)
+    templates = tuple(t for item in items for t in item.templates)
+    if len(values) > MAX_VALUES:
+        raise ParseFailure("a loop takes too many values to check")
+    return Word(
+        " ".join(i.text for i in items),
+        values,
+        templates,
+        dynamic=any(i.dynamic for i in items),
+        glob=any(i.glob for i in items),
+        from_output=any(i.from_output for i in items),
+        inner=tuple(c for i in items for c in i.inner),
+    )
+
+
+def _unknown_word(text: str) -> Word:
+    return Word(text, ("",), (UNKNOWN,), dynamic=True)
+
+
+_ARGUMENT_TYPES = {
+    "word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation",
+    "simple_expansion", "expansion", "command_substitution", "process_substitution",
+    "arithmetic_expansion", "number", "brace_expression", "$",
+}  # fmt: skip
+
+
+def _command(node: Node, scope: _Scope, walk: _Walk, extra_args: list[list[Node]] | None = None) -> None:
+    groups: list[list[Node]] = []
+    redirects: list[Redirect] = []
+    previous_end = -1
+    for child in node.children:
+        kind = child.type
+        if kind == "variable_assignment":
+            _assign(child, scope.child(), walk)  # a prefix assignment only holds for this command
+        elif kind == "command_name":
+            groups.append([child.children[0]] if child.children else [child])
+            previous_end = child.end_byte
+        elif kind in _REDIRECTS:
+            nested_args: list[list[Node]] = []
+            continuation: list[Node] = []
+            following: list[Node] = []
+            _redirect(child, scope, walk, redirects, nested_args, continuation, following)
+            if continuation or following:
+                raise ParseFailure("a here-document is followed by more commands in an unfamiliar way")
+            groups.extend(nested_args)
+        elif kind in _ARGUMENT_TYPES or child.is_named:
+            # Pieces that touch (`$"x"`, a quirk of the grammar) belong to one word.
+            if groups and child.start_byte == previous_end:
+                groups[-1].append(child)
+            else:
+                groups.append([child])
+            previous_end = child.end_byte
+    groups.extend(extra_args or [])
+    words = tuple(w for group in groups for w in _split_fields(group, _word(group, scope, walk)))
+    if not words:
+        return
+    command = SimpleCommand(
+        words=words,
+        redirects=scope.redirects + tuple(redirects),
+        piped=scope.piped,
+        upstream=scope.upstream,
+        cwd=scope.cwd,
+        background=scope.background,
+        function=scope.function,
+    )
+    walk.commands.append(command)
+    _track_cd(command, scope)
+    _track_set(command, scope)
+
+
+def _split_fields(group: list[Node], word: Word) -> list[Word]:
+    """An unquoted ``$var`` whose known value has blanks splits into several words."""
+    if len(group) != 1 or group[0].type not in ("simple_expansion", "expansion") or len(word.values) != 1:
+        return [word]
+    fields = word.value.split()
+    templates = word.templates[0].split()
+    if len(fields) <= 1 or len(fields) != len(templates):
+        return [word]
+    return [replace(word, values=(f,), templates=(t,)) for f, t in zip(fields, templates)]
+
+
+def _track_set(command: SimpleCommand, scope: _Scope) -> None:
+    """``set -- a b`` (or ``set a b``) makes ``$1``, ``$2`` known."""
+    words = command.words
+    if words[0].value != "set" or len(words) < 2:
+        return
+    args = list(words[1:])
+    if args[0].value == "--":
+        args = args[1:]
+    elif args[0].value.startswith(("-", "+")):
+        return
+    for number, word in enumerate(args, start=1):
+        scope.variables[str(number)] = word
+
+
+def _track_cd(command: SimpleCommand, scope: _Scope) -> None:
+    if command.words[0].value not in ("cd", "pushd"):
+        return
+    args = [w for w in command.words[1:] if not w.value.startswith("-") or w.value == "-"]
+    if not args:
+        scope.cwd = HOME
+        return
+    target = args[0]
+    if target.dynamic or len(target.values) != 1 or target.value == "-":
+        scope.cwd = None
+        return
+    path = target.value
+    if path.startswith("/") or scope.cwd is None:
+        scope.cwd = path  # relative: relative to the working directory the command starts in
+    else:
+        scope.cwd = scope.cwd.rstrip("/") + "/" + path
+
+
+class _Acc:
+    """Builds the possible values of a word piece by piece."""
+
+    def __init__(self, scope: _Scope) -> None:
+        self.scope = scope
+        self.pairs: list[tuple[str, str]] = [("", "")]
+        self.dynamic = False
+        self.glob = False
+        self.from_output = False
+        self.process_substitution = False
+        self.inner: list[SimpleCommand] = []
+        self.unquoted_braces = False
+
+    def add(self, options: list[tuple[str, str]]) -> None:
+        self.pairs = [(v + ov, t + ot) for v, t in self.pairs for ov, ot in options]
+        if len(self.pairs) > MAX_VALUES:
+            raise ParseFailure("a word has too many possible values to check")
+
+    def add_literal(self, text: str, *, quoted: bool) -> None:
+        if not text:
+            return
+        if self.scope.nested and UNKNOWN in text:
+            self.dynamic = True
+            self.add([(text.replace(UNKNOWN, ""), text)])
+        else:
+            self.add([(text, text)])
+
+    def add_unknown(self) -> None:
+        self.dynamic = True
+        self.add([("", UNKNOWN)])
+
+    def word(self, text: str) -> Word:
+        pairs = self.pairs
+        if self.unquoted_braces:
+            pairs = [p for v, t in pairs for p in zip(_expand_braces(v), _expand_braces(t))]
+            if len(pairs) > MAX_VALUES:
+                raise ParseFailure("a word has too many possible values to check")
+        return Word(
+            text,
+            tuple(v for v, _ in pairs),
+            tuple(t for _, t in pairs),
+            dynamic=self.dynamic,
+            glob=self.glob,
+            from_output=self.from_output,
+            process_substitution=self.process_substitution,
+            inner=tuple(self.inner),
+        )
+
+
+def _word(nodes: list[Node], scope: _Scope, walk: _Walk) -> Word:
+    acc = _Acc(scope)
+    pieces = _flatten(nodes)
+    for index, piece in enumerate(pieces):
+        _piece(piece, acc, scope, walk, quoted=False, first=index == 0)
+    return acc.word(" ".join(_text(n) for n in nodes) if len(nodes) > 1 else (_text(nodes[0]) if nodes else ""))
+
+
+def _flatten(nodes: list[Node]) -> list[Node]:
+    flat: list[Node] = []
+    for node in nodes:
+        if node.type == "concatenation":
+            flat.extend(_flatten(list(node.children)))
+        else:
+            flat.append(node)
+    return flat
+
+
+def _piece(node: Node, acc: _Acc, scope: _Scope, walk: _Walk, *, quoted: bool, first: bool = False) -> None:
+    kind = node.type
+    text = _text(node)
+    if kind in ("word", "number", "$", "extglob_pattern"):
+        if not quoted and _UNESCAPED_BLANK.search(text):
+            # tree-sitter-bash glues `true<newline>\rm` into one word; bash runs two commands.
+            raise ParseFailure(f"the parser and the shell could disagree about the word {text!r}")
+        if not quoted:
+            if first and text.startswith("~"):
+                text = _expand_tilde(text, scope)
+            if _GLOB.search(text):
+                acc.glob = True
+            if "{" in text or "}" in text:
+                acc.unquoted_braces = True
+            text = _unescape(text)
+        acc.add_literal(text, quoted=quoted)
+    elif kind == "raw_string":
+        acc.add_literal(text[1:-1], quoted=True)
+    elif kind == "ansi_c_string":
+        acc.add_literal(_decode_ansi_c(text[2:-1]), quoted=True)
+    elif kind in ("string", "translated_string"):
+        for child in node.children:
+            if child.type == "string_content":
+                acc.add_literal(_unescape_double(_text(child)), quoted=True)
+            elif child.type not in ('"', "$"):
+                _piece(child, acc, scope, walk, quoted=True)
+    elif kind in ("simple_expansion", "expansion"):
+        _expansion(node, acc, scope, walk)
+    elif kind in ("command_substitution", "process_substitution"):
+        start = len(walk.commands)
+        _statement(node, scope.child(piped=False, upstream=(), background=False), walk)
+        acc.inner.extend(walk.commands[start:])
+        acc.from_output = True
+        acc.process_substitution = acc.process_substitution or kind == "process_substitution"
+        acc.add_unknown()
+    elif kind == "brace_expression":
+        acc.add_literal(text, quoted=quoted)
+    else:
+        # Arithmetic and anything unfamiliar: its value is not predicted, its commands are checked.
+        start = len(walk.commands)
+        for child in node.children:
+            _statement(child, scope.child(), walk)
+        acc.inner.extend(walk.commands[start:])
+        acc.add_unknown()
+
+
+_KNOWN_DEFAULT_OPS = {":-", "-", ":=", "=", ":+", "+"}
+
+
+def _expansion(node: Node, acc: _Acc, scope: _Scope, walk: _Walk) -> None:
+    names = [c for c in node.children if c.type in ("variable_name", "special_variable_name")]
+    named = [c for c in node.children if c.is_named]
+    simple = len(named) == 1 and bool(names) and all(
+        c.is_named or c.type in ("$", "${", "}") for c in node.children
+    )
+    operator = next((c.type for c in node.children if not c.is_named and c.type in _KNOWN_DEFAULT_OPS), None)
+    # Commands in `${x:-$(...)}` may run: check them whatever the value.
+    start = len(walk.commands)
+    for child in named[1:]:
+        _statement(child, scope.child(), walk)
+    acc.inner.extend(walk.commands[start:])
+    if not names or (not simple and operator is None):
+        acc.add_unknown()
+        return
+    name = _text(names[0])
+    known = _variable(name, scope)
+    if simple or (known is not None and operator in (":-", "-", ":=", "=")):
+        if known is None:
+            acc.add_unknown()
+        else:
+            _add_word(acc, known)
+        return
+    alternative = _word(named[1:], scope, walk) if len(named) > 1 else Word.literal("")
+    if operator in (":-", "-", ":=", "="):  # unknown variable: either its value or the default
+        acc.dynamic = True
+        _add_word(acc, replace(alternative, values=("",) + alternative.values, templates=(UNKNOWN,) + alternative.templates))
+    elif known is not None:  # ${x:+alt} with x known to be set
+        _add_word(acc, alternative if known.value else Word.literal(""))
+    else:
+        acc.dynamic = True
+        _add_word(acc, replace(alternative, values=("",) + alternative.values, templates=("",) + alternative.templates))
+
+
+def _add_word(acc: _Acc, word: Word) -> None:
+    acc.add(list(zip(word.values, word.templates)))
+    acc.dynamic = acc.dynamic or word.dynamic
+    acc.glob = acc.glob or word.glob
+    acc.from_output = acc.from_output or word.from_output
+    acc.inner.extend(word.inner)
+
+
+def _variable(name: str, scope: _Scope) -> Word | None:
+    if name in scope.variables:
+        return scope.variables[name]
+    if name == "HOME":
+        return Word.literal(HOME)
+    if name == "PWD" and scope.cwd is not None:
+        return Word.literal(scope.cwd)
+    return None
+
+
+def _expand_tilde(text: str, scope: _Scope) -> str:
+    head, slash, rest = text.partition("/")
+    user = head[1:]
+    if user == "":
+        home = HOME
+    elif user == "+" and scope.cwd is not None:
+        home = scope.cwd
+    elif user in ("+", "-"):
+        return text
+    elif re.fullmatch(r"[A-Za-z_][\w.-]*", user):
+        home = "/root" if user == "root" else f"/home/{user}"
+    else:
+        return text
+    return home + slash + rest
+
+
+def _unescape(text: str) -> str:
+    """Unquoted backslashes: ``\\x`` is ``x``, a backslash-newline disappears."""
+    return re.sub(r"\\(.)", r"\1", text.replace("\\\n", ""), flags=re.S)
+
+
+def _unescape_double(text: str) -> str:
+    """Inside double quotes a backslash only escapes ``$ ` " \\`` and newline."""
+    return re.sub(r'\\([$`"\\\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+
+
+def _decode_ansi_c(body: str) -> str:
+    try:
+        return codecs.decode(body.encode("latin-1", "backslashreplace"), "unicode_escape")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ParseFailure(f"cannot decode $'{body}'") from exc
+
+
+def _expand_braces(text: str) -> list[str]:
+    """``a{b,c}d`` → ``abd acd`` (nested too); ranges like ``{1..3}`` are left as they are."""
+    depth = 0
+    start = -1
+    for index, char in enumerate(text):
+        if char == "{":
+            if depth == 0:
+                start = index
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                options = _split_top_commas(text[start + 1 : index])
+                if len(options) < 2:
+                    continue
+                tails = _expand_braces(text[index + 1 :])
+                return [text[:start] + o + t for option in options for o in _expand_braces(option) for t in tails]
+    return [text]
+
+
+def _split_top_commas(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        depth += char == "{"
+        depth -= char == "}"
+        current += char
+    parts.append(current)
+    return parts
+
+
+def _text(node: Node) -> str:
+    return node.text.decode("utf-8", "replace")
