@@ -216,6 +216,12 @@ DOCUMENTED_FORMS = [
     "if then fi",
     "echo \x01 hi",
     "sudo -Z rm -rf /",
+    # tree-sitter-bash reads these as one command (`head rm -rf /`, `true '\\rm' ...`); bash does not
+    "git status; awk '{print $1}' access.log | sort | uniq -c | sort -rn | head\nrm -rf / && git status",
+    "true\n\\rm -rf /",
+    "(" * 3000 + "ls" + ")" * 3000,
+    "(cd /; rm -rf *)",
+    "cd /; (rm -rf *)",
 ]
 
 # Ways to spell the same dangerous simple command, combined below.

@@ -18,16 +18,15 @@ pipeline inside the redirect), and words after a redirect target (``rm >/dev/nul
 attached to the redirect instead of the command.
 
 Word evaluation is static and conservative: quotes and backslashes are removed, ``$'...'`` is
-decoded, ``~`` and ``$HOME`` become :data:`HOME`, braces are expanded, variables assigned earlier
+decoded, ``~`` and ``$HOME`` become :data:`~vigil.tools.shell_words.HOME`, braces are expanded, variables assigned earlier
 on the same line (and ``for`` loop values) are substituted, and anything only known at run time
 (other variables, command output) reads as the empty string and marks the word ``dynamic``. For
 strings that another shell will parse again (``sh -c``, ``eval``) each unknown part is kept as
-:data:`UNKNOWN` instead, so the nested parse still sees that something is there.
+:data:`~vigil.tools.shell_words.UNKNOWN` instead, so the nested parse still sees that something is there.
 """
 
 from __future__ import annotations
 
-import codecs
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator
@@ -35,92 +34,27 @@ from typing import Iterator
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from vigil.tools.shell_words import (
+    GLOB,
+    HOME,
+    UNESCAPED_META,
+    UNKNOWN,
+    Accumulator,
+    ParseFailure,
+    Redirect,
+    SimpleCommand,
+    Word,
+    add_word,
+    combine_words,
+    decode_ansi_c,
+    expand_tilde,
+    unescape,
+    unescape_double,
+    unknown_word,
+)
+
 _LANGUAGE = Language(tree_sitter_bash.language())
-
-HOME = "/home/~"
-"""How the home directory reads after evaluation (``~``, ``$HOME``); ``~/..`` is then ``/home``."""
-
-UNKNOWN = "__vigil_unknown__"
-"""Stands for a value only known at run time inside a string that is parsed again."""
-
-MAX_VALUES = 64
-"""More possible values than this for one word (braces, loop values) is not judged."""
-
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_GLOB = re.compile(r"(?<!\\)[*?\[]")
-_UNESCAPED_BLANK = re.compile(r"(?<!\\)[ \t\n]")
-
-
-class ParseFailure(Exception):
-    """The command line cannot be parsed with confidence; the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class Word:
-    """One evaluated word. ``values`` are its possible values (usually one); ``templates`` are
-    the same with :data:`UNKNOWN` where a run-time value goes."""
-
-    text: str
-    values: tuple[str, ...]
-    templates: tuple[str, ...]
-    dynamic: bool = False
-    """Part of it is only known when the command runs."""
-    glob: bool = False
-    """It holds an unquoted ``*``, ``?`` or ``[``."""
-    from_output: bool = False
-    """Part of it is the output of a command (``$(...)``, backticks) or a process substitution."""
-    process_substitution: bool = False
-    inner: tuple["SimpleCommand", ...] = ()
-    """The commands run inside its substitutions."""
-
-    @property
-    def value(self) -> str:
-        return self.values[0]
-
-    @classmethod
-    def literal(cls, text: str) -> "Word":
-        return cls(text, (text,), (text,))
-
-
-@dataclass(frozen=True, slots=True)
-class Redirect:
-    """``op`` is the operator (``>``, ``>>``, ``<``, ``&>``, ``<<``, ``<<<`` ...)."""
-
-    op: str
-    target: Word | None
-    """The file, or the here-document / here-string content (its evaluated text)."""
-
-    @property
-    def writes(self) -> bool:
-        return self.op in (">", ">>", ">|", "&>", "&>>", "<>", ">&") and self.target is not None
-
-    @property
-    def reads_stdin(self) -> bool:
-        return self.op in ("<", "<<", "<<-", "<<<", "<>")
-
-
-@dataclass(frozen=True, slots=True)
-class SimpleCommand:
-    """A command with its words (name first), its redirects (including those of enclosing
-    compound commands), where its standard input comes from, and the directory it runs in."""
-
-    words: tuple[Word, ...]
-    redirects: tuple[Redirect, ...] = ()
-    piped: bool = False
-    """Its standard input is the output of the commands in ``upstream``."""
-    upstream: tuple["SimpleCommand", ...] = ()
-    cwd: str | None = None
-    """Where an earlier ``cd`` on the line moved to (absolute, or relative to the starting
-    directory), else ``None``: the working directory the command line starts in."""
-    background: bool = False
-    function: str | None = None
-    """The function whose body it is part of."""
-
-    @property
-    def stdin(self) -> Redirect | None:
-        """The redirect its standard input comes from, if any (the last one wins)."""
-        found = [r for r in self.redirects if r.reads_stdin]
-        return found[-1] if found else None
 
 
 @dataclass(slots=True)
@@ -176,10 +110,6 @@ def _descendants(node: Node) -> Iterator[Node]:
         yield from _descendants(child)
 
 
-_SEPARATORS = {";", ";;", "&", "&&", "||", "|", "|&", "\n", "comment", "(", ")", "{", "}"}
-_KEYWORDS = {"if", "then", "else", "elif", "fi", "for", "in", "do", "done", "while", "until", "case", "esac", "select", "function", "!"}
-
-
 def _statement(node: Node, scope: _Scope, walk: _Walk) -> None:
     """Walk a statement of any kind, recording the simple commands it runs."""
     kind = node.type
@@ -190,8 +120,9 @@ def _statement(node: Node, scope: _Scope, walk: _Walk) -> None:
     elif kind == "pipeline":
         _pipeline(_pipeline_stages(node), scope, walk)
     elif kind in ("subshell", "command_substitution", "process_substitution"):
+        inner = scope.child()  # what a subshell changes (cd, variables) stays inside it
         for child in node.children:
-            _statement(child, scope.child(), walk)
+            _statement(child, inner, walk)
     elif kind == "variable_assignment":
         _assign(node, scope, walk)
     elif kind == "declaration_command":
@@ -256,8 +187,6 @@ def _pipeline(stages: list[Node], scope: _Scope, walk: _Walk, upstream: tuple[Si
         _statement(stage, scope.child(piped=piped, upstream=upstream), walk)
         upstream = upstream + tuple(walk.commands[start:])
         piped = True
-
-
 _REDIRECTS = ("file_redirect", "herestring_redirect", "heredoc_redirect")
 
 
@@ -338,14 +267,14 @@ def _heredoc_body(node: Node, quoted: bool, strip_tabs: bool, scope: _Scope, wal
         if strip_tabs:
             text = "\n".join(line.lstrip("\t") for line in text.split("\n"))
         return Word.literal(text)
-    acc = _Acc(scope)
+    acc = Accumulator(nested=scope.nested)
     position = node.start_byte
     source = node.text
     base = node.start_byte
     for child in node.children:
         acc.add_literal(source[position - base : child.start_byte - base].decode(), quoted=True)
         if child.type == "heredoc_content":
-            acc.add_literal(_unescape_double(_text(child)), quoted=True)
+            acc.add_literal(unescape_double(_text(child)), quoted=True)
         else:
             _piece(child, acc, scope, walk, quoted=True)
         position = child.end_byte
@@ -372,35 +301,10 @@ def _for(node: Node, scope: _Scope, walk: _Walk) -> None:
             seen_in = True
         elif child.type == "do_group":
             if name:
-                scope.variables[name] = _combine(items) if seen_in else _unknown_word(f"${name}")
+                scope.variables[name] = combine_words(items) if seen_in else unknown_word(f"${name}")
             _statement(child, scope, walk)
         elif seen_in and child.is_named:
             items.append(_word([child], scope, walk))
-
-
-def _combine(items: list[Word]) -> Word:
-    """One word standing for whichever item a loop is at."""
-    if not items:
-        return Word.literal("")
-    values = tuple(v for item in items for v in item.values)
-    templates = tuple(t for item in items for t in item.templates)
-    if len(values) > MAX_VALUES:
-        raise ParseFailure("a loop takes too many values to check")
-    return Word(
-        " ".join(i.text for i in items),
-        values,
-        templates,
-        dynamic=any(i.dynamic for i in items),
-        glob=any(i.glob for i in items),
-        from_output=any(i.from_output for i in items),
-        inner=tuple(c for i in items for c in i.inner),
-    )
-
-
-def _unknown_word(text: str) -> Word:
-    return Word(text, ("",), (UNKNOWN,), dynamic=True)
-
-
 _ARGUMENT_TYPES = {
     "word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation",
     "simple_expansion", "expansion", "command_substitution", "process_substitution",
@@ -409,6 +313,7 @@ _ARGUMENT_TYPES = {
 
 
 def _command(node: Node, scope: _Scope, walk: _Walk, extra_args: list[list[Node]] | None = None) -> None:
+    _check_no_line_break(node)
     groups: list[list[Node]] = []
     redirects: list[Redirect] = []
     previous_end = -1
@@ -450,6 +355,21 @@ def _command(node: Node, scope: _Scope, walk: _Walk, extra_args: list[list[Node]
     walk.commands.append(command)
     _track_cd(command, scope)
     _track_set(command, scope)
+
+
+def _check_no_line_break(node: Node) -> None:
+    """A simple command never continues past an unescaped newline between its words.
+
+    tree-sitter-bash sometimes reads ``... | head<newline>rm -rf /`` as ``head rm -rf /`` without
+    reporting an error; bash runs ``rm`` as a command of its own.
+    """
+    source = node.text
+    base = node.start_byte
+    children = node.children
+    for before, after in zip(children, children[1:]):
+        gap = source[before.end_byte - base : after.start_byte - base].replace(b"\\\n", b"")
+        if b"\n" in gap:
+            raise ParseFailure("the parser and the shell could disagree about where a command ends")
 
 
 def _split_fields(group: list[Node], word: Word) -> list[Word]:
@@ -495,57 +415,8 @@ def _track_cd(command: SimpleCommand, scope: _Scope) -> None:
         scope.cwd = scope.cwd.rstrip("/") + "/" + path
 
 
-class _Acc:
-    """Builds the possible values of a word piece by piece."""
-
-    def __init__(self, scope: _Scope) -> None:
-        self.scope = scope
-        self.pairs: list[tuple[str, str]] = [("", "")]
-        self.dynamic = False
-        self.glob = False
-        self.from_output = False
-        self.process_substitution = False
-        self.inner: list[SimpleCommand] = []
-        self.unquoted_braces = False
-
-    def add(self, options: list[tuple[str, str]]) -> None:
-        self.pairs = [(v + ov, t + ot) for v, t in self.pairs for ov, ot in options]
-        if len(self.pairs) > MAX_VALUES:
-            raise ParseFailure("a word has too many possible values to check")
-
-    def add_literal(self, text: str, *, quoted: bool) -> None:
-        if not text:
-            return
-        if self.scope.nested and UNKNOWN in text:
-            self.dynamic = True
-            self.add([(text.replace(UNKNOWN, ""), text)])
-        else:
-            self.add([(text, text)])
-
-    def add_unknown(self) -> None:
-        self.dynamic = True
-        self.add([("", UNKNOWN)])
-
-    def word(self, text: str) -> Word:
-        pairs = self.pairs
-        if self.unquoted_braces:
-            pairs = [p for v, t in pairs for p in zip(_expand_braces(v), _expand_braces(t))]
-            if len(pairs) > MAX_VALUES:
-                raise ParseFailure("a word has too many possible values to check")
-        return Word(
-            text,
-            tuple(v for v, _ in pairs),
-            tuple(t for _, t in pairs),
-            dynamic=self.dynamic,
-            glob=self.glob,
-            from_output=self.from_output,
-            process_substitution=self.process_substitution,
-            inner=tuple(self.inner),
-        )
-
-
 def _word(nodes: list[Node], scope: _Scope, walk: _Walk) -> Word:
-    acc = _Acc(scope)
+    acc = Accumulator(nested=scope.nested)
     pieces = _flatten(nodes)
     for index, piece in enumerate(pieces):
         _piece(piece, acc, scope, walk, quoted=False, first=index == 0)
@@ -562,30 +433,30 @@ def _flatten(nodes: list[Node]) -> list[Node]:
     return flat
 
 
-def _piece(node: Node, acc: _Acc, scope: _Scope, walk: _Walk, *, quoted: bool, first: bool = False) -> None:
+def _piece(node: Node, acc: Accumulator, scope: _Scope, walk: _Walk, *, quoted: bool, first: bool = False) -> None:
     kind = node.type
     text = _text(node)
     if kind in ("word", "number", "$", "extglob_pattern"):
-        if not quoted and _UNESCAPED_BLANK.search(text):
+        if kind == "word" and not quoted and UNESCAPED_META.search(text):
             # tree-sitter-bash glues `true<newline>\rm` into one word; bash runs two commands.
             raise ParseFailure(f"the parser and the shell could disagree about the word {text!r}")
         if not quoted:
             if first and text.startswith("~"):
-                text = _expand_tilde(text, scope)
-            if _GLOB.search(text):
+                text = expand_tilde(text, scope.cwd)
+            if GLOB.search(text):
                 acc.glob = True
             if "{" in text or "}" in text:
                 acc.unquoted_braces = True
-            text = _unescape(text)
+            text = unescape(text)
         acc.add_literal(text, quoted=quoted)
     elif kind == "raw_string":
         acc.add_literal(text[1:-1], quoted=True)
     elif kind == "ansi_c_string":
-        acc.add_literal(_decode_ansi_c(text[2:-1]), quoted=True)
+        acc.add_literal(decode_ansi_c(text[2:-1]), quoted=True)
     elif kind in ("string", "translated_string"):
         for child in node.children:
             if child.type == "string_content":
-                acc.add_literal(_unescape_double(_text(child)), quoted=True)
+                acc.add_literal(unescape_double(_text(child)), quoted=True)
             elif child.type not in ('"', "$"):
                 _piece(child, acc, scope, walk, quoted=True)
     elif kind in ("simple_expansion", "expansion"):
@@ -606,12 +477,10 @@ def _piece(node: Node, acc: _Acc, scope: _Scope, walk: _Walk, *, quoted: bool, f
             _statement(child, scope.child(), walk)
         acc.inner.extend(walk.commands[start:])
         acc.add_unknown()
-
-
 _KNOWN_DEFAULT_OPS = {":-", "-", ":=", "=", ":+", "+"}
 
 
-def _expansion(node: Node, acc: _Acc, scope: _Scope, walk: _Walk) -> None:
+def _expansion(node: Node, acc: Accumulator, scope: _Scope, walk: _Walk) -> None:
     names = [c for c in node.children if c.type in ("variable_name", "special_variable_name")]
     named = [c for c in node.children if c.is_named]
     simple = len(named) == 1 and bool(names) and all(
@@ -632,25 +501,17 @@ def _expansion(node: Node, acc: _Acc, scope: _Scope, walk: _Walk) -> None:
         if known is None:
             acc.add_unknown()
         else:
-            _add_word(acc, known)
+            add_word(acc, known)
         return
     alternative = _word(named[1:], scope, walk) if len(named) > 1 else Word.literal("")
     if operator in (":-", "-", ":=", "="):  # unknown variable: either its value or the default
         acc.dynamic = True
-        _add_word(acc, replace(alternative, values=("",) + alternative.values, templates=(UNKNOWN,) + alternative.templates))
+        add_word(acc, replace(alternative, values=("",) + alternative.values, templates=(UNKNOWN,) + alternative.templates))
     elif known is not None:  # ${x:+alt} with x known to be set
-        _add_word(acc, alternative if known.value else Word.literal(""))
+        add_word(acc, alternative if known.value else Word.literal(""))
     else:
         acc.dynamic = True
-        _add_word(acc, replace(alternative, values=("",) + alternative.values, templates=("",) + alternative.templates))
-
-
-def _add_word(acc: _Acc, word: Word) -> None:
-    acc.add(list(zip(word.values, word.templates)))
-    acc.dynamic = acc.dynamic or word.dynamic
-    acc.glob = acc.glob or word.glob
-    acc.from_output = acc.from_output or word.from_output
-    acc.inner.extend(word.inner)
+        add_word(acc, replace(alternative, values=("",) + alternative.values, templates=("",) + alternative.templates))
 
 
 def _variable(name: str, scope: _Scope) -> Word | None:
@@ -661,73 +522,6 @@ def _variable(name: str, scope: _Scope) -> Word | None:
     if name == "PWD" and scope.cwd is not None:
         return Word.literal(scope.cwd)
     return None
-
-
-def _expand_tilde(text: str, scope: _Scope) -> str:
-    head, slash, rest = text.partition("/")
-    user = head[1:]
-    if user == "":
-        home = HOME
-    elif user == "+" and scope.cwd is not None:
-        home = scope.cwd
-    elif user in ("+", "-"):
-        return text
-    elif re.fullmatch(r"[A-Za-z_][\w.-]*", user):
-        home = "/root" if user == "root" else f"/home/{user}"
-    else:
-        return text
-    return home + slash + rest
-
-
-def _unescape(text: str) -> str:
-    """Unquoted backslashes: ``\\x`` is ``x``, a backslash-newline disappears."""
-    return re.sub(r"\\(.)", r"\1", text.replace("\\\n", ""), flags=re.S)
-
-
-def _unescape_double(text: str) -> str:
-    """Inside double quotes a backslash only escapes ``$ ` " \\`` and newline."""
-    return re.sub(r'\\([$`"\\\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), text)
-
-
-def _decode_ansi_c(body: str) -> str:
-    try:
-        return codecs.decode(body.encode("latin-1", "backslashreplace"), "unicode_escape")
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ParseFailure(f"cannot decode $'{body}'") from exc
-
-
-def _expand_braces(text: str) -> list[str]:
-    """``a{b,c}d`` → ``abd acd`` (nested too); ranges like ``{1..3}`` are left as they are."""
-    depth = 0
-    start = -1
-    for index, char in enumerate(text):
-        if char == "{":
-            if depth == 0:
-                start = index
-            depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                options = _split_top_commas(text[start + 1 : index])
-                if len(options) < 2:
-                    continue
-                tails = _expand_braces(text[index + 1 :])
-                return [text[:start] + o + t for option in options for o in _expand_braces(option) for t in tails]
-    return [text]
-
-
-def _split_top_commas(text: str) -> list[str]:
-    parts, depth, current = [], 0, ""
-    for char in text:
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-            continue
-        depth += char == "{"
-        depth -= char == "}"
-        current += char
-    parts.append(current)
-    return parts
 
 
 def _text(node: Node) -> str:

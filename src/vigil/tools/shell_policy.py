@@ -26,36 +26,20 @@ and returns the first reason found. The forms (README, "What the agent may run o
 
 from __future__ import annotations
 
-import fnmatch
-import os
-import posixpath
 import re
-import stat
-from typing import Callable, Iterable
+from typing import Iterable
 
-from vigil.tools.shell_parse import HOME, UNKNOWN, ParseFailure, SimpleCommand, Word, parse
+from vigil.tools.shell_parse import parse
+from vigil.tools.shell_rules import DESTRUCTIVE_RULES, Rule, formats
+from vigil.tools.shell_targets import Options, precious_target, redirect_reason
+from vigil.tools.shell_words import UNKNOWN, ParseFailure, SimpleCommand, Word
 from vigil.tools.shell_wrappers import WRAPPERS, Unsure, program_name, unwrap
 
 MAX_DEPTH = 6
 UNSURE = "cannot be parsed with confidence: "
-
-SYSTEM_DIRECTORIES = frozenset(
-    "/bin /boot /dev /etc /home /lib /lib32 /lib64 /libx32 /media /mnt /opt /proc /root /run /sbin "
-    "/snap /srv /sys /usr /var /usr/bin /usr/sbin /usr/lib /usr/lib32 /usr/lib64 /usr/libexec "
-    "/usr/include /usr/local /usr/share /usr/src /var/lib /Applications /Library /System /Users".split()
-)
-# shred overwrites files one by one: anything under these is part of the installed system.
-SYSTEM_TREES = tuple(
-    "/bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /opt /proc /root /sbin /srv /sys /usr /var".split()
-)
 SHELLS = frozenset("sh bash zsh dash ksh mksh ash yash fish csh tcsh busybox-sh".split())
 INTERPRETERS = frozenset("python python2 python3 perl ruby node nodejs php lua tclsh".split())
 DOWNLOADERS = frozenset("curl wget fetch aria2c http https httpie lynx links".split())
-_BLOCK_DEVICE = re.compile(
-    r"/dev/(?:(?:sd|hd|vd|xvd)[a-zA-Z]+\d*|nvme\d+(?:n\d+(?:p\d+)?)?|mmcblk\d+(?:p\d+)?|md\d+|dm-\d+"
-    r"|loop\d+|sr\d+|nbd\d+|zram\d+|rbd\d+|fd\d+|r?disk\d+(?:s\d+)?|bcache\d+|root|mem|kmem|port"
-    r"|disk/.+|mapper/.+)"
-)
 _PYTHON = re.compile(r"python\d*(?:\.\d+)?")
 
 
@@ -65,18 +49,20 @@ def check_line(source: str, depth: int = 0) -> str | None:
         return UNSURE + f"commands are nested more than {MAX_DEPTH} levels deep"
     try:
         commands = parse(source, nested=depth > 0)
+        for command in commands:
+            reason = judge(command, depth)
+            if reason:
+                return reason
     except ParseFailure as exc:
         return UNSURE + str(exc)
-    for command in commands:
-        reason = judge(command, depth)
-        if reason:
-            return reason
+    except RecursionError:
+        return UNSURE + "the command line is nested too deeply"
     return _fork_bomb(commands)
 
 
 def judge(command: SimpleCommand, depth: int) -> str | None:
     """Why this one simple command is dangerous, or ``None``."""
-    reason = _redirect_reason(command)
+    reason = redirect_reason(command)
     if reason:
         return reason
     words = command.words
@@ -112,7 +98,7 @@ def judge(command: SimpleCommand, depth: int) -> str | None:
         return UNSURE + "too many wrappers around one command"
     rule = RULES.get(name)
     if rule is None and name.startswith("mkfs"):
-        rule = _formats
+        rule = formats
     if rule is None and (name in INTERPRETERS or _PYTHON.fullmatch(name)):
         rule = _interpreter
     if rule is None:
@@ -139,175 +125,6 @@ def _echoed(upstream: SimpleCommand) -> tuple[Word, ...]:
     return tuple(
         Word.literal(part) for w in upstream.words[1:] if not w.value.startswith("-") for part in w.value.split()
     )
-
-
-# ---------------------------------------------------------------- paths and devices
-
-
-def _resolve(value: str, cwd: str | None) -> str | None:
-    """``value`` as a normalised path: absolute, or relative to the starting working directory."""
-    if not value:
-        return None
-    if not value.startswith("/") and cwd is not None:
-        value = cwd.rstrip("/") + "/" + value
-    path = posixpath.normpath(value)
-    return re.sub(r"^/+", "/", path)
-
-
-def _parent_of_workdir(path: str, glob: bool) -> bool:
-    """``..``, ``../..`` or ``../*``: the directory vigil runs in is not known, its parents are
-    never the thing to delete."""
-    parts = path.split("/")
-    if parts[-1] == "..":
-        return all(p == ".." for p in parts)
-    return glob and len(parts) > 1 and all(p == ".." for p in parts[:-1]) and set(parts[-1]) <= set("*?.")
-
-
-def _named(path: str) -> str | None:
-    homes = {HOME, _real_home()}
-    if path == "/":
-        return "the whole filesystem"
-    if path in homes:
-        return "the home directory"
-    if path in SYSTEM_DIRECTORIES:
-        return f"the system directory {path}"
-    if posixpath.dirname(path) == "/home":
-        return f"the home directory {path}"
-    return None
-
-
-def _real_home() -> str:
-    home = os.path.expanduser("~")
-    return home if home not in ("", "/") else HOME
-
-
-def _precious(word: Word, cwd: str | None) -> str | None:
-    """What ``word`` names if it is ``/``, a system or home directory, or everything in one."""
-    for value in word.values:
-        path = _resolve(value, cwd)
-        if path is None:
-            continue
-        if not path.startswith("/"):
-            if _parent_of_workdir(path, word.glob):
-                return f"a parent of the working directory ({value})"
-            continue  # inside the working directory: not judged
-        named = _named(path)
-        if named:
-            return named
-        if not word.glob:
-            continue
-        candidates = ["/", *SYSTEM_DIRECTORIES, HOME, _real_home()]
-        for candidate in candidates:
-            if fnmatch.fnmatchcase(candidate, path):
-                return _named(candidate)
-        parent, base = posixpath.split(path)
-        if base and set(base) <= set("*?.") and set(base) & set("*?"):
-            for candidate in candidates:
-                if fnmatch.fnmatchcase(candidate, parent):
-                    return f"everything in {_named(candidate)}"
-    return None
-
-
-def _device(word: Word, cwd: str | None = None) -> str | None:
-    """The block device ``word`` names, if it names one."""
-    for value in word.values:
-        path = _resolve(value, cwd)
-        if path is None or not path.startswith("/dev/"):
-            continue
-        if _BLOCK_DEVICE.fullmatch(path) or (word.glob and path.startswith("/dev/")):
-            return path
-        try:
-            if stat.S_ISBLK(os.stat(path).st_mode):
-                return path
-        except OSError:
-            pass
-    return None
-
-
-def _under_system(word: Word, cwd: str | None) -> str | None:
-    for value in word.values:
-        path = _resolve(value, cwd)
-        if path and any(path == tree or path.startswith(tree + "/") for tree in SYSTEM_TREES):
-            return path
-    return None
-
-
-def _redirect_reason(command: SimpleCommand) -> str | None:
-    for redirect in command.redirects:
-        if redirect.writes and redirect.target is not None:
-            device = _device(redirect.target, command.cwd)
-            if device:
-                return f"overwrites the disk device {device} through a redirect ({redirect.op} {device})"
-    return None
-
-
-# ---------------------------------------------------------------- options
-
-
-class _Args:
-    """Options and operands of a command, split the GNU way (``--`` ends the options)."""
-
-    def __init__(self, args: list[Word], takes_value: str = "", *, stop_at_operand: bool = False) -> None:
-        self.letters: set[str] = set()
-        self.long: set[str] = set()
-        self.values: dict[str, Word] = {}
-        self.operands: list[Word] = []
-        wants = set(takes_value.split())
-        index = 0
-        while index < len(args):
-            word = args[index]
-            value = word.value
-            index += 1
-            if value == "--":
-                self.operands.extend(args[index:])
-                break
-            if value.startswith("--") and len(value) > 2:
-                name, has_value, attached = value[2:].partition("=")
-                self.long.add(name)
-                if has_value:
-                    self.values[name] = Word.literal(attached)
-                elif name in wants and index < len(args):
-                    self.values[name] = args[index]
-                    index += 1
-            elif value.startswith("-") and len(value) > 1 and not word.dynamic:
-                for position, letter in enumerate(value[1:], start=1):
-                    self.letters.add(letter)
-                    if letter in wants:
-                        rest = value[position + 1 :]
-                        if rest:
-                            self.values[letter] = Word.literal(rest)
-                        elif index < len(args):
-                            self.values[letter] = args[index]
-                            index += 1
-                        break
-            else:
-                self.operands.append(word)
-                if stop_at_operand:
-                    self.operands.extend(args[index:])
-                    break
-
-    def has(self, *names: str) -> bool:
-        return any(n in self.letters if len(n) == 1 else n in self.long for n in names)
-
-
-# ---------------------------------------------------------------- the rules
-
-Rule = Callable[[str, list[Word], SimpleCommand, int], "str | None"]
-
-
-def _recursive(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    parsed = _Args(args, "reference from" if name != "rm" else "")
-    if parsed.has("no-preserve-root"):
-        return f"disables {name}'s protection of the root directory (--no-preserve-root)"
-    recursive = parsed.has("recursive") or ("r" in parsed.letters and name == "rm") or "R" in parsed.letters
-    if not recursive:
-        return None
-    verb = "deletes" if name == "rm" else "changes the permissions or ownership of"
-    for operand in parsed.operands:
-        where = _precious(operand, command.cwd)
-        if where:
-            return f"recursively {verb} {where}"
-    return None
 
 
 _DELETING = frozenset("rm rmdir unlink shred truncate mv chmod chown chgrp dd".split())
@@ -349,155 +166,9 @@ def _find(name: str, args: list[Word], command: SimpleCommand, depth: int) -> st
     if action is None:
         return None
     for start in starts or [Word.literal(".")]:
-        where = _precious(start, command.cwd)
+        where = precious_target(start, command.cwd)
         if where:
             return f"deletes or changes files throughout {where} (find {action})"
-    return None
-
-
-def _formats(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    return f"formats a filesystem ({name})"
-
-
-def _wipes(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    if name == "wipefs":
-        return "erases filesystem signatures from a device (wipefs)"
-    return "discards every block of a device (blkdiscard)"
-
-
-_READ_ONLY_PARTITIONING = {
-    "fdisk": {"l", "list", "u", "units", "b", "sector-size", "L", "color"},
-    "sfdisk": {"l", "list", "d", "dump", "J", "json", "s", "show-size", "g", "show-geometry", "V", "verify", "F", "list-free", "r", "reorder-no"},
-    "sgdisk": {"p", "print", "v", "verify", "O", "print-mbr", "D", "display-alignment", "E", "end-of-largest", "P", "pretend", "i", "info"},
-    "gdisk": {"l", "list"},
-    "parted": {"l", "list", "s", "script", "m", "machine"},
-}  # fmt: skip
-_PARTED_READ_COMMANDS = {"print", "unit", "help", "version", "p", "free", "s", "b", "kb", "mb", "gb", "tb", "B", "MB", "GB", "TB", "MiB", "GiB", "%", "cyl", "chs", "compact"}  # fmt: skip
-
-
-def _partitions(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    parsed = _Args(args, "b sector-size u units")
-    devices = [d for d in (_device(w, command.cwd) for w in parsed.operands) if d]
-    if not devices:
-        return None
-    options = parsed.letters | parsed.long
-    read_only = _READ_ONLY_PARTITIONING.get(name, set())
-    if name == "parted":
-        words = [w.value for w in parsed.operands if not _device(w, command.cwd)]
-        if ("l" in options or "list" in options or words) and all(w in _PARTED_READ_COMMANDS for w in words):
-            return None
-    elif options and options <= read_only and (options - {"u", "units", "b", "sector-size", "color", "L"}):
-        return None
-    return f"rewrites the partition table of {devices[0]} ({name})"
-
-
-def _dd(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    for word in args:
-        if word.value.startswith("of="):
-            device = _device(Word(word.text, tuple(v[3:] for v in word.values), word.templates, glob=word.glob), command.cwd)
-            if device:
-                return f"writes raw data onto the disk device {device} (dd of={device})"
-    return None
-
-
-def _copies(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    parsed = _Args(args, "t target-directory S suffix")
-    targets = [parsed.values[k] for k in ("t", "target-directory") if k in parsed.values]
-    if name == "tee":
-        targets += parsed.operands
-    elif parsed.operands:
-        targets.append(parsed.operands[-1])
-    for target in targets:
-        device = _device(target, command.cwd)
-        if device:
-            return f"writes onto the disk device {device} ({name})"
-    return None
-
-
-def _shred(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    parsed = _Args(args, "n iterations s size random-source")
-    for operand in parsed.operands:
-        device = _device(operand, command.cwd)
-        if device:
-            return f"overwrites the disk device {device} (shred)"
-        system = _under_system(operand, command.cwd)
-        if system:
-            return f"overwrites the system file {system} (shred)"
-    return None
-
-
-def _kill(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    signal_given = False
-    pids: list[str] = []
-    index = 0
-    while index < len(args):
-        value = args[index].value
-        index += 1
-        if value == "--":
-            pids.extend(w.value for w in args[index:])
-            break
-        if value in ("-l", "-L", "--list", "--table"):
-            return None
-        if value in ("-s", "-n", "--signal"):
-            index += 1
-            signal_given = True
-        elif value.startswith("-") and not signal_given and not pids:
-            signal_given = True  # the first option is the signal: in `kill -9 -1`, -1 is the pid
-        else:
-            pids.append(value)
-    # A lone `kill -1` is a usage error for bash but "every process" for some kill programs.
-    if "-1" in pids or (not pids and [w.value for w in args] == ["-1"]):
-        return "kills every process on the machine (kill -1)"
-    return None
-
-
-_MATCH_ALL = {"", ".", ".*", ".+", "^", "$", "^.*", ".*$", "^.*$", "^.+$"}
-_SIGNAL_OPTION = re.compile(r"-(?:\d+|(?:SIG)?[A-Z]{2,}[A-Z0-9+]*)")
-
-
-def _pkill(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    if name == "killall5":
-        return "kills every process on the machine (killall5)"
-    if name == "pkill":
-        takes = "signal u U g G P s t F session terminal pidfile euid uid group pgroup parent ns nslist"
-    else:
-        takes = "s signal u user o y n older-than younger-than Z context"
-    parsed = _Args([w for w in args if not _SIGNAL_OPTION.fullmatch(w.value)], takes)
-    patterns = [w.value for w in parsed.operands]
-    if name == "pkill" and parsed.has("v", "inverse"):
-        return "kills every process except the ones matched (pkill -v)"
-    regex = name == "pkill" or parsed.has("r", "regexp")
-    if regex and any(p in _MATCH_ALL for p in patterns):
-        return f"kills every process on the machine ({name} {patterns[0]!r})"
-    if not patterns and parsed.has("u", "U", "euid", "uid", "user"):
-        return f"kills every process of a user ({name} -u)"
-    return None
-
-
-def _power(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    return f"shuts down or restarts the machine ({name})"
-
-
-_POWER_VERBS = {"reboot", "poweroff", "halt", "kexec", "soft-reboot"}
-_POWER_TARGETS = {"reboot.target", "poweroff.target", "halt.target", "kexec.target", "rescue.target", "emergency.target"}
-_SYSTEMCTL_VALUES = "t p s n o H M type property signal lines output host machine root state kill-whom job-mode what when reboot-argument boot-loader-entry"  # fmt: skip
-
-
-def _systemctl(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    operands = [w.value for w in _Args(args, _SYSTEMCTL_VALUES).operands]
-    if not operands:
-        return None
-    verb = operands[0]
-    if verb in _POWER_VERBS or (name == "loginctl" and verb in ("reboot", "poweroff", "halt")):
-        return f"shuts down or restarts the machine ({name} {verb})"
-    if verb in ("isolate", "start") and set(operands[1:]) & _POWER_TARGETS:
-        return f"shuts down or restarts the machine ({name} {verb})"
-    return None
-
-
-def _init(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    if any(w.value in ("0", "6") for w in args):
-        return f"shuts down or restarts the machine ({name} {args[0].value})"
     return None
 
 
@@ -594,7 +265,7 @@ def _source(name: str, args: list[Word], command: SimpleCommand, depth: int) -> 
 
 
 def _su(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    parsed = _Args(
+    parsed = Options(
         args, "c command session-command s shell g group G supp-group w whitelist-environment u user", stop_at_operand=name == "runuser"
     )
     for key in ("c", "command", "session-command"):
@@ -606,7 +277,7 @@ def _su(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str 
 
 
 def _watch(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    parsed = _Args(args, "n interval d differences q equexit", stop_at_operand=True)
+    parsed = Options(args, "n interval d differences q equexit", stop_at_operand=True)
     if not parsed.operands:
         return None
     if parsed.has("x", "exec"):
@@ -615,7 +286,7 @@ def _watch(name: str, args: list[Word], command: SimpleCommand, depth: int) -> s
 
 
 def _flock(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
-    parsed = _Args(args, "w timeout wait E conflict-exit-code c command", stop_at_operand=True)
+    parsed = Options(args, "w timeout wait E conflict-exit-code c command", stop_at_operand=True)
     if "c" in parsed.values or "command" in parsed.values:
         return _nested(parsed.values.get("c") or parsed.values["command"], depth, "flock -c")
     if len(parsed.operands) > 1:
@@ -665,19 +336,8 @@ def _fork_bomb(commands: list[SimpleCommand]) -> str | None:
 
 
 RULES: dict[str, Rule] = {
-    **dict.fromkeys(("rm", "chmod", "chown", "chgrp"), _recursive),
+    **DESTRUCTIVE_RULES,
     "find": _find,
-    **dict.fromkeys(("mke2fs", "mkswap", "mkdosfs", "mkntfs"), _formats),
-    **dict.fromkeys(("wipefs", "blkdiscard"), _wipes),
-    **dict.fromkeys(("fdisk", "sfdisk", "cfdisk", "parted", "sgdisk", "gdisk"), _partitions),
-    "dd": _dd,
-    **dict.fromkeys(("cp", "mv", "install", "rsync", "tee"), _copies),
-    "shred": _shred,
-    "kill": _kill,
-    **dict.fromkeys(("pkill", "killall", "killall5"), _pkill),
-    **dict.fromkeys(("shutdown", "reboot", "halt", "poweroff", "kexec"), _power),
-    **dict.fromkeys(("systemctl", "loginctl"), _systemctl),
-    **dict.fromkeys(("init", "telinit"), _init),
     **dict.fromkeys(SHELLS, _shell),
     "eval": _eval,
     **dict.fromkeys(("source", "."), _source),
