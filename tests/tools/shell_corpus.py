@@ -96,6 +96,14 @@ DOCUMENTED_FORMS = [
     "{ cat a; cat b; } > /dev/sda",
     "rsync disk.img /dev/sdb",
     "pv image.iso > /dev/sdb",
+    "truncate -s 0 /dev/sda",
+    "ddrescue /dev/zero /dev/sda",
+    # moving a system or home directory away, rsync --delete onto one
+    "mv /etc /tmp/etc",
+    "mv ~ /tmp/old-home",
+    "mv -t /tmp /usr",
+    "rsync -a --delete empty/ /",
+    "xargs -I % rm -rf /%",
     # shred of a device or system paths
     "shred -n 3 -z /dev/sdb",
     "shred -u /etc/passwd",
@@ -397,4 +405,8 @@ BENIGN = [
     "x=1; y=$x; echo $y",
     "echo {1..5}",
     "cp -r src/{a,b} /tmp/out/",
+    "mv build/app /tmp/app",
+    "rsync -a --delete build/ /tmp/site/",
+    "truncate -s 0 app.log",
+    "find . -name '*.bak' | xargs -I{} mv {} /tmp/backups/",
 ]

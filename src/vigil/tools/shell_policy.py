@@ -10,8 +10,10 @@ and returns the first reason found. The forms (README, "What the agent may run o
 - ``find`` over those with ``-delete`` or ``-exec``/``-execdir``/``-ok`` of a deleting command
 - ``mkfs*``, ``mke2fs``, ``mkswap``, ``wipefs``, ``blkdiscard``; ``fdisk``/``sfdisk``/``cfdisk``/
   ``parted``/``sgdisk``/``gdisk`` on a device (listing forms like ``fdisk -l`` excepted)
-- writing to a block device: ``dd of=``, ``cp``/``mv``/``install``/``rsync``/``tee`` onto one, any
-  output redirect (``> /dev/sda``); ``shred`` of a device or of a file under a system directory
+- writing to a block device: ``dd of=``, ``cp``/``mv``/``install``/``rsync``/``tee``/``truncate``/
+  ``ddrescue`` onto one, any output redirect (``> /dev/sda``); ``shred`` of a device or of a file
+  under a system directory
+- ``mv`` of ``/``, a system or a home directory; ``rsync --delete`` onto one
 - ``kill`` of pid ``-1``, ``killall5``, ``pkill``/``killall`` of every process or every process of
   a user
 - ``shutdown``, ``reboot``, ``halt``, ``poweroff``, ``kexec``, ``systemctl reboot|poweroff|halt|
@@ -66,7 +68,6 @@ def judge(command: SimpleCommand, depth: int) -> str | None:
     if reason:
         return reason
     words = command.words
-    stdin_arguments = False
     for _ in range(32):
         head = words[0]
         if head.dynamic or head.from_output:
@@ -91,8 +92,7 @@ def judge(command: SimpleCommand, depth: int) -> str | None:
         if unwrapped.words is None:
             return None
         words = unwrapped.words
-        stdin_arguments = stdin_arguments or unwrapped.stdin_arguments
-        if stdin_arguments and command.piped and command.upstream:
+        if unwrapped.stdin_arguments and command.piped and command.upstream:
             words = words + _echoed(command.upstream[-1])
     else:
         return UNSURE + "too many wrappers around one command"

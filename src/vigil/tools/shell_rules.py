@@ -75,14 +75,27 @@ def _dd(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str 
 def _copies(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
     parsed = Options(args, "t target-directory S suffix")
     targets = [parsed.values[k] for k in ("t", "target-directory") if k in parsed.values]
-    if name == "tee":
+    if name in ("tee", "truncate"):
         targets += parsed.operands
-    elif parsed.operands:
+    elif name == "ddrescue":
+        targets += parsed.operands[1:2]
+    elif parsed.operands and not targets:
         targets.append(parsed.operands[-1])
     for target in targets:
         device = block_device(target, command.cwd)
         if device:
             return f"writes onto the disk device {device} ({name})"
+    given_target = any(k in parsed.values for k in ("t", "target-directory"))
+    sources = parsed.operands if given_target else parsed.operands[:-1]
+    if name == "mv":
+        for source in sources:
+            where = precious_target(source, command.cwd)
+            if where:
+                return f"moves away {where} (mv)"
+    if name == "rsync" and any(option.startswith("delete") for option in parsed.long) and targets:
+        where = precious_target(targets[-1], command.cwd)
+        if where:
+            return f"deletes whatever the source lacks from {where} (rsync --delete)"
     return None
 
 
@@ -180,7 +193,7 @@ DESTRUCTIVE_RULES: dict[str, Rule] = {
     **dict.fromkeys(("wipefs", "blkdiscard"), _wipes),
     **dict.fromkeys(("fdisk", "sfdisk", "cfdisk", "parted", "sgdisk", "gdisk"), _partitions),
     "dd": _dd,
-    **dict.fromkeys(("cp", "mv", "install", "rsync", "tee"), _copies),
+    **dict.fromkeys(("cp", "mv", "install", "rsync", "tee", "truncate", "ddrescue"), _copies),
     "shred": _shred,
     "kill": _kill,
     **dict.fromkeys(("pkill", "killall", "killall5"), _pkill),

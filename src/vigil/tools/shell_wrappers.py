@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from vigil.tools.shell_parse import Word
+from vigil.tools.shell_words import UNKNOWN, Word
 
 
 class Unsure(Exception):
@@ -172,7 +172,7 @@ def unwrap(name: str, words: tuple[Word, ...]) -> Unwrapped:
             return Unwrapped(None)
         rest = tuple(Word.literal(w) for w in spec.default)
     if replace_string:
-        rest = tuple(_unknown(w) if replace_string in w.value else w for w in rest)
+        rest = tuple(_fill_in(w, replace_string) for w in rest)
     return Unwrapped(rest, stdin_arguments=name == "xargs")
 
 
@@ -193,5 +193,14 @@ def _env_split(text: str, rest: list[Word]) -> Unwrapped:
     return unwrap("env", (Word.literal("env"), *(Word.literal(w) for w in split), *rest))
 
 
-def _unknown(word: Word) -> Word:
-    return Word(word.text, ("",), ("",), dynamic=True)
+def _fill_in(word: Word, replace_string: str) -> Word:
+    """xargs -I: where the replace string stands, an input line goes (unknown here)."""
+    if replace_string not in word.value:
+        return word
+    return Word(
+        word.text,
+        tuple(v.replace(replace_string, "") for v in word.values),
+        tuple(t.replace(replace_string, UNKNOWN) for t in word.templates),
+        dynamic=True,
+        glob=word.glob,
+    )
