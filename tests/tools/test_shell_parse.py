@@ -47,15 +47,19 @@ def test_variables_and_cd_earlier_on_the_line_are_followed() -> None:
 
 
 @pytest.mark.parametrize(
-    "line",
+    ("line", "names"),
     [
-        "echo 'unterminated",
-        "if then fi",
-        "git status; awk '{print $1}' f | sort | uniq -c | sort -rn | head\nrm x && y",
-        "true\n\\rm x",
-        "echo \x07",
+        ("git status; awk '{print $1}' f | sort | uniq -c | sort -rn | head\nrm x && y", ["git", "awk", "sort", "uniq", "sort", "head", "rm", "y"]),
+        ("true\n\\rm x", ["true", "rm"]),
+        ("\n\n  a | b\nc", ["a", "b", "c"]),
     ],
 )
-def test_what_bash_and_the_parser_could_read_differently_is_refused(line: str) -> None:
+def test_a_newline_ends_a_command_where_tree_sitter_would_run_it_on(line: str, names: list[str]) -> None:
+    # tree-sitter-bash alone reads `head<newline>rm x` as `head rm x` and `true<newline>\rm` as `true '\rm'`
+    assert _names(line) == names
+
+
+@pytest.mark.parametrize("line", ["echo 'unterminated", "if then fi", "echo \x07", "(" * 3 + "ls"])
+def test_what_cannot_be_parsed_with_confidence_is_refused(line: str) -> None:
     with pytest.raises(ParseFailure):
         parse(line)

@@ -80,6 +80,17 @@ class _Walk:
     commands: list[SimpleCommand] = field(default_factory=list)
 
 
+_MAX_REPAIRS = 16
+
+
+class _LineBreakInCommand(ParseFailure):
+    """tree-sitter-bash ran a simple command on past the newline at byte ``offset``."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__("the parser and the shell could disagree about where a command ends")
+        self.offset = offset
+
+
 def parse(source: str, *, nested: bool = False) -> list[SimpleCommand]:
     """Every simple command in ``source``, in order; raises :class:`ParseFailure`.
 
@@ -88,7 +99,19 @@ def parse(source: str, *, nested: bool = False) -> list[SimpleCommand]:
     bad = _CONTROL.search(source)
     if bad:
         raise ParseFailure(f"it contains the control character {bad.group()!r}")
-    tree = Parser(_LANGUAGE).parse(source.encode("utf-8"))
+    data = source.encode("utf-8")
+    for _ in range(_MAX_REPAIRS):
+        try:
+            return _parse_bytes(data, nested)
+        except _LineBreakInCommand as exc:
+            # Bash ends a simple command at an unescaped newline between its words, so a `;` in
+            # front of that newline changes nothing for bash and shows the parser where it ends.
+            data = data[: exc.offset] + b";" + data[exc.offset :]
+    raise ParseFailure("the parser and the shell could disagree about where commands end")
+
+
+def _parse_bytes(data: bytes, nested: bool) -> list[SimpleCommand]:
+    tree = Parser(_LANGUAGE).parse(data)
     if tree.root_node.has_error:
         raise ParseFailure(f"the shell syntax is incomplete or invalid near {_error_snippet(tree.root_node)!r}")
     walk = _Walk()
@@ -363,13 +386,19 @@ def _check_no_line_break(node: Node) -> None:
     tree-sitter-bash sometimes reads ``... | head<newline>rm -rf /`` as ``head rm -rf /`` without
     reporting an error; bash runs ``rm`` as a command of its own.
     """
-    source = node.text
-    base = node.start_byte
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    source, base = root.text, root.start_byte
     children = node.children
     for before, after in zip(children, children[1:]):
-        gap = source[before.end_byte - base : after.start_byte - base].replace(b"\\\n", b"")
-        if b"\n" in gap:
-            raise ParseFailure("the parser and the shell could disagree about where a command ends")
+        for offset in range(before.end_byte, after.start_byte):
+            if _unescaped_newline_at(source, offset - base):
+                raise _LineBreakInCommand(offset)
+
+
+def _unescaped_newline_at(source: bytes, index: int) -> bool:
+    return source[index : index + 1] == b"\n" and (index == 0 or source[index - 1 : index] != b"\\")
 
 
 def _split_fields(group: list[Node], word: Word) -> list[Word]:
@@ -439,6 +468,10 @@ def _piece(node: Node, acc: Accumulator, scope: _Scope, walk: _Walk, *, quoted: 
     if kind in ("word", "number", "$", "extglob_pattern"):
         if kind == "word" and not quoted and UNESCAPED_META.search(text):
             # tree-sitter-bash glues `true<newline>\rm` into one word; bash runs two commands.
+            raw = node.text
+            breaks = [i for i in range(len(raw)) if _unescaped_newline_at(raw, i)]
+            if breaks:
+                raise _LineBreakInCommand(node.start_byte + breaks[0])
             raise ParseFailure(f"the parser and the shell could disagree about the word {text!r}")
         if not quoted:
             if first and text.startswith("~"):
