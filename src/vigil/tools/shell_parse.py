@@ -510,41 +510,50 @@ def _piece(node: Node, acc: Accumulator, scope: _Scope, walk: _Walk, *, quoted: 
             _statement(child, scope.child(), walk)
         acc.inner.extend(walk.commands[start:])
         acc.add_unknown()
-_KNOWN_DEFAULT_OPS = {":-", "-", ":=", "=", ":+", "+"}
+_DEFAULT_OPS = {":-", "-", ":=", "="}
+_ALTERNATIVE_OPS = {":+", "+"}
+_REQUIRED_OPS = {":?", "?"}
 
 
 def _expansion(node: Node, acc: Accumulator, scope: _Scope, walk: _Walk) -> None:
     names = [c for c in node.children if c.type in ("variable_name", "special_variable_name")]
     named = [c for c in node.children if c.is_named]
-    simple = len(named) == 1 and bool(names) and all(
-        c.is_named or c.type in ("$", "${", "}") for c in node.children
-    )
-    operator = next((c.type for c in node.children if not c.is_named and c.type in _KNOWN_DEFAULT_OPS), None)
-    # Commands in `${x:-$(...)}` may run: check them whatever the value.
-    start = len(walk.commands)
-    for child in named[1:]:
-        _statement(child, scope.child(), walk)
-    acc.inner.extend(walk.commands[start:])
-    if not names or (not simple and operator is None):
+    tokens = [c.type for c in node.children if not c.is_named]
+    operator = next((t for t in tokens if t in _DEFAULT_OPS | _ALTERNATIVE_OPS | _REQUIRED_OPS), None)
+    if len(named) == 1 and names and all(t in ("$", "${", "}") for t in tokens):
+        known = _variable(_text(names[0]), scope)
+        add_word(acc, known) if known is not None else acc.add_unknown()
+        return
+    if not names or operator is None:
+        # ${#x}, ${x/a/b}, ${x:0:2}: the value is not predicted; commands inside are still checked.
+        start = len(walk.commands)
+        for child in named[1:]:
+            _statement(child, scope.child(), walk)
+        acc.inner.extend(walk.commands[start:])
         acc.add_unknown()
         return
-    name = _text(names[0])
-    known = _variable(name, scope)
-    if simple or (known is not None and operator in (":-", "-", ":=", "=")):
-        if known is None:
-            acc.add_unknown()
-        else:
+    known = _variable(_text(names[0]), scope)
+    operand = _word(named[1:], scope, walk) if len(named) > 1 else Word.literal("")
+    acc.inner.extend(operand.inner)
+    if operator in _REQUIRED_OPS:
+        if known is not None:
             add_word(acc, known)
-        return
-    alternative = _word(named[1:], scope, walk) if len(named) > 1 else Word.literal("")
-    if operator in (":-", "-", ":=", "="):  # unknown variable: either its value or the default
-        acc.dynamic = True
-        add_word(acc, replace(alternative, values=("",) + alternative.values, templates=(UNKNOWN,) + alternative.templates))
-    elif known is not None:  # ${x:+alt} with x known to be set
-        add_word(acc, alternative if known.value else Word.literal(""))
+        else:  # bash stops with an error rather than expand an unset `${x:?}` to nothing
+            acc.dynamic = True
+            acc.add([(_text(node), UNKNOWN)])
+    elif operator in _DEFAULT_OPS:
+        if known is not None and (known.value or operator in ("-", "=")):
+            add_word(acc, known)
+        elif known is not None:
+            add_word(acc, operand)
+        else:  # unknown: its value, or the default
+            acc.dynamic = True
+            add_word(acc, replace(operand, values=("",) + operand.values, templates=(UNKNOWN,) + operand.templates))
+    elif known is not None:  # ${x:+alt}
+        add_word(acc, operand if known.value else Word.literal(""))
     else:
         acc.dynamic = True
-        add_word(acc, replace(alternative, values=("",) + alternative.values, templates=("",) + alternative.templates))
+        add_word(acc, replace(operand, values=("",) + operand.values, templates=("",) + operand.templates))
 
 
 def _variable(name: str, scope: _Scope) -> Word | None:
