@@ -233,6 +233,7 @@ DOCUMENTED_FORMS = [
     "true\n\\rm -rf /",
     "(" * 3000 + "ls" + ")" * 3000,
     "(cd /; rm -rf *)",
+    "echo " + "{a,b}" * 40,  # 2**40 words: refused before they are built
     "cd /; (rm -rf *)",
 ]
 
@@ -412,6 +413,8 @@ BENIGN = [
     "x=1; y=$x; echo $y",
     "echo {1..5}",
     "cp -r src/{a,b} /tmp/out/",
+    "for i in " + "x " * 100 + "; do echo $i; done",
+    "x={a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}; echo $x",
     "mv build/app /tmp/app",
     "rsync -a --delete build/ /tmp/site/",
     "truncate -s 0 app.log",

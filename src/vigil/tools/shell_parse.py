@@ -295,20 +295,20 @@ def _heredoc_body(node: Node, quoted: bool, strip_tabs: bool, scope: _Scope, wal
     source = node.text
     base = node.start_byte
     for child in node.children:
-        acc.add_literal(source[position - base : child.start_byte - base].decode(), quoted=True)
+        acc.add_literal(source[position - base : child.start_byte - base].decode())
         if child.type == "heredoc_content":
-            acc.add_literal(unescape_double(_text(child)), quoted=True)
+            acc.add_literal(unescape_double(_text(child)))
         else:
             _piece(child, acc, scope, walk, quoted=True)
         position = child.end_byte
-    acc.add_literal(source[position - base :].decode(), quoted=True)
+    acc.add_literal(source[position - base :].decode())
     return acc.word(_text(node))
 
 
 def _assign(node: Node, scope: _Scope, walk: _Walk) -> None:
     name_node = node.children[0]
     values = [c for c in node.children[2:]] if len(node.children) > 2 else []
-    word = _word(values, scope, walk) if values else Word.literal("")
+    word = _word(values, scope, walk, braces=False) if values else Word.literal("")  # x={a,b} is literal
     if name_node.type == "variable_name":
         scope.variables[_text(name_node)] = word
 
@@ -444,11 +444,12 @@ def _track_cd(command: SimpleCommand, scope: _Scope) -> None:
         scope.cwd = scope.cwd.rstrip("/") + "/" + path
 
 
-def _word(nodes: list[Node], scope: _Scope, walk: _Walk) -> Word:
+def _word(nodes: list[Node], scope: _Scope, walk: _Walk, *, braces: bool = True) -> Word:
     acc = Accumulator(nested=scope.nested)
     pieces = _flatten(nodes)
     for index, piece in enumerate(pieces):
         _piece(piece, acc, scope, walk, quoted=False, first=index == 0)
+    acc.unquoted_braces = acc.unquoted_braces and braces
     return acc.word(" ".join(_text(n) for n in nodes) if len(nodes) > 1 else (_text(nodes[0]) if nodes else ""))
 
 
@@ -481,15 +482,15 @@ def _piece(node: Node, acc: Accumulator, scope: _Scope, walk: _Walk, *, quoted: 
             if "{" in text or "}" in text:
                 acc.unquoted_braces = True
             text = unescape(text)
-        acc.add_literal(text, quoted=quoted)
+        acc.add_literal(text)
     elif kind == "raw_string":
-        acc.add_literal(text[1:-1], quoted=True)
+        acc.add_literal(text[1:-1])
     elif kind == "ansi_c_string":
-        acc.add_literal(decode_ansi_c(text[2:-1]), quoted=True)
+        acc.add_literal(decode_ansi_c(text[2:-1]))
     elif kind in ("string", "translated_string"):
         for child in node.children:
             if child.type == "string_content":
-                acc.add_literal(unescape_double(_text(child)), quoted=True)
+                acc.add_literal(unescape_double(_text(child)))
             elif child.type not in ('"', "$"):
                 _piece(child, acc, scope, walk, quoted=True)
     elif kind in ("simple_expansion", "expansion"):
@@ -502,7 +503,7 @@ def _piece(node: Node, acc: Accumulator, scope: _Scope, walk: _Walk, *, quoted: 
         acc.process_substitution = acc.process_substitution or kind == "process_substitution"
         acc.add_unknown()
     elif kind == "brace_expression":
-        acc.add_literal(text, quoted=quoted)
+        acc.add_literal(text)
     else:
         # Arithmetic and anything unfamiliar: its value is not predicted, its commands are checked.
         start = len(walk.commands)

@@ -12,8 +12,14 @@ import re
 from dataclasses import dataclass
 
 HOME = "/home/~"
+"""How the home directory reads after evaluation (``~``, ``$HOME``); ``~/..`` is then ``/home``."""
+
 UNKNOWN = "__vigil_unknown__"
+"""Stands for a value only known at run time inside a string that is parsed again (``sh -c``)."""
+
 MAX_VALUES = 64
+"""More possible values than this for one word (braces, loop values) is not judged."""
+
 GLOB = re.compile(r"(?<!\\)[*?\[]")
 UNESCAPED_META = re.compile(r"(?<!\\)[ \t\n;&|<>()]")
 
@@ -94,8 +100,9 @@ def combine_words(items: list[Word]) -> Word:
     """One word standing for whichever item a loop is at."""
     if not items:
         return Word.literal("")
-    values = tuple(v for item in items for v in item.values)
-    templates = tuple(t for item in items for t in item.templates)
+    pairs = dict.fromkeys((v, t) for item in items for v, t in zip(item.values, item.templates))
+    values = tuple(v for v, _ in pairs)
+    templates = tuple(t for _, t in pairs)
     if len(values) > MAX_VALUES:
         raise ParseFailure("a loop takes too many values to check")
     return Word(
@@ -127,11 +134,11 @@ class Accumulator:
         self.unquoted_braces = False
 
     def add(self, options: list[tuple[str, str]]) -> None:
-        self.pairs = [(v + ov, t + ot) for v, t in self.pairs for ov, ot in options]
+        self.pairs = list(dict.fromkeys((v + ov, t + ot) for v, t in self.pairs for ov, ot in options))
         if len(self.pairs) > MAX_VALUES:
             raise ParseFailure("a word has too many possible values to check")
 
-    def add_literal(self, text: str, *, quoted: bool) -> None:
+    def add_literal(self, text: str) -> None:
         if not text:
             return
         if self.nested and UNKNOWN in text:
@@ -220,7 +227,10 @@ def _expand_braces(text: str) -> list[str]:
                 if len(options) < 2:
                     continue
                 tails = _expand_braces(text[index + 1 :])
-                return [text[:start] + o + t for option in options for o in _expand_braces(option) for t in tails]
+                heads = [o for option in options for o in _expand_braces(option)]
+                if len(heads) * len(tails) > MAX_VALUES:  # checked before building them
+                    raise ParseFailure("a word has too many possible values to check")
+                return [text[:start] + h + t for h in heads for t in tails]
     return [text]
 
 
