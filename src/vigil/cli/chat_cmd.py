@@ -64,6 +64,8 @@ async def _chat(
         from vigil.cli.repl import ask_approval
 
         approve = ask_approval
+    elif sys.stdin.isatty() and sys.stderr.isatty():
+        approve = _ask_on_stderr  # -q with a person at the terminal: ask them instead of refusing
     agent = Agent(store=store, client=client, profile=app.profile, settings=app.settings, approve=approve)
     controller = ConversationController(agent, session_id=session_id)
     if session_id is not None:
@@ -74,6 +76,20 @@ async def _chat(
         return await _interactive(app, controller, stream)
     finally:
         await client.aclose()
+
+
+async def _ask_on_stderr(tool: str, description: str) -> bool:
+    """Ask the person at the terminal (on stderr, so that stdout keeps only the answer)."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.output import create_output
+    from rich.markup import escape
+
+    err_console.print(f"[bold yellow]⚠ {escape(tool)} needs approval:[/bold yellow] {escape(description)}")
+    try:
+        answer = await PromptSession(output=create_output(stdout=sys.stderr)).prompt_async("Allow it? [y/N] ")
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 async def _interactive(app: AppContext, controller: ConversationController, stream: bool) -> int:

@@ -88,8 +88,8 @@ async def request_approval(ctx: ToolContext, tool: str, what: str) -> ToolResult
     """
     if ctx.approve is None:
         return ToolResult(
-            f"refused: this needs the user's approval ({what}), but no one can approve it "
-            "in this session; nothing was done",
+            "refused: no one can approve anything in this unattended run (vigil chat -q without "
+            f"a terminal, a cron job or a heartbeat), and this needs approval: {what}; nothing was done",
             is_error=True,
         )
     if await ctx.approve(tool, what):
