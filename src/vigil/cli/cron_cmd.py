@@ -21,6 +21,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from vigil.cli.arguments import WholeNumber
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten
 from vigil.clock import Clock, FakeClock, SystemClock
@@ -29,7 +30,7 @@ from vigil.models.factory import build_client
 from vigil.schedule import estop
 from vigil.schedule.cron_errors import CronError
 from vigil.schedule.cron_format import error_lines, job_line, job_lines, job_to_json, next_text, run_line, run_to_json
-from vigil.schedule.cron_jobs import JobSpec, new_job
+from vigil.schedule.cron_jobs import MAX_REPEAT, JobSpec, new_job
 from vigil.schedule.cron_repo import Claim, CronRepo
 from vigil.schedule.cron_runner import CronRunner
 from vigil.schedule.cron_schedule import default_zone, format_instant
@@ -38,6 +39,8 @@ from vigil.schedule.cron_scheduler import CronScheduler, TickReport, due_names
 
 F = TypeVar("F", bound=Callable[..., Any])
 NOW_ENV = "VIGIL_CRON_NOW"
+MAX_LISTED = 100_000
+"""The most run records ``cron runs -n`` shows (0 shows all)."""
 
 
 def fixed_now() -> float | None:
@@ -86,7 +89,8 @@ def _definition_options(func: F) -> F:
         click.option("--workdir", metavar="DIR", help="Working directory of the runs (default: the profile home)."),
         click.option("--catch-up", "catch_up", type=click.Choice(["run", "skip"]), help="After an outage longer than the grace: run once (default) or skip."),
         click.option("--grace", metavar="DURATION", help="How late a run may start, e.g. 10m (default: half the period, 2m..2h)."),
-        click.option("--repeat", type=int, metavar="N", help="Stop after N scheduled runs (0: no limit)."),
+        click.option("--repeat", type=WholeNumber(0, MAX_REPEAT), metavar="N",
+                     help=f"Stop after N scheduled runs (0: no limit; at most {MAX_REPEAT:,})."),
         click.option("--json", "as_json", is_flag=True, help="Print the job as JSON."),
     ]
     for option in reversed(options):
@@ -229,7 +233,8 @@ def remove_cmd(app: AppContext, name: str) -> None:
 
 @cron.command("runs")
 @click.argument("name", required=False)
-@click.option("-n", "--limit", default=30, show_default=True, help="How many to show (0 = all).")
+@click.option("-n", "--limit", default=30, show_default=True, type=WholeNumber(0, MAX_LISTED),
+              help=f"How many to show (0 = all; at most {MAX_LISTED:,}).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @_friendly

@@ -13,6 +13,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from vigil.cli.arguments import SESSION_REF
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, err_console, local_time, relative, shorten
 from vigil.clock import SystemClock
@@ -36,7 +37,7 @@ FIRES_ONLY_WHEN_OPEN = (
 )
 
 _session_option = click.option(
-    "-s", "--session", "session_ref", required=True, metavar="ID|PREFIX",
+    "-s", "--session", "session_ref", required=True, metavar="ID|PREFIX", type=SESSION_REF,
     help="The conversation (a session id or a unique prefix; its newest continuation is used).",
 )
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
+from vigil.cli.arguments import SESSION_REF, WholeNumber
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, local_time, shorten
 from vigil.export import (
@@ -17,6 +19,12 @@ from vigil.export import (
     session_to_dict,
     write_private,
 )
+
+
+MAX_LISTED = 100_000
+"""The most sessions ``sessions list -n`` shows (0 shows all)."""
+MAX_HITS = 10_000
+"""The most matches ``sessions search -n`` shows."""
 
 
 @click.group()
@@ -29,8 +37,8 @@ def sessions() -> None:
 
 @sessions.command("list")
 @click.option(
-    "-n", "--limit", default=30, show_default=True, type=click.IntRange(min=0),
-    help="How many to show (0 = all).",
+    "-n", "--limit", default=30, show_default=True, type=WholeNumber(0, MAX_LISTED),
+    help=f"How many to show (0 = all; at most {MAX_LISTED:,}).",
 )
 @click.option("--source", help="Only sessions from this source (cli, cron, slack, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -70,7 +78,7 @@ def list_cmd(app: AppContext, limit: int, source: str | None, as_json: bool) -> 
 
 
 @sessions.command("show")
-@click.argument("session")
+@click.argument("session", type=SESSION_REF)
 @click.option("--full", is_flag=True, help="Show whole messages instead of one line each.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (metadata and messages).")
 @pass_app
@@ -104,8 +112,11 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
 
 @sessions.command("search")
 @click.argument("query", nargs=-1, required=True)
-@click.option("-n", "--limit", default=20, show_default=True, type=click.IntRange(min=1))
-@click.option("--session", "session_ref", help="Only search this session.")
+@click.option(
+    "-n", "--limit", default=20, show_default=True, type=WholeNumber(1, MAX_HITS),
+    help=f"How many matches to show (at most {MAX_HITS:,}).",
+)
+@click.option("--session", "session_ref", type=SESSION_REF, help="Only search this session.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def search_cmd(
@@ -113,7 +124,7 @@ def search_cmd(
 ) -> None:
     """Full-text search over every message of this profile."""
     store = app.store
-    session_id = store.resolve_session(session_ref) if session_ref else None
+    session_id = store.resolve_session(session_ref) if session_ref is not None else None
     hits = store.search(" ".join(query), limit=limit, session_id=session_id)
     if as_json:
         echo_json(
@@ -141,7 +152,7 @@ def search_cmd(
 
 
 @sessions.command("export")
-@click.argument("session")
+@click.argument("session", type=SESSION_REF)
 @click.option(
     "--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl", show_default=True
 )
@@ -168,7 +179,7 @@ def export_cmd(
 
 
 @sessions.command("rename")
-@click.argument("session")
+@click.argument("session", type=SESSION_REF)
 @click.argument("title")
 @pass_app
 def rename_cmd(app: AppContext, session: str, title: str) -> None:
@@ -176,13 +187,19 @@ def rename_cmd(app: AppContext, session: str, title: str) -> None:
     title = " ".join(title.split())
     if not title:
         raise click.ClickException("the title must not be empty")
+    control = next((ch for ch in title if unicodedata.category(ch) == "Cc"), None)
+    if control is not None:
+        raise click.ClickException(
+            f"the title contains the control character U+{ord(control):04X}: use printable text"
+        )
     store = app.store
     record = store.update_session(store.resolve_session(session), title=title)
-    console.print(f"Renamed {record.id} to {escape(title)!r}")
+    # Plain output: the title is the user's text, never rich markup.
+    click.echo(f"Renamed {record.id} to '{record.title}'")
 
 
 @sessions.command("delete")
-@click.argument("session")
+@click.argument("session", type=SESSION_REF)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
 def delete_cmd(app: AppContext, session: str, yes: bool) -> None:
