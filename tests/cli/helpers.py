@@ -31,14 +31,15 @@ def run_vigil(*args: str, home: Path, env: dict[str, str] | None = None, timeout
     )
 
 
-def state_digest(home: Path) -> str:
+def state_digest(home: Path, *, ignore: tuple[str, ...] = ()) -> str:
     """A digest of everything a profile home holds: every row of every table of ``state.db``
     (read through SQLite, so a WAL checkpoint does not count as a change) and the bytes of
-    every other file. Equal digests before and after a command mean it changed nothing."""
+    every other file except those named in ``ignore``. Equal digests before and after a
+    command mean it changed nothing."""
     digest = hashlib.sha256()
     for path in sorted(home.rglob("*")) if home.exists() else []:
         relative = path.relative_to(home).as_posix()
-        if path.name in ("state.db-wal", "state.db-shm", "state.db-journal") or path.is_dir():
+        if path.name in ("state.db-wal", "state.db-shm", "state.db-journal", *ignore) or path.is_dir():
             continue
         digest.update(relative.encode() + b"\0")
         if path.name == "state.db":
