@@ -63,6 +63,7 @@ def _vigil_bytes(args: list[bytes], home: Path, env: dict[str, str] | None = Non
         ([b"cron", b"edit", b"daily", b"--prompt", b"\xc3("], "--prompt"),
         ([b"heartbeat", b"set", b"-s", SESSION.encode(), b"10m", b"watch \xff"], "argument INTERVAL PROMPT"),
         ([b"sessions", b"search", b"caf\xe9"], "argument QUERY"),
+        ([b"config", b"set", b"model.name", b"m\xff"], "argument VALUE"),
     ],
 )
 def test_invalid_utf8_arguments_are_refused_before_any_write(
@@ -220,3 +221,17 @@ def test_a_model_error_with_brackets_is_shown_verbatim(vigil_home: Path, fake_mo
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 1
     assert "unknown model '[/bold]' (try [b]gpt[/b])" in result.output
+
+
+def test_stored_text_with_markup_is_shown_verbatim(vigil_home: Path) -> None:
+    vigil_home.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStore(vigil_home / "state.db")
+    try:
+        store.create_session(source="web[/]", model="[/bold]m", title="[red]t", session_id="ab0000000001")
+    finally:
+        store.close()
+    shown = invoke("sessions", "show", "ab0000000001")
+    assert shown.exit_code == 0, shown.output
+    assert "model [/bold]m" in shown.output and "source web[/]" in shown.output and "[red]t" in shown.output
+    listed = invoke("sessions", "list")
+    assert listed.exit_code == 0 and "web[/]" in listed.output

@@ -111,7 +111,7 @@ def list_heartbeats(app: AppContext, as_json: bool) -> None:
     for item in listed:
         h = item.heartbeat
         if h is None:
-            table.add_row(item.session_id, "?", "damaged", "-", "-", escape(shorten(item.error, 40)))
+            table.add_row(escape(item.session_id), "?", "damaged", "-", "-", escape(shorten(item.error, 40)))
             continue
         table.add_row(
             h.session_id, format_interval(h.interval), h.status, _next_fire(h, now), str(h.fire_count),

@@ -70,7 +70,7 @@ def list_cmd(app: AppContext, limit: int, source: str | None, as_json: bool) -> 
         table.add_row(
             s.id,
             local_time(s.updated_at),
-            s.source,
+            escape(s.source),
             str(s.message_count),
             escape(shorten(s.title, 50)) + marks + ended,
         )
@@ -95,7 +95,8 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
     console.print(f"[bold]{escape(record.title or 'untitled')}[/bold]  {record.id}")
     console.print(
         f"source {record.source} · started {local_time(record.started_at)} · "
-        f"{record.message_count} messages · model {record.model or '-'}"
+        f"{record.message_count} messages · model {record.model or '-'}",
+        markup=False,
     )
     if record.parent_id:
         console.print(f"continues {record.parent_id}", markup=False)
