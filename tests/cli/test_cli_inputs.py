@@ -86,6 +86,17 @@ def test_invalid_utf8_profile_from_the_environment_is_refused(profile: Path) -> 
     assert result.stderr.startswith("Error: $VIGIL_PROFILE (used as -p/--profile) is not valid UTF-8")
 
 
+@pytest.mark.parametrize("variable", ["VIGIL_HOME", "VIGIL_MODEL", "OPENAI_API_KEY"])
+def test_vigil_environment_variables_must_be_utf8(profile: Path, tmp_path: Path, variable: str) -> None:
+    before = state_digest(profile)
+    value = os.fsdecode(bytes(tmp_path) + b"/home\xff") if variable == "VIGIL_HOME" else os.fsdecode(b"x\xff")
+    result = _vigil_bytes([b"sessions", b"list"], profile, {variable: value})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"Error: ${variable} is not valid UTF-8 text")
+    assert state_digest(profile) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["vigil-home"]  # no home was created
+
+
 def test_the_rule_reaches_options_of_every_command(profile: Path) -> None:
     before = state_digest(profile)
     for args in (

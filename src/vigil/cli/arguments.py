@@ -4,7 +4,9 @@ that bound what a single option accepts.
 * Text that is not valid UTF-8. On POSIX, Python decodes ``argv`` and the environment with
   ``surrogateescape``: each byte that is not UTF-8 becomes a lone surrogate ``\\udc80`` ..
   ``\\udcff``. Such text cannot be stored (SQLite, JSON and YAML need real Unicode), so it is
-  refused once, centrally, naming the argument, before any command has written anything.
+  refused once, centrally, naming the argument (or the environment variable: those that
+  become options, and vigil's own ``VIGIL_*`` and provider variables), before any command
+  has written anything.
 * Numbers: :class:`WholeNumber` accepts ASCII digits only (``int()`` would also take ``١٥``,
   ``１５``, ``1_000`` and 5,000-digit strings) and names its limits.
 * Session references: :data:`SESSION_REF` refuses an empty or blank one instead of letting it
@@ -24,6 +26,9 @@ from click.core import ParameterSource
 _UNDECODABLE = re.compile("[\udc80-\udcff]")
 _ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
 _SHOWN_WIDTH = 24
+ENV_PREFIXES = ("VIGIL_", "OPENAI_", "ANTHROPIC_")
+"""Environment variables vigil reads (its home, profile, model and provider settings): each
+must be valid UTF-8 too."""
 
 
 class ArgumentRefused(click.ClickException):
@@ -49,8 +54,8 @@ def undecodable_byte(text: str) -> int | None:
 # -- the central check ---------------------------------------------------------------------
 def refuse_undecodable(root: click.Command, ctx: click.Context, argv: Sequence[str]) -> None:
     """Raise :class:`ArgumentRefused` when a word of ``argv`` or an environment variable that
-    became an option is not valid UTF-8, naming it. Cheap when everything is fine: the
-    command line is only parsed a second time (without side effects) to name the culprit."""
+    became an option is not valid UTF-8, naming it. Cheap when everything is fine: only
+    a command line that holds such text is parsed a second time, to name the culprit."""
     bad_words = [word for word in argv if undecodable_byte(word) is not None]
     located = _locate(root, ctx, list(argv))
     if located is not None:
@@ -58,8 +63,16 @@ def refuse_undecodable(root: click.Command, ctx: click.Context, argv: Sequence[s
     elif bad_words:
         label, text = _label_by_position(list(argv), bad_words[0]), bad_words[0]
     else:
-        return
+        variable = next(
+            (name for name in sorted(os.environ) if name.startswith(ENV_PREFIXES)
+             and undecodable_byte(os.environ[name]) is not None),
+            None,
+        )
+        if variable is None:
+            return
+        label, text = f"${variable}", os.environ[variable]
     byte = undecodable_byte(text)
+    assert byte is not None
     raise ArgumentRefused(
         f"{label} is not valid UTF-8 text (byte 0x{byte:02x} in {shown(text)}): "
         "vigil stores text as UTF-8, so give it in UTF-8"
@@ -70,7 +83,8 @@ def _locate(root: click.Command, ctx: click.Context, argv: list[str]) -> tuple[s
     """(label, text) of the first parsed parameter holding undecodable text, or ``None``.
 
     The command line is parsed again in click's resilient mode (no help, no prompts, no
-    errors, no command callbacks), level by level, as click itself would."""
+    errors, no command callbacks; parameter callbacks only touch the scratch contexts),
+    level by level, as click itself would."""
     if not any(undecodable_byte(word) is not None for word in argv) and not _env_is_suspect():
         return None
     try:

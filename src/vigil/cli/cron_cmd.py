@@ -90,7 +90,7 @@ def _definition_options(func: F) -> F:
         click.option("--catch-up", "catch_up", type=click.Choice(["run", "skip"]), help="After an outage longer than the grace: run once (default) or skip."),
         click.option("--grace", metavar="DURATION", help="How late a run may start, e.g. 10m (default: half the period, 2m..2h)."),
         click.option("--repeat", type=WholeNumber(0, MAX_REPEAT), metavar="N",
-                     help=f"Stop after N scheduled runs (0: no limit; at most {MAX_REPEAT:,})."),
+                     help="Stop after N scheduled runs (0: no limit)."),
         click.option("--json", "as_json", is_flag=True, help="Print the job as JSON."),
     ]
     for option in reversed(options):
@@ -234,7 +234,7 @@ def remove_cmd(app: AppContext, name: str) -> None:
 @cron.command("runs")
 @click.argument("name", required=False)
 @click.option("-n", "--limit", default=30, show_default=True, type=WholeNumber(0, MAX_LISTED),
-              help=f"How many to show (0 = all; at most {MAX_LISTED:,}).")
+              help="How many to show (0 = all).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @_friendly

@@ -38,7 +38,7 @@ def sessions() -> None:
 @sessions.command("list")
 @click.option(
     "-n", "--limit", default=30, show_default=True, type=WholeNumber(0, MAX_LISTED),
-    help=f"How many to show (0 = all; at most {MAX_LISTED:,}).",
+    help="How many to show (0 = all).",
 )
 @click.option("--source", help="Only sessions from this source (cli, cron, slack, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -115,9 +115,9 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
 @click.argument("query", nargs=-1, required=True)
 @click.option(
     "-n", "--limit", default=20, show_default=True, type=WholeNumber(1, MAX_HITS),
-    help=f"How many matches to show (at most {MAX_HITS:,}).",
+    help="How many matches to show.",
 )
-@click.option("--session", "session_ref", type=SESSION_REF, help="Only search this session.")
+@click.option("--session", "session_ref", metavar="ID", type=SESSION_REF, help="Only search this session (id or prefix).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def search_cmd(

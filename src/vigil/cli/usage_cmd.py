@@ -24,7 +24,7 @@ def _row(usage: Usage) -> dict[str, float | int]:
 @click.option("--session", "session_ref", metavar="ID", type=SESSION_REF, help="Only this session (id or prefix).")
 @click.option(
     "-n", "--limit", default=20, show_default=True, type=WholeNumber(0, MAX_LISTED),
-    help=f"Sessions to list (0 = all; at most {MAX_LISTED:,}).",
+    help="Sessions to list (0 = all).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
