@@ -4,6 +4,7 @@ have (exit 0, or one clear error line and nothing changed)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import shutil
@@ -49,8 +50,11 @@ def bounded(seconds: float = BOUND_SECONDS) -> Iterator[None]:
 
 
 @functools.lru_cache(maxsize=1)
-def _template() -> Path:
-    home = Path(tempfile.mkdtemp(prefix="vigil-fuzz-template-")) / "home"
+def template_home() -> Path:
+    """The seeded profile home, built once per test process; copy it, never use it directly."""
+    root = Path(tempfile.mkdtemp(prefix="vigil-fuzz-template-"))
+    atexit.register(shutil.rmtree, root, True)
+    home = root / "home"
     home.mkdir()
     store = SQLiteStore(home / "state.db")
     try:
@@ -74,7 +78,7 @@ def fresh_home() -> Iterator[Path]:
     """A private copy of the seeded profile home for one example."""
     where = Path(tempfile.mkdtemp(prefix="vigil-fuzz-"))
     home = where / "home"
-    shutil.copytree(_template(), home)
+    shutil.copytree(template_home(), home)
     try:
         yield home
     finally:

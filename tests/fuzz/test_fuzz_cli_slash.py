@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.cli.helpers import state_digest
-from tests.fuzz.cli_helpers import NON_ASCII_DIGITS, SESSIONS, _template
+from tests.fuzz.cli_helpers import NON_ASCII_DIGITS, SESSIONS, template_home
 from vigil.runtime.heartbeat_commands import HeartbeatInputError, parse_command
 from vigil.testing.fake_model import FakeModelServer
 
@@ -74,7 +74,7 @@ class ReplDriver:
 def repl() -> Iterator[ReplDriver]:
     where = Path(tempfile.mkdtemp(prefix="vigil-fuzz-repl-"))
     home = where / "home"
-    shutil.copytree(_template(), home)
+    shutil.copytree(template_home(), home)
     with FakeModelServer() as model:
         driver = ReplDriver(home, model)
         try:
