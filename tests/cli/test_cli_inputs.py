@@ -208,6 +208,11 @@ def test_empty_session_references_are_refused_everywhere(profile: Path, args: li
     assert state_digest(profile) == before
 
 
+def test_an_empty_profile_name_is_not_the_default_profile(profile: Path) -> None:
+    result = invoke("profile", "show", "")
+    assert is_clear_error(result) and "invalid profile name ''" in result.output
+
+
 # -- user text echoed back -------------------------------------------------------------------
 @pytest.mark.parametrize("title", ["[bold]x[/bold]", "[/]", "a \\[b] c\\", "[link=file:///etc]x[/link]"])
 def test_rename_echoes_exactly_the_stored_title(profile: Path, title: str) -> None:
