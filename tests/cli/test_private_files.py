@@ -106,3 +106,16 @@ def test_the_repl_history_is_private(
     assert _mode(history) == 0o600
     lines = history.read_text()
     assert "+/help" in lines and ("+an old line" in lines) == existing
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_history_path_that_is_not_a_file_is_one_clear_line(
+    fake_model: FakeModelServer, vigil_home: Path, kind: str
+) -> None:
+    vigil_home.mkdir(parents=True, exist_ok=True)
+    history = vigil_home / "repl_history"
+    os.mkfifo(history) if kind == "fifo" else history.mkdir()
+    env = {"OPENAI_BASE_URL": fake_model.base_url, "OPENAI_API_KEY": fake_model.api_key}
+    result = run_vigil("chat", home=vigil_home, env=env, timeout=30)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().startswith(f"Error: cannot use the REPL history {history}:")

@@ -23,8 +23,8 @@ _ARGV = "vigil.argv"
 class VigilGroup(click.Group):
     """Turns vigil's own errors into a one-line message and exit code 1, and closes the store.
 
-    Before any command runs, the whole command line (and the environment variables that
-    became options) is checked for text that is not valid UTF-8 (see :mod:`vigil.cli.arguments`).
+    Before any command runs, the whole command line and the environment variables vigil reads
+    are checked for text that is not valid UTF-8 (see :mod:`vigil.cli.arguments`).
     """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:

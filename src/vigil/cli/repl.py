@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import stat
 import sys
 from pathlib import Path
 
@@ -55,8 +56,11 @@ def private_history(path: Path) -> FileHistory:
     everything typed. A history file created before this rule keeps its lines and is made
     private on first use."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # O_NONBLOCK: a FIFO in its place must not hang the REPL before it starts.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise click.ClickException(f"cannot use the REPL history {path}: it is not a regular file")
             os.fchmod(fd, 0o600)
         finally:
             os.close(fd)
