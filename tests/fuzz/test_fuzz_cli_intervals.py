@@ -53,7 +53,8 @@ SCHEDULE_TEXT = st.one_of(
     INTERVAL_TEXT,
     st.lists(CRON_FIELD, min_size=4, max_size=6).map(" ".join),
     ISO_TIME,
-    ISO_TIME.map(lambda t: t + "+14:00"),
+    st.tuples(ISO_TIME, st.sampled_from(["+14:00", "-12:00", "-23:59", "+23:59", "Z", "+00:00"])).map("".join),
+    st.sampled_from(["9999-12-31T23:59", "9998-12-31T23:59", "0001-01-01T00:00", "9999-12-31T23:59:59.999999"]),
     st.sampled_from(["@hourly", "@daily", "@reboot", "@", "every", "every ", "0 0 30 2 *", "0 0 31 4 *", "* * * * 7"]),
     nasty_text(30),
 )

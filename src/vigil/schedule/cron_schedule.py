@@ -56,6 +56,8 @@ _FORMS = (
     "use 'every 2h' (an interval), a 5-field cron expression such as '0 9 * * 1-5', "
     "a delay such as '30m' (runs once), or an ISO 8601 time such as '2026-05-01T09:00'"
 )
+LATEST_INSTANT = datetime(9999, 1, 1, tzinfo=timezone.utc).timestamp()
+"""One-shot times must lie before this, so that every zone can still show them as a date."""
 # Counting occurrences of a long outage stops here; the count is only reported.
 _COUNT_CAP = 10_000
 
@@ -237,10 +239,15 @@ def parse_schedule(text: str, *, tz: str, now: float) -> Schedule:
     if at is None:
         raise ScheduleError(f"invalid schedule {_quoted(raw)}: {_FORMS}")
     if at <= now:
-        raise ScheduleError(
-            f"the time {_quoted(raw)} is in the past ({format_instant(at, tz)}); give a future time"
-        )
+        raise ScheduleError(f"the time {_quoted(raw)} is in the past{_shown_instant(at, tz)}; give a future time")
+    if at >= LATEST_INSTANT:
+        raise ScheduleError(f"the time {_quoted(raw)} is too far ahead: give a time before the year 9999")
     return Schedule("once", raw, tz, at=at)
+
+
+def _shown_instant(epoch: float, tz: str) -> str:
+    shown = format_instant(epoch, tz)
+    return "" if shown.startswith("at an impossible time") else f" ({shown})"
 
 
 def _quoted(text: str) -> str:
@@ -267,7 +274,10 @@ def _parse_timestamp(raw: str, zone: ZoneInfo) -> float | None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=zone)
-    return float(math.floor(when.timestamp()))
+    try:
+        return float(math.floor(when.timestamp()))
+    except (OverflowError, ValueError, OSError):  # an offset that pushes it past year 1 or 9999
+        return None
 
 
 def parse_duration(text: str, *, what: str = "duration") -> int:
@@ -329,7 +339,10 @@ def format_instant(epoch: float | None, tz: str, *, seconds: bool = False) -> st
     """``2026-03-29 03:00 CEST`` in zone ``tz`` (``-`` for ``None``)."""
     if epoch is None:
         return "-"
-    local = datetime.fromtimestamp(epoch, ZoneInfo(tz))
+    try:
+        local = datetime.fromtimestamp(epoch, ZoneInfo(tz))
+    except (OverflowError, ValueError, OSError):  # a record from before times were bounded
+        return f"at an impossible time ({epoch!r} s since 1970)"
     return local.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")
 
 
