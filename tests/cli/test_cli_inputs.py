@@ -208,6 +208,25 @@ def test_empty_session_references_are_refused_everywhere(profile: Path, args: li
     assert state_digest(profile) == before
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cron", "add", "x", "--schedule", "", "--prompt", "p"],
+        ["cron", "add", "x", "--schedule", "every 1h", "--prompt", "p", "--tz", ""],
+        ["cron", "add", "x", "--schedule", "every 1h", "--prompt", "p", "--grace", " "],
+        ["cron", "add", "x", "--schedule", "every 1h", "--prompt", "p", "--workdir", ""],
+        ["cron", "edit", "daily", "--schedule", ""],
+        ["cron", "edit", "daily", "--tz", ""],
+    ],
+)
+def test_empty_cron_values_are_refused_not_dropped(profile: Path, args: list[str]) -> None:
+    before = state_digest(profile)
+    result = invoke(*args)
+    assert is_clear_error(result), result.output
+    assert "the value is empty" in result.output
+    assert state_digest(profile) == before
+
+
 def test_an_empty_profile_name_is_not_the_default_profile(profile: Path) -> None:
     result = invoke("profile", "show", "")
     assert is_clear_error(result) and "invalid profile name ''" in result.output

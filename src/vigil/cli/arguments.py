@@ -10,7 +10,8 @@ that bound what a single option accepts.
 * Numbers: :class:`WholeNumber` accepts ASCII digits only (``int()`` would also take ``١٥``,
   ``１５``, ``1_000`` and 5,000-digit strings) and names its limits.
 * Session references: :data:`SESSION_REF` refuses an empty or blank one instead of letting it
-  mean "no session" (a new conversation, or all of them).
+  mean "no session" (a new conversation, or all of them); :class:`NonEmptyText` does the
+  same for other values that an empty string would quietly drop.
 """
 
 from __future__ import annotations
@@ -208,3 +209,21 @@ class SessionRef(click.ParamType):
 
 
 SESSION_REF = SessionRef()
+
+
+class NonEmptyText(click.ParamType):
+    """Text that must say something: an empty or blank value is refused instead of quietly
+    meaning "not given" (``hint`` tells what to write instead)."""
+
+    name = "text"
+
+    def __init__(self, hint: str = "") -> None:
+        self.hint = hint
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("the value is empty" + (f": {self.hint}" if self.hint else ""), param, ctx)
+        return value
+
+
+NON_EMPTY = NonEmptyText()

@@ -21,7 +21,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from vigil.cli.arguments import WholeNumber
+from vigil.cli.arguments import NON_EMPTY, NonEmptyText, WholeNumber
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten
 from vigil.clock import Clock, FakeClock, SystemClock
@@ -83,12 +83,12 @@ def _friendly(func: F) -> F:
 
 def _definition_options(func: F) -> F:
     options = [
-        click.option("--tz", "tz", metavar="ZONE", help="IANA time zone (default: config timezone, else the system's)."),
+        click.option("--tz", "tz", metavar="ZONE", type=NON_EMPTY, help="IANA time zone (default: config timezone, else the system's)."),
         click.option("--deliver", metavar="TARGET", help="local (default), slack:<channel>[:<thread>], telegram:<chat>, web."),
         click.option("--skill", "skills", multiple=True, metavar="NAME", help="Load this skill in each run (repeatable)."),
-        click.option("--workdir", metavar="DIR", help="Working directory of the runs (default: the profile home)."),
+        click.option("--workdir", metavar="DIR", type=NonEmptyText("`vigil cron edit --no-workdir` runs in the profile home again"), help="Working directory of the runs (default: the profile home)."),
         click.option("--catch-up", "catch_up", type=click.Choice(["run", "skip"]), help="After an outage longer than the grace: run once (default) or skip."),
-        click.option("--grace", metavar="DURATION", help="How late a run may start, e.g. 10m (default: half the period, 2m..2h)."),
+        click.option("--grace", metavar="DURATION", type=NonEmptyText("give a duration such as 10m, or 'default'"), help="How late a run may start, e.g. 10m (default: half the period, 2m..2h; `default` restores it)."),
         click.option("--repeat", type=WholeNumber(0, MAX_REPEAT), metavar="N",
                      help="Stop after N scheduled runs (0: no limit)."),
         click.option("--json", "as_json", is_flag=True, help="Print the job as JSON."),
@@ -110,7 +110,7 @@ def cron() -> None:
 
 @cron.command("add")
 @click.argument("name")
-@click.option("--schedule", "-s", required=True, help="When to run (see `vigil cron --help`).")
+@click.option("--schedule", "-s", required=True, type=NON_EMPTY, help="When to run (see `vigil cron --help`).")
 @click.option("--prompt", required=True, help="What each run should do (a run remembers nothing else).")
 @_definition_options
 @pass_app
@@ -133,7 +133,7 @@ def add_cmd(app: AppContext, name: str, schedule: str, prompt: str, tz: str | No
 
 @cron.command("edit")
 @click.argument("name")
-@click.option("--schedule", "-s", help="A new schedule (restarts the timing from now).")
+@click.option("--schedule", "-s", type=NON_EMPTY, help="A new schedule (restarts the timing from now).")
 @click.option("--prompt", help="A new prompt.")
 @_definition_options
 @click.option("--clear-skills", is_flag=True, help="Load no skills.")
