@@ -270,3 +270,25 @@ def test_stored_text_with_markup_is_shown_verbatim(vigil_home: Path) -> None:
     assert "model [/bold]m" in shown.output and "source web[/]" in shown.output and "[red]t" in shown.output
     listed = invoke("sessions", "list")
     assert listed.exit_code == 0 and "web[/]" in listed.output
+
+
+def test_control_characters_in_stored_text_never_reach_the_terminal(profile: Path) -> None:
+    """A prompt or title can come from a chat user; printing its escape sequences raw would let
+    them drive the operator's terminal."""
+    evil = "look\x1b]0;owned\x07 \x1b[2Jhere"
+    store = SQLiteStore(profile / "state.db")
+    try:
+        store.update_session(SESSION, title=evil)
+        store.append_message(SESSION, NewMessage("user", evil))
+    finally:
+        store.close()
+    assert run_cli("heartbeat", "set", "-s", SESSION, "15m", evil).exit_code == 0
+    for args in (
+        ["heartbeat", "list"], ["heartbeat", "status", "-s", SESSION], ["sessions", "list"],
+        ["sessions", "show", SESSION], ["sessions", "show", SESSION, "--full"], ["usage"],
+        ["sessions", "search", "look"],
+    ):
+        result = CliRunner().invoke(cli, args, color=True)
+        assert result.exit_code == 0, (args, result.output)
+        assert "\x1b]0;owned" not in result.output and "\x1b[2J" not in result.output, args
+        assert "\\x1b" in result.output, (args, result.output)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from vigil.cli.arguments import SESSION_REF, WholeNumber
 from vigil.cli.context import AppContext, pass_app
-from vigil.cli.render import console, echo_json, local_time, shorten
+from vigil.cli.render import console, echo_json, local_time, shorten, visible
 from vigil.export import (
     export_jsonl,
     export_markdown,
@@ -92,10 +92,10 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
             {**session_to_dict(record), "messages": [message_to_dict(m) for m in messages]}
         )
         return
-    console.print(f"[bold]{escape(record.title or 'untitled')}[/bold]  {record.id}")
+    console.print(f"[bold]{escape(visible(record.title or 'untitled'))}[/bold]  {record.id}")
     console.print(
         f"source {record.source} · started {local_time(record.started_at)} · "
-        f"{record.message_count} messages · model {record.model or '-'}",
+        f"{record.message_count} messages · model {visible(record.model or '-')}",
         markup=False,
     )
     if record.parent_id:
@@ -107,7 +107,7 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
         text = m.content or ""
         if m.tool_calls:
             text += " ".join(f"→ {c.name}({shorten(c.arguments, 60)})" for c in m.tool_calls)
-        body = text if full else shorten(text, 100)
+        body = visible(text) if full else shorten(text, 100)
         console.print(f"[bold]{m.seq:>4} {m.role:<9}[/bold] {escape(body)}")
 
 
@@ -210,7 +210,7 @@ def delete_cmd(app: AppContext, session: str, yes: bool) -> None:
     if not yes:
         click.confirm(
             f"Delete session {record.id} ({record.message_count} messages, "
-            f"{record.title or 'untitled'})?",
+            f"{visible(record.title or 'untitled')})?",
             abort=True,
             err=True,
         )
