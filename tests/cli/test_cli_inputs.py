@@ -292,3 +292,11 @@ def test_control_characters_in_stored_text_never_reach_the_terminal(profile: Pat
         assert result.exit_code == 0, (args, result.output)
         assert "\x1b]0;owned" not in result.output and "\x1b[2J" not in result.output, args
         assert "\\x1b" in result.output, (args, result.output)
+
+
+def test_cron_output_shows_control_characters_visibly(profile: Path) -> None:
+    assert run_cli("cron", "add", "evil", "-s", "every 1h", "--prompt", "a\x1b[2Jb").exit_code == 0
+    for args in (["cron", "show", "evil"], ["cron", "edit", "evil", "--prompt", "c\x1b[2Jd"], ["cron", "status"]):
+        result = CliRunner().invoke(cli, args, color=True)
+        assert result.exit_code == 0 and "\x1b[2J" not in result.output, (args, result.output)
+    assert "c\\x1b[2Jd" in CliRunner().invoke(cli, ["cron", "show", "evil"]).output

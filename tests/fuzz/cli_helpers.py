@@ -85,10 +85,16 @@ def fresh_home() -> Iterator[Path]:
         shutil.rmtree(where, ignore_errors=True)
 
 
-def invoke(home: Path, args: Sequence[str], env: dict[str, str] | None = None, input: str | None = None) -> Result:
-    """``vigil ARGS`` in-process against ``home``, bounded in time, exceptions caught."""
+def invoke(home: Path, args: Sequence[str], env: dict[str, str] | None = None, *, color: bool = False) -> Result:
+    """``vigil ARGS`` in-process against ``home``, bounded in time, exceptions caught;
+    ``color`` keeps escape sequences in the output (as a terminal would receive them)."""
     with bounded():
-        return CliRunner().invoke(cli, list(args), env={"VIGIL_HOME": str(home), **(env or {})}, input=input)
+        return CliRunner().invoke(cli, list(args), env={"VIGIL_HOME": str(home), **(env or {})}, color=color)
+
+
+def raw_control_characters(text: str) -> set[str]:
+    """Control characters other than newline that ``text`` would send to a terminal."""
+    return {ch for ch in text if (ord(ch) < 0x20 and ch != "\n") or 0x7F <= ord(ch) <= 0x9F}
 
 
 def check(home: Path, args: Sequence[str], env: dict[str, str] | None = None) -> Result:

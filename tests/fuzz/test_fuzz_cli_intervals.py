@@ -15,7 +15,16 @@ from datetime import datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.cli_helpers import JOB, NON_ASCII_DIGITS, SESSIONS, check, fresh_home, invoke, nasty_text
+from tests.fuzz.cli_helpers import (
+    JOB,
+    NON_ASCII_DIGITS,
+    SESSIONS,
+    check,
+    fresh_home,
+    invoke,
+    nasty_text,
+    raw_control_characters,
+)
 
 UNITS = (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1))
 
@@ -74,6 +83,9 @@ def test_heartbeat_set_intervals_and_prompts(interval: str, prompt: str) -> None
         if result.exit_code != 0:
             return
         listed = json.loads(invoke(home, ["heartbeat", "list", "--json"]).output)
+        for shown in (["heartbeat", "list"], ["heartbeat", "status", "-s", SESSIONS[0]]):
+            output = invoke(home, shown, color=True).output
+            assert not raw_control_characters(output), (shown, output)
     [mine] = [h for h in listed if h["session"] == SESSIONS[0]]
     assert 60 <= mine["interval_seconds"] <= 365 * 86_400
     assert mine["prompt"] == prompt.strip()

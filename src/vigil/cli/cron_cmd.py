@@ -18,12 +18,12 @@ from datetime import datetime
 from typing import Any, Callable, TypeVar
 
 import click
-from rich.markup import escape
+from rich.markup import escape as _escape_markup
 from rich.table import Table
 
 from vigil.cli.arguments import NON_EMPTY, NonEmptyText, WholeNumber
 from vigil.cli.context import AppContext, pass_app
-from vigil.cli.render import console, echo_json, shorten
+from vigil.cli.render import console, echo_json, shorten, visible
 from vigil.clock import Clock, FakeClock, SystemClock
 from vigil.models.base import ModelError
 from vigil.models.factory import build_client
@@ -41,6 +41,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 NOW_ENV = "VIGIL_CRON_NOW"
 MAX_LISTED = 100_000
 """The most run records ``cron runs -n`` shows (0 shows all)."""
+
+
+def _shown(text: str) -> str:
+    """Stored text (names, prompts, errors) for rich: markup escaped, control characters visible."""
+    return _escape_markup(visible(text))
 
 
 def fixed_now() -> float | None:
@@ -127,8 +132,8 @@ def add_cmd(app: AppContext, name: str, schedule: str, prompt: str, tz: str | No
     if as_json:
         echo_json(job_to_json(job, repo.clock.now()))
         return
-    console.print(f"Added cron job [bold]{escape(job.name)}[/bold]: {escape(job.schedule.describe())} — "
-                  f"next run {escape(next_text(job, repo.clock.now()))}")
+    console.print(f"Added cron job [bold]{_shown(job.name)}[/bold]: {_shown(job.schedule.describe())} — "
+                  f"next run {_shown(next_text(job, repo.clock.now()))}")
 
 
 @cron.command("edit")
@@ -157,7 +162,7 @@ def edit_cmd(app: AppContext, name: str, schedule: str | None, prompt: str | Non
     if as_json:
         echo_json(job_to_json(job, repo.clock.now()))
         return
-    console.print(f"Changed: {escape(job_line(job, repo.clock.now()))}")
+    console.print(f"Changed: {_shown(job_line(job, repo.clock.now()))}")
 
 
 @cron.command("list")
@@ -178,8 +183,8 @@ def list_cmd(app: AppContext, as_json: bool) -> None:
     table = Table("name", "schedule", "next run", "last run", "state", box=None)
     for job in jobs:
         last = "-" if job.last_run_at is None else f"{job.last_status} {format_instant(job.last_run_at, job.schedule.tz)}"
-        table.add_row(escape(job.name), escape(job.schedule.describe()), escape(next_text(job, now)),
-                      escape(last), job.state + (f" ({job.failures} failures)" if job.failures else ""))
+        table.add_row(_shown(job.name), _shown(job.schedule.describe()), _shown(next_text(job, now)),
+                      _shown(last), job.state + (f" ({job.failures} failures)" if job.failures else ""))
     console.print(table)
 
 
@@ -196,7 +201,7 @@ def show_cmd(app: AppContext, name: str, as_json: bool) -> None:
         echo_json(job_to_json(job, repo.clock.now()))
         return
     for line in job_lines(job, repo.clock.now()):
-        console.print(escape(line))
+        console.print(_shown(line))
 
 
 @cron.command("pause")
@@ -206,7 +211,7 @@ def show_cmd(app: AppContext, name: str, as_json: bool) -> None:
 def pause_cmd(app: AppContext, name: str) -> None:
     """Stop scheduling runs of a job (definition and history stay)."""
     job, changed = _repo(app).pause(name)
-    console.print(f"Paused {escape(job.name)}." if changed else f"{escape(job.name)} was already paused.")
+    console.print(f"Paused {_shown(job.name)}." if changed else f"{_shown(job.name)} was already paused.")
 
 
 @cron.command("resume")
@@ -218,7 +223,7 @@ def resume_cmd(app: AppContext, name: str) -> None:
     repo = _repo(app)
     job, changed = repo.resume(name)
     what = f"Resumed {job.name}" if changed else f"{job.name} was not paused"
-    console.print(f"{escape(what)}; next run {escape(next_text(job, repo.clock.now()))}.")
+    console.print(f"{_shown(what)}; next run {_shown(next_text(job, repo.clock.now()))}.")
 
 
 @cron.command("remove")
@@ -228,7 +233,7 @@ def resume_cmd(app: AppContext, name: str) -> None:
 def remove_cmd(app: AppContext, name: str) -> None:
     """Delete a job and its run log (sessions of past runs and saved answers stay)."""
     _, removed = _repo(app).remove(name)
-    console.print(f"Removed cron job {escape(name)} ({removed} run record(s) deleted).")
+    console.print(f"Removed cron job {_shown(name)} ({removed} run record(s) deleted).")
 
 
 @cron.command("runs")
@@ -257,7 +262,7 @@ def runs_cmd(app: AppContext, name: str | None, limit: int, as_json: bool) -> No
         tz = zones.get(r.job, fallback)
         out = (r.delivery or {}).get("path") or r.error or r.detail
         status = r.status + (f" (+{r.coalesced} coalesced)" if r.coalesced else "")
-        table.add_row(format_instant(r.when, tz), escape(r.job), status, r.session_id or "-", escape(shorten(out, 90)))
+        table.add_row(format_instant(r.when, tz), _shown(r.job), status, r.session_id or "-", _shown(shorten(out, 90)))
     console.print(table)
 
 
@@ -295,12 +300,12 @@ def status_cmd(app: AppContext, as_json: bool) -> None:
                       " — no job starts until `vigil resume`.")
     for label, group in (("next", upcoming[:5]), ("running", running), ("failing", failing)):
         for job in group:
-            console.print(f"{label:<8} {escape(job_line(job, now))}")
+            console.print(f"{label:<8} {_shown(job_line(job, now))}")
             if label == "failing":
                 for line in error_lines(job.last_error):
-                    console.print(f"{'':9}{escape(line)}")
+                    console.print(f"{'':9}{_shown(line)}")
     for key in repo.damaged():
-        console.print(f"[red]damaged[/red] {escape(key)} (remove it with `vigil cron remove`)")
+        console.print(f"[red]damaged[/red] {_shown(key)} (remove it with `vigil cron remove`)")
 
 
 @cron.command("run")
@@ -318,7 +323,7 @@ def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
     if as_json:
         echo_json(run_to_json(record))
     elif record.status == "failed":
-        console.print(f"[red]failed[/red]: {escape(record.error or '')}")
+        console.print(f"[red]failed[/red]: {_shown(record.error or '')}")
     else:
         click.echo(record.answer or "")
         path = (record.delivery or {}).get("path")
@@ -353,7 +358,7 @@ def tick_cmd(app: AppContext, as_json: bool) -> None:
         return
     zones = {job.name: job.schedule.tz for job in repo.list()}
     for record in (*report.runs, *report.skipped):
-        console.print(escape(run_line(record, zones.get(record.job, "UTC"))))
+        console.print(_shown(run_line(record, zones.get(record.job, "UTC"))))
     if not report.runs and not report.skipped:
         console.print("Nothing due.")
 
