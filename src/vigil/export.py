@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import stat
+import tempfile
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -89,10 +93,29 @@ def _markdown_message(message: MessageRecord) -> Iterator[str]:
 
 
 def write_private(path: "os.PathLike[str] | str", text: str) -> None:
-    """Write an export readable only by its owner: transcripts are private."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    """Write an export readable only by its owner (mode 0600): transcripts are private.
+
+    The text goes to a private temporary file next to the target, which then replaces it in
+    one step: an existing file never keeps its old, wider mode, and a failed write leaves it
+    as it was. A symlink is followed (the file it names is replaced); an existing target that
+    is not a regular file (a directory, a FIFO, a device) is refused with ``OSError``.
+    """
+    target = os.path.realpath(os.fspath(path))
+    if os.path.lexists(target) and not stat.S_ISREG(os.stat(target).st_mode):
+        raise OSError(errno.EINVAL, "it exists and is not a regular file", target)
+    directory = os.path.dirname(target)
+    fd, temporary = tempfile.mkstemp(prefix=".vigil-export-", suffix=".tmp", dir=directory or ".")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _iso(epoch: float | None) -> str | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -27,3 +29,37 @@ def run_vigil(*args: str, home: Path, env: dict[str, str] | None = None, timeout
         text=True,
         timeout=timeout,
     )
+
+
+def state_digest(home: Path, *, ignore: tuple[str, ...] = ()) -> str:
+    """A digest of everything a profile home holds: every row of every table of ``state.db``
+    (read through SQLite, so a WAL checkpoint does not count as a change) and the bytes of
+    every other file except those named in ``ignore``. Equal digests before and after a
+    command mean it changed nothing."""
+    digest = hashlib.sha256()
+    for path in sorted(home.rglob("*")) if home.exists() else []:
+        relative = path.relative_to(home).as_posix()
+        if path.name in ("state.db-wal", "state.db-shm", "state.db-journal", *ignore) or path.is_dir():
+            continue
+        digest.update(relative.encode() + b"\0")
+        if path.name == "state.db":
+            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                for line in connection.iterdump():
+                    digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
+            finally:
+                connection.close()
+        else:
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def is_clear_error(result: Result) -> bool:
+    """A refusal a person can read: a non-zero exit, no exception escaping the command, no
+    traceback, and exactly one ``Error:`` line (click's usage lines may come before it)."""
+    if result.exit_code == 0:
+        return False
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        return False
+    lines = result.output.splitlines()
+    return "Traceback" not in result.output and sum(line.startswith("Error:") for line in lines) == 1

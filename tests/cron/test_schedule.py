@@ -173,3 +173,34 @@ def test_fractional_bounds_agree_with_next_after(text: str, tz: str, t: int, fra
     assert s.count_between(first - frac, second + frac) == 2
     assert s.latest_at_or_before(second - frac, not_before=first + frac) is None
     assert s.latest_at_or_before(second + frac, not_before=first + frac) == second
+
+
+@pytest.mark.parametrize(
+    "text", ["every ١٥m", "١٥m", "１５m", "15ſ", "every 1\u212a", "٠ ٩ * * *", "0 ９ * * *", "２０２６-05-01T09:00"]
+)
+def test_schedules_take_ascii_digits_only(text: str) -> None:
+    with pytest.raises(ScheduleError):
+        parse_schedule(text, tz="UTC", now=START)
+
+
+def test_a_huge_schedule_is_quoted_short_in_its_error() -> None:
+    with pytest.raises(ScheduleError) as caught:
+        parse_schedule("every " + "1" * 5000 + "m", tz="UTC", now=START)
+    assert "the maximum interval is 365 days" in str(caught.value) and len(str(caught.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("text", "tz", "rule"),
+    [
+        ("9999-12-31T23:59:59-23:59", "UTC", "too far ahead"),
+        ("9999-12-31T23:59", "Pacific/Kiritimati", "too far ahead"),
+        ("9999-06-01T00:00", "America/Adak", "too far ahead"),
+        ("0001-01-01T00:00+23:59", "UTC", "in the past"),
+        ("0001-01-01T00:00", "America/Adak", "in the past"),
+    ],
+)
+def test_one_shot_times_every_zone_can_show(text: str, tz: str, rule: str) -> None:
+    with pytest.raises(ScheduleError, match=rule):
+        parse_schedule(text, tz=tz, now=START)
+    late = parse_schedule("9998-12-31T23:59", tz="Pacific/Kiritimati", now=START)
+    assert late.describe().startswith("once at 9998-12-31 23:59")

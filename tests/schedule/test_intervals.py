@@ -78,3 +78,16 @@ def test_the_test_only_minimum(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse_interval("2s") == 2
     monkeypatch.setenv(TEST_MINIMUM_ENV, "junk")
     assert minimum_interval() == 60
+
+
+@pytest.mark.parametrize("text", ["١٥m", "１５m", "1٥m", "۱h", "१५m", "15\u212am"])
+def test_only_ascii_digits_and_units_are_read(text: str) -> None:
+    with pytest.raises(IntervalError) as caught:
+        parse_interval(text)
+    assert "not an interval" in str(caught.value)
+
+
+@given(st.text(st.characters(categories=["Nd"]), min_size=1, max_size=4).filter(lambda s: not s.isascii()))
+def test_no_non_ascii_digit_is_taken_for_a_number(digits: str) -> None:
+    with pytest.raises(IntervalError, match="digits 0-9"):
+        parse_interval(digits + "m")

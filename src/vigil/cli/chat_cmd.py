@@ -6,9 +6,11 @@ import asyncio
 import sys
 
 import click
+from rich.markup import escape
 
 from vigil.agent.events import TextDelta, TurnEvent
 from vigil.agent.turn import Agent
+from vigil.cli.arguments import SESSION_REF
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import err_console
 from vigil.models.base import ModelError
@@ -18,7 +20,7 @@ from vigil.runtime.controller import ConversationController
 
 @click.command()
 @click.option("-q", "--query", help="Ask one question, print the answer and exit.")
-@click.option("-r", "--resume", "resume_ref", metavar="ID", help="Continue a stored conversation (id or prefix).")
+@click.option("-r", "--resume", "resume_ref", metavar="ID", type=SESSION_REF, help="Continue a stored conversation (id or prefix).")
 @click.option("-c", "--continue", "continue_latest", is_flag=True, help="Continue the latest conversation.")
 @click.option("--no-stream", is_flag=True, help="Print answers whole instead of streaming them.")
 @pass_app
@@ -34,7 +36,7 @@ def chat(
     Without -q this opens the interactive REPL (type /help there). The conversation is stored
     as it happens; leave with /quit or Ctrl-D and pick it up again with --continue.
     """
-    if resume_ref and continue_latest:
+    if resume_ref is not None and continue_latest:
         raise click.UsageError("use either --resume or --continue, not both")
     if query is not None and not query.strip():
         raise click.UsageError("the question given with -q is empty")
@@ -48,7 +50,7 @@ async def _chat(
 ) -> int:
     store = app.store
     session_id: str | None = None
-    if resume_ref:
+    if resume_ref is not None:
         session_id = store.newest_continuation(store.resolve_session(resume_ref))
     elif continue_latest:
         latest = [c for c in store.list_conversations() if c.head.source != "cron"][:1]
@@ -125,7 +127,7 @@ async def _one_shot(controller: ConversationController, query: str, stream: bool
     except ModelError as exc:
         if wrote:
             sys.stdout.write("\n")
-        err_console.print(f"[red]Error:[/red] {exc}")
+        err_console.print(f"[red]Error:[/red] {escape(str(exc))}")
         if controller.session_id:
             err_console.print(f"[dim]session {controller.session_id} is kept[/dim]")
         return 1

@@ -18,16 +18,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
-from rich.markup import escape
+from rich.markup import escape as _escape_markup
 from rich.table import Table
 
+from vigil.cli.arguments import NON_EMPTY, NonEmptyText, WholeNumber
 from vigil.cli.context import AppContext, pass_app
-from vigil.cli.render import console, echo_json, shorten
+from vigil.cli.render import console, echo_json, shorten, visible
 from vigil.clock import Clock, FakeClock, SystemClock
 from vigil.schedule import estop
 from vigil.schedule.cron_errors import CronError
 from vigil.schedule.cron_format import error_lines, job_line, job_lines, job_to_json, next_text, run_line, run_to_json
-from vigil.schedule.cron_jobs import JobSpec, new_job
+from vigil.schedule.cron_jobs import MAX_REPEAT, JobSpec, new_job
 from vigil.schedule.cron_repo import CronRepo
 from vigil.schedule.cron_schedule import default_zone, format_instant
 
@@ -39,6 +40,13 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 NOW_ENV = "VIGIL_CRON_NOW"
+MAX_LISTED = 100_000
+"""The most run records ``cron runs -n`` shows (0 shows all)."""
+
+
+def _shown(text: str) -> str:
+    """Stored text (names, prompts, errors) for rich: markup escaped, control characters visible."""
+    return _escape_markup(visible(text))
 
 
 def fixed_now() -> float | None:
@@ -81,13 +89,14 @@ def _friendly(func: F) -> F:
 
 def _definition_options(func: F) -> F:
     options = [
-        click.option("--tz", "tz", metavar="ZONE", help="IANA time zone (default: config timezone, else the system's)."),
+        click.option("--tz", "tz", metavar="ZONE", type=NON_EMPTY, help="IANA time zone (default: config timezone, else the system's)."),
         click.option("--deliver", metavar="TARGET", help="local (default), slack:<channel>[:<thread>], telegram:<chat>, web."),
         click.option("--skill", "skills", multiple=True, metavar="NAME", help="Load this skill in each run (repeatable)."),
-        click.option("--workdir", metavar="DIR", help="Working directory of the runs (default: the profile home)."),
+        click.option("--workdir", metavar="DIR", type=NonEmptyText("`vigil cron edit --no-workdir` runs in the profile home again"), help="Working directory of the runs (default: the profile home)."),
         click.option("--catch-up", "catch_up", type=click.Choice(["run", "skip"]), help="After an outage longer than the grace: run once (default) or skip."),
-        click.option("--grace", metavar="DURATION", help="How late a run may start, e.g. 10m (default: half the period, 2m..2h)."),
-        click.option("--repeat", type=int, metavar="N", help="Stop after N scheduled runs (0: no limit)."),
+        click.option("--grace", metavar="DURATION", type=NonEmptyText("give a duration such as 10m, or 'default'"), help="How late a run may start, e.g. 10m (default: half the period, 2m..2h; `default` restores it)."),
+        click.option("--repeat", type=WholeNumber(0, MAX_REPEAT), metavar="N",
+                     help="Stop after N scheduled runs (0: no limit)."),
         click.option("--json", "as_json", is_flag=True, help="Print the job as JSON."),
     ]
     for option in reversed(options):
@@ -107,7 +116,7 @@ def cron() -> None:
 
 @cron.command("add")
 @click.argument("name")
-@click.option("--schedule", "-s", required=True, help="When to run (see `vigil cron --help`).")
+@click.option("--schedule", "-s", required=True, type=NON_EMPTY, help="When to run (see `vigil cron --help`).")
 @click.option("--prompt", required=True, help="What each run should do (a run remembers nothing else).")
 @_definition_options
 @pass_app
@@ -124,8 +133,8 @@ def add_cmd(app: AppContext, name: str, schedule: str, prompt: str, tz: str | No
     if as_json:
         echo_json(job_to_json(job, repo.clock.now()))
     else:
-        console.print(f"Added cron job [bold]{escape(job.name)}[/bold]: {escape(job.schedule.describe())} — "
-                      f"next run {escape(next_text(job, repo.clock.now()))}")
+        console.print(f"Added cron job [bold]{_shown(job.name)}[/bold]: {_shown(job.schedule.describe())} — "
+                      f"next run {_shown(next_text(job, repo.clock.now()))}")
     from vigil.tools import sandbox
 
     if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
@@ -134,7 +143,7 @@ def add_cmd(app: AppContext, name: str, schedule: str, prompt: str, tz: str | No
 
 @cron.command("edit")
 @click.argument("name")
-@click.option("--schedule", "-s", help="A new schedule (restarts the timing from now).")
+@click.option("--schedule", "-s", type=NON_EMPTY, help="A new schedule (restarts the timing from now).")
 @click.option("--prompt", help="A new prompt.")
 @_definition_options
 @click.option("--clear-skills", is_flag=True, help="Load no skills.")
@@ -158,7 +167,7 @@ def edit_cmd(app: AppContext, name: str, schedule: str | None, prompt: str | Non
     if as_json:
         echo_json(job_to_json(job, repo.clock.now()))
         return
-    console.print(f"Changed: {escape(job_line(job, repo.clock.now()))}")
+    console.print(f"Changed: {_shown(job_line(job, repo.clock.now()))}")
 
 
 @cron.command("list")
@@ -179,8 +188,8 @@ def list_cmd(app: AppContext, as_json: bool) -> None:
     table = Table("name", "schedule", "next run", "last run", "state", box=None)
     for job in jobs:
         last = "-" if job.last_run_at is None else f"{job.last_status} {format_instant(job.last_run_at, job.schedule.tz)}"
-        table.add_row(escape(job.name), escape(job.schedule.describe()), escape(next_text(job, now)),
-                      escape(last), job.state + (f" ({job.failures} failures)" if job.failures else ""))
+        table.add_row(_shown(job.name), _shown(job.schedule.describe()), _shown(next_text(job, now)),
+                      _shown(last), job.state + (f" ({job.failures} failures)" if job.failures else ""))
     console.print(table)
 
 
@@ -197,7 +206,7 @@ def show_cmd(app: AppContext, name: str, as_json: bool) -> None:
         echo_json(job_to_json(job, repo.clock.now()))
         return
     for line in job_lines(job, repo.clock.now()):
-        console.print(escape(line))
+        console.print(_shown(line))
 
 
 @cron.command("pause")
@@ -207,7 +216,7 @@ def show_cmd(app: AppContext, name: str, as_json: bool) -> None:
 def pause_cmd(app: AppContext, name: str) -> None:
     """Stop scheduling runs of a job (definition and history stay)."""
     job, changed = _repo(app).pause(name)
-    console.print(f"Paused {escape(job.name)}." if changed else f"{escape(job.name)} was already paused.")
+    console.print(f"Paused {_shown(job.name)}." if changed else f"{_shown(job.name)} was already paused.")
 
 
 @cron.command("resume")
@@ -219,7 +228,7 @@ def resume_cmd(app: AppContext, name: str) -> None:
     repo = _repo(app)
     job, changed = repo.resume(name)
     what = f"Resumed {job.name}" if changed else f"{job.name} was not paused"
-    console.print(f"{escape(what)}; next run {escape(next_text(job, repo.clock.now()))}.")
+    console.print(f"{_shown(what)}; next run {_shown(next_text(job, repo.clock.now()))}.")
 
 
 @cron.command("remove")
@@ -229,12 +238,13 @@ def resume_cmd(app: AppContext, name: str) -> None:
 def remove_cmd(app: AppContext, name: str) -> None:
     """Delete a job and its run log (sessions of past runs and saved answers stay)."""
     _, removed = _repo(app).remove(name)
-    console.print(f"Removed cron job {escape(name)} ({removed} run record(s) deleted).")
+    console.print(f"Removed cron job {_shown(name)} ({removed} run record(s) deleted).")
 
 
 @cron.command("runs")
 @click.argument("name", required=False)
-@click.option("-n", "--limit", default=30, show_default=True, help="How many to show (0 = all).")
+@click.option("-n", "--limit", default=30, show_default=True, type=WholeNumber(0, MAX_LISTED),
+              help="How many to show (0 = all).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @_friendly
@@ -257,7 +267,7 @@ def runs_cmd(app: AppContext, name: str | None, limit: int, as_json: bool) -> No
         tz = zones.get(r.job, fallback)
         out = (r.delivery or {}).get("path") or r.error or r.detail
         status = r.status + (f" (+{r.coalesced} coalesced)" if r.coalesced else "")
-        table.add_row(format_instant(r.when, tz), escape(r.job), status, r.session_id or "-", escape(shorten(out, 90)))
+        table.add_row(format_instant(r.when, tz), _shown(r.job), status, r.session_id or "-", _shown(shorten(out, 90)))
     console.print(table)
 
 
@@ -295,12 +305,12 @@ def status_cmd(app: AppContext, as_json: bool) -> None:
                       " — no job starts until `vigil resume`.")
     for label, group in (("next", upcoming[:5]), ("running", running), ("failing", failing)):
         for job in group:
-            console.print(f"{label:<8} {escape(job_line(job, now))}")
+            console.print(f"{label:<8} {_shown(job_line(job, now))}")
             if label == "failing":
                 for line in error_lines(job.last_error):
-                    console.print(f"{'':9}{escape(line)}")
+                    console.print(f"{'':9}{_shown(line)}")
     for key in repo.damaged():
-        console.print(f"[red]damaged[/red] {escape(key)} (remove it with `vigil cron remove`)")
+        console.print(f"[red]damaged[/red] {_shown(key)} (remove it with `vigil cron remove`)")
 
 
 @cron.command("run")
@@ -318,7 +328,7 @@ def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
     if as_json:
         echo_json(run_to_json(record))
     elif record.status == "failed":
-        console.print(f"[red]failed[/red]: {escape(record.error or '')}")
+        console.print(f"[red]failed[/red]: {_shown(record.error or '')}")
     else:
         click.echo(record.answer or "")
         path = (record.delivery or {}).get("path")
@@ -353,7 +363,7 @@ def tick_cmd(app: AppContext, as_json: bool) -> None:
         return
     zones = {job.name: job.schedule.tz for job in repo.list()}
     for record in (*report.runs, *report.skipped):
-        console.print(escape(run_line(record, zones.get(record.job, "UTC"))))
+        console.print(_shown(run_line(record, zones.get(record.job, "UTC"))))
     if not report.runs and not report.skipped:
         console.print("Nothing due.")
 

@@ -13,6 +13,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from vigil.cli.arguments import SESSION_REF
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, err_console, local_time, relative, shorten
 from vigil.clock import SystemClock
@@ -36,7 +37,7 @@ FIRES_ONLY_WHEN_OPEN = (
 )
 
 _session_option = click.option(
-    "-s", "--session", "session_ref", required=True, metavar="ID|PREFIX",
+    "-s", "--session", "session_ref", required=True, metavar="ID|PREFIX", type=SESSION_REF,
     help="The conversation (a session id or a unique prefix; its newest continuation is used).",
 )
 
@@ -110,7 +111,7 @@ def list_heartbeats(app: AppContext, as_json: bool) -> None:
     for item in listed:
         h = item.heartbeat
         if h is None:
-            table.add_row(item.session_id, "?", "damaged", "-", "-", escape(shorten(item.error, 40)))
+            table.add_row(escape(item.session_id), "?", "damaged", "-", "-", escape(shorten(item.error, 40)))
             continue
         table.add_row(
             h.session_id, format_interval(h.interval), h.status, _next_fire(h, now), str(h.fire_count),

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from vigil import __version__
+from vigil.cli.arguments import refuse_undecodable
 from vigil.cli.context import AppContext, add_profile_option_everywhere, remember_profile
 from vigil.cli.lazy import LazyCommand, LazyCommands, LazyGroup
 from vigil.config_errors import ConfigError
@@ -17,11 +18,24 @@ from vigil.store.errors import StoreError
 USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ProfileError, StoreError)
 
 
+_ARGV = "vigil.argv"
+
+
 class VigilGroup(LazyGroup):
-    """Turns vigil's own errors into a one-line message and exit code 1, and closes the store."""
+    """Turns vigil's own errors into a one-line message and exit code 1, and closes the store.
+
+    Before any command runs, the whole command line and the environment variables vigil reads
+    are checked for text that is not valid UTF-8 (see :mod:`vigil.cli.arguments`).
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV] = tuple(args)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
+            if ctx.parent is None and not ctx.resilient_parsing:
+                refuse_undecodable(self, ctx, ctx.meta.get(_ARGV, ()))
             return super().invoke(ctx)
         except USER_ERRORS as exc:
             raise click.ClickException(str(exc)) from None

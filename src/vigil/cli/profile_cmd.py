@@ -74,7 +74,7 @@ def create_cmd(app: AppContext, name: str) -> None:
 @pass_app
 def show_cmd(app: AppContext, name: str | None, as_json: bool) -> None:
     """Show a profile's paths and contents (default: the selected profile)."""
-    target = profile_path(name or app.profile_name or DEFAULT_PROFILE)
+    target = profile_path(name if name is not None else app.profile_name or DEFAULT_PROFILE)
     if not target.exists and target.name != DEFAULT_PROFILE:
         raise click.ClickException(f"profile '{target.name}' does not exist")
     info = _describe(target)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -32,11 +33,21 @@ def relative(seconds: float) -> str:
     return f"{seconds}s"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters other than newline and tab shown as ``\\x1b`` ...:
+    stored text (a title, a prompt a chat user sent) must never drive the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def shorten(text: str | None, width: int = 60) -> str:
-    """One line, at most ``width`` characters, with an ellipsis when cut."""
+    """One line, at most ``width`` characters, with an ellipsis when cut; control
+    characters are shown, not sent (see :func:`visible`)."""
     if not text:
         return ""
-    line = " ".join(text.split())
+    line = visible(" ".join(text.split()))
     return line if len(line) <= width else line[: width - 1] + "…"
 
 

@@ -10,9 +10,13 @@ turn.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import stat
 import sys
+from pathlib import Path
 
+import click
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
@@ -45,6 +49,24 @@ class SlashCompleter(Completer):
         for name in self.names:
             if name.startswith(text):
                 yield Completion(name, start_position=-len(text))
+
+
+def private_history(path: Path) -> FileHistory:
+    """The REPL's input history: a file only its owner may read (mode 0600), as it holds
+    everything typed. A history file created before this rule keeps its lines and is made
+    private on first use."""
+    try:
+        # O_NONBLOCK: a FIFO in its place must not hang the REPL before it starts.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise click.ClickException(f"cannot use the REPL history {path}: it is not a regular file")
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise click.ClickException(f"cannot use the REPL history {path}: {exc.strerror or exc}") from None
+    return FileHistory(str(path))
 
 
 def _key_bindings() -> KeyBindings:
@@ -80,7 +102,7 @@ class Repl:
         self._streamed = False  # a line of streamed text is open
         self._streamed_any = False
         self.session: PromptSession[str] = PromptSession(
-            history=FileHistory(str(profile.history_path)),
+            history=private_history(profile.history_path),
             completer=SlashCompleter(self.controller.registry.names()),
             complete_while_typing=True,
             key_bindings=_key_bindings(),

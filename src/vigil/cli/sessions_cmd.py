@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
+from vigil.cli.arguments import SESSION_REF, WholeNumber
 from vigil.cli.context import AppContext, pass_app
-from vigil.cli.render import console, echo_json, local_time, shorten
+from vigil.cli.render import console, echo_json, local_time, shorten, visible
 from vigil.export import (
     export_jsonl,
     export_markdown,
@@ -17,6 +19,12 @@ from vigil.export import (
     session_to_dict,
     write_private,
 )
+
+
+MAX_LISTED = 100_000
+"""The most sessions ``sessions list -n`` shows (0 shows all)."""
+MAX_HITS = 10_000
+"""The most matches ``sessions search -n`` shows."""
 
 
 @click.group()
@@ -29,7 +37,7 @@ def sessions() -> None:
 
 @sessions.command("list")
 @click.option(
-    "-n", "--limit", default=30, show_default=True, type=click.IntRange(min=0),
+    "-n", "--limit", default=30, show_default=True, type=WholeNumber(0, MAX_LISTED),
     help="How many to show (0 = all).",
 )
 @click.option("--source", help="Only sessions from this source (cli, cron, slack, ...).")
@@ -62,7 +70,7 @@ def list_cmd(app: AppContext, limit: int, source: str | None, as_json: bool) -> 
         table.add_row(
             s.id,
             local_time(s.updated_at),
-            s.source,
+            escape(s.source),
             str(s.message_count),
             escape(shorten(s.title, 50)) + marks + ended,
         )
@@ -70,7 +78,7 @@ def list_cmd(app: AppContext, limit: int, source: str | None, as_json: bool) -> 
 
 
 @sessions.command("show")
-@click.argument("session")
+@click.argument("session", type=SESSION_REF)
 @click.option("--full", is_flag=True, help="Show whole messages instead of one line each.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (metadata and messages).")
 @pass_app
@@ -84,10 +92,11 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
             {**session_to_dict(record), "messages": [message_to_dict(m) for m in messages]}
         )
         return
-    console.print(f"[bold]{escape(record.title or 'untitled')}[/bold]  {record.id}")
+    console.print(f"[bold]{escape(visible(record.title or 'untitled'))}[/bold]  {record.id}")
     console.print(
         f"source {record.source} · started {local_time(record.started_at)} · "
-        f"{record.message_count} messages · model {record.model or '-'}"
+        f"{record.message_count} messages · model {visible(record.model or '-')}",
+        markup=False,
     )
     if record.parent_id:
         console.print(f"continues {record.parent_id}", markup=False)
@@ -98,14 +107,17 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
         text = m.content or ""
         if m.tool_calls:
             text += " ".join(f"→ {c.name}({shorten(c.arguments, 60)})" for c in m.tool_calls)
-        body = text if full else shorten(text, 100)
+        body = visible(text) if full else shorten(text, 100)
         console.print(f"[bold]{m.seq:>4} {m.role:<9}[/bold] {escape(body)}")
 
 
 @sessions.command("search")
 @click.argument("query", nargs=-1, required=True)
-@click.option("-n", "--limit", default=20, show_default=True, type=click.IntRange(min=1))
-@click.option("--session", "session_ref", help="Only search this session.")
+@click.option(
+    "-n", "--limit", default=20, show_default=True, type=WholeNumber(1, MAX_HITS),
+    help="How many matches to show.",
+)
+@click.option("--session", "session_ref", metavar="ID", type=SESSION_REF, help="Only search this session (id or prefix).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def search_cmd(
@@ -113,7 +125,7 @@ def search_cmd(
 ) -> None:
     """Full-text search over every message of this profile."""
     store = app.store
-    session_id = store.resolve_session(session_ref) if session_ref else None
+    session_id = store.resolve_session(session_ref) if session_ref is not None else None
     hits = store.search(" ".join(query), limit=limit, session_id=session_id)
     if as_json:
         echo_json(
@@ -141,7 +153,7 @@ def search_cmd(
 
 
 @sessions.command("export")
-@click.argument("session")
+@click.argument("session", type=SESSION_REF)
 @click.option(
     "--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl", show_default=True
 )
@@ -168,7 +180,7 @@ def export_cmd(
 
 
 @sessions.command("rename")
-@click.argument("session")
+@click.argument("session", type=SESSION_REF)
 @click.argument("title")
 @pass_app
 def rename_cmd(app: AppContext, session: str, title: str) -> None:
@@ -176,13 +188,19 @@ def rename_cmd(app: AppContext, session: str, title: str) -> None:
     title = " ".join(title.split())
     if not title:
         raise click.ClickException("the title must not be empty")
+    control = next((ch for ch in title if unicodedata.category(ch) == "Cc"), None)
+    if control is not None:
+        raise click.ClickException(
+            f"the title contains the control character U+{ord(control):04X}: use printable text"
+        )
     store = app.store
     record = store.update_session(store.resolve_session(session), title=title)
-    console.print(f"Renamed {record.id} to {escape(title)!r}")
+    # Plain output: the title is the user's text, never rich markup.
+    click.echo(f"Renamed {record.id} to '{record.title}'")
 
 
 @sessions.command("delete")
-@click.argument("session")
+@click.argument("session", type=SESSION_REF)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
 def delete_cmd(app: AppContext, session: str, yes: bool) -> None:
@@ -192,7 +210,7 @@ def delete_cmd(app: AppContext, session: str, yes: bool) -> None:
     if not yes:
         click.confirm(
             f"Delete session {record.id} ({record.message_count} messages, "
-            f"{record.title or 'untitled'})?",
+            f"{visible(record.title or 'untitled')})?",
             abort=True,
             err=True,
         )

@@ -6,9 +6,14 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from vigil.cli.arguments import SESSION_REF, WholeNumber
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten
 from vigil.usage import Usage
+
+
+MAX_LISTED = 100_000
+"""The most sessions ``usage -n`` lists (0 lists all)."""
 
 
 def _row(usage: Usage) -> dict[str, float | int]:
@@ -16,9 +21,9 @@ def _row(usage: Usage) -> dict[str, float | int]:
 
 
 @click.command()
-@click.option("--session", "session_ref", metavar="ID", help="Only this session (id or prefix).")
+@click.option("--session", "session_ref", metavar="ID", type=SESSION_REF, help="Only this session (id or prefix).")
 @click.option(
-    "-n", "--limit", default=20, show_default=True, type=click.IntRange(min=0),
+    "-n", "--limit", default=20, show_default=True, type=WholeNumber(0, MAX_LISTED),
     help="Sessions to list (0 = all).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -27,12 +32,12 @@ def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool) -
     """Show tokens used (uncached input, cache read, cache write, output) and the cache hit
     ratio, per session and in total."""
     store = app.store
-    if session_ref:
+    if session_ref is not None:
         sessions = [store.get_session(store.resolve_session(session_ref))]
     else:
         sessions = store.list_sessions()
     total = sum((s.usage for s in sessions), Usage())
-    shown = sessions if session_ref or not limit else sessions[:limit]
+    shown = sessions if session_ref is not None or not limit else sessions[:limit]
     if as_json:
         echo_json(
             {

@@ -8,6 +8,7 @@ before anything is written: a bad command leaves the existing heartbeat as it wa
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Awaitable, Callable, Sequence
@@ -239,9 +240,13 @@ def describe_time(epoch: float | None, now: float) -> str:
     return f"at {stamp} ({rel})"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def shorten(text: str, width: int = 60) -> str:
-    """One line of at most ``width`` characters, with an ellipsis when cut."""
-    line = " ".join(text.split())
+    """One line of at most ``width`` characters, with an ellipsis when cut; control
+    characters are shown as ``\\x1b`` ..., never sent to a terminal."""
+    line = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(text.split()))
     return line if len(line) <= width else line[: width - 1] + "…"
 
 

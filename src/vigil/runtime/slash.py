@@ -7,6 +7,7 @@ A command handler knows nothing about terminals or platforms: it acts on a
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
     from vigil.agent.compression import CompressionResult
     from vigil.config import Settings
     from vigil.profiles import Profile
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ConversationControl(Protocol):
@@ -125,6 +129,12 @@ class CommandRegistry:
     async def dispatch(self, control: ConversationControl, text: str) -> CommandReply:
         """Run the command typed in ``text``; unknown commands get a helpful error."""
         stripped = text.strip()[1:]
+        if _SURROGATE.search(stripped):
+            # Lone surrogates (a terminal's undecodable bytes, or JSON "\udcff") cannot be stored.
+            return CommandReply(
+                "The command is not valid UTF-8 text (it holds an undecodable character); nothing was changed.",
+                is_error=True,
+            )
         name, _, args = stripped.partition(" ")
         command = self.find(name)
         if command is None:

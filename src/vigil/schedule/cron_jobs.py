@@ -254,7 +254,12 @@ def _check_skills(names: Iterable[str], skills_dir: Path | None) -> list[str]:
 
 
 def _check_workdir(path: str) -> str:
-    resolved = Path(path).expanduser().resolve()
-    if not resolved.is_dir():
+    try:
+        resolved = Path(path).expanduser().resolve()
+        is_dir = resolved.is_dir()
+    except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop ...
+        shown = path if len(path) <= 60 else path[:59] + "…"
+        raise InvalidJob(f"the working directory '{shown}' cannot be used: {getattr(exc, 'strerror', None) or exc}") from None
+    if not is_dir:
         raise InvalidJob(f"the working directory {resolved} does not exist or is not a directory")
     return str(resolved)

@@ -49,11 +49,15 @@ _ALIASES = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_DURATION = re.compile(r"(?:\d+[dhms])+", re.IGNORECASE)
+# ASCII only: \d and Unicode case folding would take '١٥m' or '15ſ' for a delay.
+_DURATION = re.compile(r"(?:[0-9]+[dhms])+", re.IGNORECASE | re.ASCII)
+_QUOTE_WIDTH = 40
 _FORMS = (
     "use 'every 2h' (an interval), a 5-field cron expression such as '0 9 * * 1-5', "
     "a delay such as '30m' (runs once), or an ISO 8601 time such as '2026-05-01T09:00'"
 )
+LATEST_INSTANT = datetime(9999, 1, 1, tzinfo=timezone.utc).timestamp()
+"""One-shot times must lie before this, so that every zone can still show them as a date."""
 # Counting occurrences of a long outage stops here; the count is only reported.
 _COUNT_CAP = 10_000
 
@@ -218,37 +222,48 @@ def parse_schedule(text: str, *, tz: str, now: float) -> Schedule:
         try:
             seconds = parse_interval(amount, minimum=MIN_EVERY_SECONDS)
         except IntervalError as exc:
-            raise ScheduleError(f"invalid schedule '{raw}': {exc}") from None
+            raise ScheduleError(f"invalid schedule {_quoted(raw)}: {exc}") from None
         return Schedule("interval", f"every {amount}", tz, seconds=seconds, anchor=start)
     if _DURATION.fullmatch(lowered):
         try:
             seconds = parse_interval(lowered, minimum=1)
         except IntervalError as exc:
-            raise ScheduleError(f"invalid schedule '{raw}': {exc}") from None
+            raise ScheduleError(f"invalid schedule {_quoted(raw)}: {exc}") from None
         return Schedule("once", raw, tz, seconds=seconds, at=start + seconds)
     expr = _ALIASES.get(lowered, raw)
     if lowered.startswith("@") and lowered not in _ALIASES:
-        raise ScheduleError(f"unknown schedule alias '{raw}' (known: {', '.join(_ALIASES)})")
+        raise ScheduleError(f"unknown schedule alias {_quoted(raw)} (known: {', '.join(_ALIASES)})")
     if len(expr.split()) == 5:
         return _parse_cron(raw, expr, tz, zone, start)
     at = _parse_timestamp(raw, zone)
     if at is None:
-        raise ScheduleError(f"invalid schedule '{raw}': {_FORMS}")
+        raise ScheduleError(f"invalid schedule {_quoted(raw)}: {_FORMS}")
     if at <= now:
-        raise ScheduleError(
-            f"the time '{raw}' is in the past ({format_instant(at, tz)}); give a future time"
-        )
+        raise ScheduleError(f"the time {_quoted(raw)} is in the past{_shown_instant(at, tz)}; give a future time")
+    if at >= LATEST_INSTANT:
+        raise ScheduleError(f"the time {_quoted(raw)} is too far ahead: give a time before the year 9999")
     return Schedule("once", raw, tz, at=at)
+
+
+def _shown_instant(epoch: float, tz: str) -> str:
+    shown = format_instant(epoch, tz)
+    return "" if shown.startswith("at an impossible time") else f" ({shown})"
+
+
+def _quoted(text: str) -> str:
+    """``text`` quoted for an error message, cut so that a huge value keeps it one short line."""
+    line = " ".join(text.split())
+    return f"'{line}'" if len(line) <= _QUOTE_WIDTH else f"'{line[: _QUOTE_WIDTH - 1]}…'"
 
 
 def _parse_cron(raw: str, expr: str, tz: str, zone: ZoneInfo, start: float) -> Schedule:
     try:
         CronSim(expr, datetime.fromtimestamp(start, zone))
     except CronSimError as exc:
-        raise ScheduleError(f"invalid cron expression '{raw}': {exc}") from None
+        raise ScheduleError(f"invalid cron expression {_quoted(raw)}: {exc}") from None
     schedule = Schedule("cron", raw, tz, expr=expr)
     if schedule.next_after(start) is None:
-        raise ScheduleError(f"the cron expression '{raw}' never matches a date")
+        raise ScheduleError(f"the cron expression {_quoted(raw)} never matches a date")
     return schedule
 
 
@@ -259,7 +274,10 @@ def _parse_timestamp(raw: str, zone: ZoneInfo) -> float | None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=zone)
-    return float(math.floor(when.timestamp()))
+    try:
+        return float(math.floor(when.timestamp()))
+    except (OverflowError, ValueError, OSError):  # an offset that pushes it past year 1 or 9999
+        return None
 
 
 def parse_duration(text: str, *, what: str = "duration") -> int:
@@ -270,7 +288,7 @@ def parse_duration(text: str, *, what: str = "duration") -> int:
     try:
         return parse_interval(raw, minimum=1)
     except IntervalError as exc:
-        raise ScheduleError(f"invalid {what} '{text}': {exc}") from None
+        raise ScheduleError(f"invalid {what} {_quoted(text)}: {exc}") from None
 
 
 # -- time zones ----------------------------------------------------------------------------
@@ -282,7 +300,7 @@ def resolve_zone(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise ScheduleError(
-            f"unknown time zone '{name}' (use an IANA name such as Europe/Berlin, "
+            f"unknown time zone {_quoted(name)} (use an IANA name such as Europe/Berlin, "
             "America/New_York or UTC)"
         ) from None
 
@@ -321,7 +339,10 @@ def format_instant(epoch: float | None, tz: str, *, seconds: bool = False) -> st
     """``2026-03-29 03:00 CEST`` in zone ``tz`` (``-`` for ``None``)."""
     if epoch is None:
         return "-"
-    local = datetime.fromtimestamp(epoch, ZoneInfo(tz))
+    try:
+        local = datetime.fromtimestamp(epoch, ZoneInfo(tz))
+    except (OverflowError, ValueError, OSError):  # a record from before times were bounded
+        return f"at an impossible time ({epoch!r} s since 1970)"
     return local.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")
 
 

@@ -22,9 +22,11 @@ TEST_MINIMUM_ENV = "VIGIL_TEST_HEARTBEAT_MIN_SECONDS"
 seconds. Never set this in real use."""
 
 _UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
-_PART = re.compile(r"(\d+)([dhms])")
+# [0-9], not \d: \d (and int()) would take Arabic-Indic or full-width digits as well.
+_PART = re.compile(r"([0-9]+)([dhms])")
 _MAX_DIGITS = 12  # more digits than any interval under the maximum has, in any unit
-_COMPOUND = re.compile(r"(?:\d+[dhms])+")
+_COMPOUND = re.compile(r"(?:[0-9]+[dhms])+")
+_ASCII_LOWER = str.maketrans("DHMS", "dhms")
 _EXAMPLES = "90s, 10m, 2h, 1d or 1h30m"
 
 
@@ -54,7 +56,10 @@ def parse_interval(text: str, *, minimum: int | None = None) -> int:
     raw = text.strip()
     if not raw:
         raise IntervalError(f"missing interval: give a number and a unit, e.g. {_EXAMPLES}")
-    lowered = raw.lower()
+    # Only ASCII letters are case-folded: str.lower() maps e.g. the Kelvin sign to "k".
+    lowered = raw.translate(_ASCII_LOWER)
+    if any(ch.isdigit() and not ch.isascii() for ch in raw):
+        raise IntervalError(f"{_quoted(raw)} is not an interval: write its numbers with the digits 0-9")
     if lowered.startswith("-") and _COMPOUND.fullmatch(lowered[1:]):
         raise IntervalError(f"{_quoted(raw)} is negative: an interval must be at least {_describe(floor)}")
     if not _COMPOUND.fullmatch(lowered):
