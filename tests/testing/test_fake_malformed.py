@@ -48,7 +48,7 @@ def test_garbled_stream_sends_text_then_the_bad_frame_and_ends(fake_model: FakeM
     assert response.status_code == 200
     frames = response.text.split("\n\n")
     assert "one " in response.text and "two " in response.text and "three" not in response.text
-    assert [f for f in frames if f.strip()][-1] == "data: {this is not json"
+    assert [f for f in frames if f.strip()][-1] == "event: content_block_delta\ndata: {this is not json"
     assert "[DONE]" not in response.text and "message_stop" not in response.text
 
 

@@ -196,12 +196,13 @@ class Reply:
         cls,
         text_chunks_sent: int = 0,
         *,
-        frame: str | bytes = "data: {this is not json\n\n",
+        frame: str | bytes = "event: content_block_delta\ndata: {this is not json\n\n",
         text: str | Sequence[str] = _DEFAULT_CUT_TEXT,
         chunk_delay: float = 0.0,
     ) -> "Reply":
         """Start a normal answer, send ``text_chunks_sent`` text deltas, then the raw SSE
-        ``frame`` (by default a ``data:`` line that is not JSON) and end the response there.
+        ``frame`` (by default a ``data:`` line that is not JSON, under an event name so that
+        both SDKs parse it) and end the response there.
 
         Non-streaming clients get the frame's bytes as a JSON-typed body.
         """
