@@ -208,3 +208,22 @@ def test_the_repl_stops_cleanly_on_sigterm_and_sighup(
     _assert_no_survivors(marker, group)
     session_id, _ = _session_of(vigil_home, "cli")
     _assert_every_call_answered(vigil_home, session_id)
+
+
+def test_the_gateway_stops_gracefully_on_sighup_too(fake_model: FakeModelServer, vigil_home: Path) -> None:
+    """`gateway run` is a service: a signal is its normal stop, so it exits 0 (the commands
+    above are cut short, hence 128 + signal)."""
+    gateway = subprocess.Popen(
+        [sys.executable, "-m", "vigil.cli.main", "gateway", "run"], env=_env(fake_model, vigil_home),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert gateway.stdout is not None
+        assert "serving the cron scheduler" in gateway.stdout.readline()
+        gateway.send_signal(signal.SIGHUP)
+        out, err = gateway.communicate(timeout=BOUND)
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+    assert gateway.returncode == 0, err
+    assert "vigil gateway: stopped" in out
