@@ -227,3 +227,39 @@ def test_the_gateway_stops_gracefully_on_sighup_too(fake_model: FakeModelServer,
             gateway.kill()
     assert gateway.returncode == 0, err
     assert "vigil gateway: stopped" in out
+
+
+def test_cron_tick_stops_like_cron_run(
+    fake_model: FakeModelServer, vigil_home: Path, tmp_path: Path, marker: str
+) -> None:
+    from tests.cron.conftest import START
+
+    env = _env(fake_model, vigil_home)
+    added = subprocess.run(
+        [sys.executable, "-m", "vigil.cli.main", "cron", "add", "hourly", "--schedule", "every 1h",
+         "--prompt", "run the long command", "--workdir", str(tmp_path)],
+        env={**env, "VIGIL_CRON_NOW": str(START)}, capture_output=True, text=True, timeout=BOUND,
+    )
+    assert added.returncode == 0, added.stderr
+    _script_long_command(fake_model, marker, tmp_path)
+    vigil = subprocess.Popen(
+        [sys.executable, "-m", "vigil.cli.main", "cron", "tick"], env={**env, "VIGIL_CRON_NOW": str(START + 3600)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        group = _wait_for_tool(marker, lambda: vigil.poll() is None)
+        vigil.send_signal(signal.SIGTERM)
+        _, err = vigil.communicate(timeout=BOUND)
+    finally:
+        if vigil.poll() is None:
+            vigil.kill()
+    assert vigil.returncode == 143 and "recorded as interrupted" in err and "Traceback" not in err
+    _assert_no_survivors(marker, group)
+    session_id, end_reason = _session_of(vigil_home, "cron")
+    assert end_reason == "interrupted"
+    _assert_every_call_answered(vigil_home, session_id)
+    runs = subprocess.run(
+        [sys.executable, "-m", "vigil.cli.main", "cron", "runs", "hourly", "--json"],
+        env={**env, "VIGIL_CRON_NOW": str(START + 3600)}, capture_output=True, text=True, timeout=BOUND,
+    )
+    assert [r["status"] for r in json.loads(runs.stdout)] == ["interrupted"]

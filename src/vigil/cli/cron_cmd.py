@@ -23,7 +23,7 @@ from rich.table import Table
 
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten
-from vigil.cli.signals import Stopped, run_stoppable
+from vigil.cli.signals import Stopped, run_stoppable, say
 from vigil.clock import Clock, FakeClock, SystemClock
 from vigil.models.base import ModelError
 from vigil.models.factory import build_client
@@ -313,7 +313,7 @@ def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
     try:
         record = run_stoppable(_run_now(app, repo, name))
     except Stopped as stop:
-        click.echo(f"Stopped by {stop.name}: the run is recorded as interrupted (see `vigil cron runs {name}`).", err=True)
+        say(f"Stopped by {stop.name}: the run is recorded as interrupted (see `vigil cron runs {name}`).")
         sys.exit(stop.exit_code)
     if record is None:
         raise click.ClickException("the emergency stop is engaged: nothing was run (`vigil resume` releases it)")
@@ -340,12 +340,14 @@ async def _run_now(app: AppContext, repo: CronRepo, name: str) -> RunRecord | No
 @pass_app
 @_friendly
 def tick_cmd(app: AppContext, as_json: bool) -> None:
-    """Run whatever is due now, once, and exit (for a system crontab)."""
+    """Run whatever is due now, once, and exit (for a system crontab).
+
+    Ctrl-C, SIGTERM or SIGHUP stop the runs (recorded as interrupted; exit 128 + signal)."""
     repo = _repo(app)
     try:
         report = run_stoppable(_tick(app, repo))
     except Stopped as stop:
-        click.echo(f"Stopped by {stop.name}: runs in progress are recorded as interrupted.", err=True)
+        say(f"Stopped by {stop.name}: runs in progress are recorded as interrupted.")
         sys.exit(stop.exit_code)
     if as_json:
         echo_json({

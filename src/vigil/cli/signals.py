@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from typing import Any, Coroutine, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -42,6 +43,14 @@ class Stopped(Exception):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+def say(text: str) -> None:
+    """Print ``text`` to stderr unless the terminal is gone (after SIGHUP writes fail)."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def run_stoppable(main: Coroutine[Any, Any, T], *, signals: Sequence[signal.Signals] = STOP_SIGNALS) -> T:
