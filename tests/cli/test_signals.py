@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,8 +50,13 @@ def marker(tmp_path: Path) -> Iterator[str]:
             pass
 
 
-def _script_long_command(server: FakeModelServer, marker: str, workdir: Path) -> None:
-    command = f"sh -c 'sleep 30; echo done > {workdir}/{marker}' {marker}"
+BWRAP = "bwrap --die-with-parent --unshare-pid --new-session --ro-bind / / --dev /dev --proc /proc"
+"""A sandbox like the one unattended commands may run in, with its own session and PID
+namespace, so killing the launched process group alone would not reach inside."""
+
+
+def _script_long_command(server: FakeModelServer, marker: str, workdir: Path, *, wrap: str = "") -> None:
+    command = f"{wrap} sh -c 'sleep 30; echo done > {workdir}/{marker}' {marker}".strip()
     server.queue(
         Reply.tool_calls(ToolCallSpec("terminal", {"command": command}, id="call_long")),
         "The command finished.",
@@ -263,3 +269,28 @@ def test_cron_tick_stops_like_cron_run(
         env={**env, "VIGIL_CRON_NOW": str(START + 3600)}, capture_output=True, text=True, timeout=BOUND,
     )
     assert [r["status"] for r in json.loads(runs.stdout)] == ["interrupted"]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_chat_q_stops_a_command_running_in_a_sandbox(
+    fake_model: FakeModelServer, vigil_home: Path, tmp_path: Path, marker: str
+) -> None:
+    _script_long_command(fake_model, marker, tmp_path, wrap=BWRAP)
+    vigil = subprocess.Popen(
+        [sys.executable, "-m", "vigil.cli.main", "chat", "-q", "run the long command"],
+        env=_env(fake_model, vigil_home), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        group = _wait_for_tool(marker, lambda: vigil.poll() is None)
+        deadline = time.monotonic() + BOUND
+        while len(_pgrep("-f", marker)) < 3 and time.monotonic() < deadline:  # bash, bwrap, sh inside
+            time.sleep(0.05)
+        vigil.send_signal(signal.SIGTERM)
+        _, err = vigil.communicate(timeout=BOUND)
+    finally:
+        if vigil.poll() is None:
+            vigil.kill()
+    assert vigil.returncode == 143, err
+    _assert_no_survivors(marker, group)
+    session_id, _ = _session_of(vigil_home, "cli")
+    _assert_every_call_answered(vigil_home, session_id)

@@ -313,7 +313,7 @@ def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
     try:
         record = run_stoppable(_run_now(app, repo, name))
     except Stopped as stop:
-        say(f"Stopped by {stop.name}: the run is recorded as interrupted (see `vigil cron runs {name}`).")
+        say(f"Stopped by {stop.name}: a run that had begun is recorded as interrupted (see `vigil cron runs {name}`).")
         sys.exit(stop.exit_code)
     if record is None:
         raise click.ClickException("the emergency stop is engaged: nothing was run (`vigil resume` releases it)")
@@ -347,7 +347,7 @@ def tick_cmd(app: AppContext, as_json: bool) -> None:
     try:
         report = run_stoppable(_tick(app, repo))
     except Stopped as stop:
-        say(f"Stopped by {stop.name}: runs in progress are recorded as interrupted.")
+        say(f"Stopped by {stop.name}: runs that had begun are recorded as interrupted.")
         sys.exit(stop.exit_code)
     if as_json:
         echo_json({
