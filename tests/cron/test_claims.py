@@ -240,6 +240,19 @@ def test_a_dead_owners_run_is_recovered(store: SQLiteStore, add_job: AddJob, clo
     assert [r.status for r in alive.runs.list("j")] == ["interrupted"]
 
 
+def test_a_dead_owners_run_has_its_session_ended(store: SQLiteStore, add_job: AddJob, clock: FakeClock) -> None:
+    dead = CronRepo(store, clock, owner="elsewhere:1:dead", alive=lambda owner: False)
+    add_job("j", "every 1h")
+    clock.set_sync(START + 3600)
+    claim = dead.claim_due("j").claim
+    assert claim is not None
+    session = store.create_session(source="cron", title="cron: j")
+    dead.runs.put(replace(claim.record, session_id=session.id))  # as the runner links it
+    alive = CronRepo(store, clock, alive=lambda owner: owner != "elsewhere:1:dead")
+    assert alive.recover_abandoned() == ["j"]
+    assert store.get_session(session.id).end_reason == "interrupted"
+
+
 def test_stale_lease_is_recovered_whoever_owns_it(store: SQLiteStore, add_job: AddJob, clock: FakeClock) -> None:
     other = CronRepo(store, clock, owner="otherhost:1:x", alive=lambda owner: True)
     add_job("j", "every 1h")

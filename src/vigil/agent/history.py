@@ -6,12 +6,54 @@ history, so every turn's request begins with the bytes of the previous one.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable
 
 from vigil.models.base import ChatMessage
-from vigil.store.records import MessageRecord, NewMessage
+from vigil.store.records import MessageRecord, NewMessage, ToolCall
 
 INTERRUPTED_TOOL_RESULT = "[not run: the turn was interrupted before this tool call completed]"
+
+CUT_OFF_MARKERS = {
+    "connection": "[cut off: the connection to the model broke before this answer was complete]",
+    "interrupted": "[cut off: the turn was interrupted before this answer was complete]",
+}
+"""Appended to a partial answer kept in the store, so that both the person reading the
+session and the model on the next turn see that it is incomplete."""
+
+
+def cut_off_answer(partial_text: str, why: str) -> NewMessage | None:
+    """The assistant message that keeps a partial answer (``why``: a key of
+    ``CUT_OFF_MARKERS``), or ``None`` when nothing worth keeping arrived."""
+    if not partial_text.strip():
+        return None
+    return NewMessage(
+        "assistant",
+        f"{partial_text.rstrip()}\n\n{CUT_OFF_MARKERS[why]}",
+        meta={"stop_reason": "interrupted", "cut_off": why},
+    )
+
+
+def unique_call_ids(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    """The calls of one model answer with distinct, non-empty ids.
+
+    Some servers repeat an id (or send none) within one answer; each result must name exactly
+    one call, so later duplicates get a deterministic suffix (``id_2``, ``id_3`` ...) that
+    avoids every id the answer already uses. Unique ids are kept as they are.
+    """
+    calls = tuple(calls)
+    taken = {call.id for call in calls if call.id}
+    used: set[str] = set()
+    unique: list[ToolCall] = []
+    for position, call in enumerate(calls):
+        base = call.id or f"call_{position}"
+        candidate, number = base, 1
+        while candidate in used or (candidate != call.id and candidate in taken):
+            number += 1
+            candidate = f"{base}_{number}"
+        used.add(candidate)
+        unique.append(call if candidate == call.id else replace(call, id=candidate))
+    return tuple(unique)
 
 
 def to_chat_message(record: MessageRecord | NewMessage) -> ChatMessage | None:

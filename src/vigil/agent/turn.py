@@ -25,11 +25,17 @@ from vigil.agent.events import (
     ToolStarted,
     TurnEvent,
 )
-from vigil.agent.history import INTERRUPTED_TOOL_RESULT, build_history, to_chat_message
+from vigil.agent.history import (
+    INTERRUPTED_TOOL_RESULT,
+    build_history,
+    cut_off_answer,
+    to_chat_message,
+    unique_call_ids,
+)
 from vigil.agent.session_prompt import PromptKeeper
 from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
-from vigil.models.base import ChatMessage, ModelClient, ModelRequest
+from vigil.models.base import ChatMessage, ModelClient, ModelRequest, ModelResponse, ModelStreamInterrupted
 from vigil.profiles import Profile
 from vigil.store import NewMessage, SessionRecord, SessionStore
 from vigil.store.records import ToolCall
@@ -165,8 +171,10 @@ class Agent:
         ``unattended`` turns (heartbeats) never ask for approval, even when the front end
         could: nobody is waiting at the prompt for a turn the user did not start.
 
-        Cancelling the task (Ctrl-C) stops the turn; what was stored stays, and tool calls
-        left without a result get a placeholder result so the history stays valid.
+        Cancelling the task (Ctrl-C, a signal) stops the turn; what was stored stays, tool
+        calls left without a result get a placeholder result so the history stays valid, and
+        an answer cut off while streaming (cancelled, or the connection broke) is kept with a
+        marker saying so. Tool calls that share an id in one answer get distinct ids.
         """
         if not user_text.strip():
             raise EmptyMessage("the message is empty: there is nothing to send")
@@ -193,7 +201,7 @@ class Agent:
         )
         total = start.usage
         calls_run = 0
-        on_text = (lambda text: emit(TextDelta(text))) if stream and on_event else None
+        streaming = stream and on_event is not None
         try:
             for iteration in range(1, self.settings.agent.max_iterations + 1):
                 request = ModelRequest(
@@ -203,40 +211,37 @@ class Agent:
                     max_tokens=self.settings.model.max_output_tokens,
                     temperature=self.settings.model.temperature,
                 )
-                response = await self.client.complete(request, on_text=on_text)
+                response = await self._ask(session_id, history, request, emit, streaming)
                 total = total + response.usage
+                calls = unique_call_ids(response.tool_calls)
                 await self._append(
                     session_id,
                     history,
                     NewMessage(
                         "assistant",
                         response.content,
-                        tool_calls=response.tool_calls,
+                        tool_calls=calls,
                         usage=response.usage,
                         meta={"stop_reason": response.stop_reason},
                     ),
                 )
                 done: set[str] = set()
                 try:
-                    await emit(
-                        AssistantStep(response.content, len(response.tool_calls), response.usage)
-                    )
-                    if not response.tool_calls:
+                    await emit(AssistantStep(response.content, len(calls), response.usage))
+                    if not calls:
                         stop = "max_tokens" if response.stop_reason == "max_tokens" else "answered"
                         return TurnResult(
                             session_id, response.content or "", stop, total, iteration, calls_run,
                             start.compressed_from,
                         )
-                    await self._run_tools(
-                        session_id, history, response.tool_calls, context, session, emit, done
-                    )
+                    await self._run_tools(session_id, history, calls, context, session, emit, done)
                 except BaseException:
                     # however the turn stops, every stored tool call gets a result
-                    missing = [c for c in response.tool_calls if c.id not in done]
+                    missing = [c for c in calls if c.id not in done]
                     if missing:
                         await asyncio.shield(self._close_calls(session_id, history, missing))
                     raise
-                calls_run += len(response.tool_calls)
+                calls_run += len(calls)
         except BaseException:
             # the in-memory history may no longer match the store; re-read it next turn
             self.forget(session_id)
@@ -252,6 +257,41 @@ class Agent:
             calls_run,
             start.compressed_from,
         )
+
+    async def _ask(
+        self,
+        session_id: str,
+        history: _History,
+        request: ModelRequest,
+        emit: Callable[[TurnEvent], Any],
+        streaming: bool,
+    ) -> ModelResponse:
+        """One model call. Text that streamed before the answer broke off (a dropped
+        connection, or the turn cancelled) is stored as a cut-off assistant message."""
+        streamed: list[str] = []
+
+        def on_text(text: str) -> Any:
+            streamed.append(text)
+            return emit(TextDelta(text))
+
+        try:
+            return await self.client.complete(request, on_text=on_text if streaming else None)
+        except ModelStreamInterrupted as exc:
+            await self._keep_partial(session_id, history, exc.partial_text or "".join(streamed), "connection")
+            raise
+        except asyncio.CancelledError:
+            await asyncio.shield(self._keep_partial(session_id, history, "".join(streamed), "interrupted"))
+            raise
+
+    async def _keep_partial(self, session_id: str, history: _History, text: str, why: str) -> None:
+        message = cut_off_answer(text, why)
+        if message is None:
+            return
+        try:
+            await self._append(session_id, history, message)
+        except Exception:
+            # The failure that cut the answer off is the one to report.
+            log.exception("could not keep the partial answer of session %s", session_id)
 
     async def _start(
         self, session_id: str, user_text: str, emit: Callable[[TurnEvent], Any]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 
 import click
@@ -13,6 +14,7 @@ from vigil.agent.turn import Agent
 from vigil.cli.arguments import SESSION_REF
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import err_console
+from vigil.cli.signals import STOP_SIGNALS, Stopped, run_stoppable
 from vigil.models.base import ModelError
 from vigil.models.factory import build_client
 from vigil.runtime.controller import ConversationController
@@ -40,9 +42,22 @@ def chat(
         raise click.UsageError("use either --resume or --continue, not both")
     if query is not None and not query.strip():
         raise click.UsageError("the question given with -q is empty")
-    exit_code = asyncio.run(_chat(app, query, resume_ref, continue_latest, not no_stream))
+    # The REPL handles Ctrl-C itself (it interrupts the running turn); SIGTERM and SIGHUP stop it.
+    signals = STOP_SIGNALS if query is not None else (signal.SIGTERM, signal.SIGHUP)
+    try:
+        exit_code = run_stoppable(_chat(app, query, resume_ref, continue_latest, not no_stream), signals=signals)
+    except Stopped as stop:
+        _say(f"[yellow]Stopped by {stop.name}.[/yellow]")
+        sys.exit(stop.exit_code)
     if exit_code:
         sys.exit(exit_code)
+
+
+def _say(markup: str) -> None:
+    try:
+        err_console.print(markup)
+    except OSError:  # the terminal went away (SIGHUP)
+        pass
 
 
 async def _chat(
@@ -124,6 +139,12 @@ async def _one_shot(controller: ConversationController, query: str, stream: bool
 
     try:
         result = await controller.turn(query, on_event=on_event)
+    except asyncio.CancelledError:  # stopped by a signal: what was stored is kept
+        if wrote:
+            sys.stdout.write("\n")
+        if controller.session_id:
+            _say(f"[dim]session {controller.session_id} is kept[/dim]")
+        raise
     except ModelError as exc:
         if wrote:
             sys.stdout.write("\n")

@@ -24,6 +24,7 @@ from rich.table import Table
 from vigil.cli.arguments import NON_EMPTY, NonEmptyText, WholeNumber
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten, visible
+from vigil.cli.signals import Stopped, run_stoppable, say
 from vigil.clock import Clock, FakeClock, SystemClock
 from vigil.schedule import estop
 from vigil.schedule.cron_errors import CronError
@@ -319,10 +320,16 @@ def status_cmd(app: AppContext, as_json: bool) -> None:
 @pass_app
 @_friendly
 def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
-    """Run a job now, in this process, without disturbing its schedule."""
+    """Run a job now, in this process, without disturbing its schedule.
+
+    Ctrl-C, SIGTERM or SIGHUP stop the run (recorded as interrupted; exit 128 + signal)."""
     repo = _repo(app)
     repo.get(name)
-    record = asyncio.run(_run_now(app, repo, name))
+    try:
+        record = run_stoppable(_run_now(app, repo, name))
+    except Stopped as stop:
+        say(f"Stopped by {stop.name}: a run that had begun is recorded as interrupted (see `vigil cron runs {name}`).")
+        sys.exit(stop.exit_code)
     if record is None:
         raise click.ClickException("the emergency stop is engaged: nothing was run (`vigil resume` releases it)")
     if as_json:
@@ -348,9 +355,15 @@ async def _run_now(app: AppContext, repo: CronRepo, name: str) -> RunRecord | No
 @pass_app
 @_friendly
 def tick_cmd(app: AppContext, as_json: bool) -> None:
-    """Run whatever is due now, once, and exit (for a system crontab)."""
+    """Run whatever is due now, once, and exit (for a system crontab).
+
+    Ctrl-C, SIGTERM or SIGHUP stop the runs (recorded as interrupted; exit 128 + signal)."""
     repo = _repo(app)
-    report = asyncio.run(_tick(app, repo))
+    try:
+        report = run_stoppable(_tick(app, repo))
+    except Stopped as stop:
+        say(f"Stopped by {stop.name}: runs that had begun are recorded as interrupted.")
+        sys.exit(stop.exit_code)
     if as_json:
         echo_json({
             "stopped": report.stopped,

@@ -1,7 +1,7 @@
 """``vigil gateway run``: the long-running process of a profile.
 
 With no messaging platform configured (the only case so far) it is a pure scheduler: it runs
-due cron jobs until SIGINT or SIGTERM. Platform adapters, their routing and the heartbeats of
+due cron jobs until SIGINT, SIGTERM or SIGHUP (the terminal it runs in closing). Platform adapters, their routing and the heartbeats of
 gateway conversations join here as they arrive.
 """
 
@@ -25,6 +25,8 @@ from vigil.schedule.cron_schedule import iso_utc
 from vigil.store import SessionStore
 
 log = logging.getLogger(__name__)
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +79,11 @@ async def run_until_signalled(
     client: ModelClient,
     announce: Callable[[str], None],
 ) -> None:
-    """:func:`serve` with SIGINT and SIGTERM setting the stop event."""
+    """:func:`serve` with SIGINT, SIGTERM and SIGHUP setting the stop event (running jobs get
+    the stop grace, then are recorded as interrupted; the process exits 0)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in _STOP_SIGNALS:
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
@@ -88,7 +91,7 @@ async def run_until_signalled(
     try:
         await serve(store=store, profile=profile, settings=settings, client=client, stop=stop, announce=announce)
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in _STOP_SIGNALS:
             try:
                 loop.remove_signal_handler(sig)
             except (NotImplementedError, RuntimeError):  # pragma: no cover

@@ -27,13 +27,19 @@ from vigil.models.retry import (
     call_with_retries,
     connection_failure,
     describe_cause,
+    malformed_response,
     provider_message,
+    snippet,
     status_failure,
 )
 from vigil.store.records import ToolCall
 from vigil.usage import Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_NAME = "Anthropic Messages API"
+
+# What parsing an answer of the wrong shape raises (the SDK builds its models unvalidated).
+_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
 DEFAULT_MAX_TOKENS = 4096
 MAX_BREAKPOINTS = 4
 TAIL_BREAKPOINTS = 2
@@ -161,6 +167,7 @@ class _StreamState:
     finished: bool = False
     model: str = ""
     delivered: bool = False
+    events: int = 0
 
     def merge_usage(self, raw: Any) -> None:
         # message_delta counts are cumulative; a field it leaves out keeps its message_start value.
@@ -236,6 +243,17 @@ class AnthropicClient:
             message = await self._client.messages.create(**body)
         except anthropic.APIError as exc:
             raise self._translate(exc) from exc
+        except json.JSONDecodeError as exc:
+            raise self._malformed(f"the body is not JSON: {snippet(exc.doc)}") from exc
+        if isinstance(message, str):
+            # The SDK hands back the text of a body that was not JSON (an HTML page, say).
+            raise self._malformed(f"HTTP 200 with {snippet(message)}")
+        try:
+            return self._response_from(message)
+        except _SHAPE_ERRORS as exc:
+            raise self._malformed(f"{describe_cause(exc)} in {_dump(message)}") from exc
+
+    def _response_from(self, message: Any) -> ModelResponse:
         text: list[str] = []
         calls: list[ToolCall] = []
         for block in message.content:
@@ -259,19 +277,35 @@ class AnthropicClient:
         except anthropic.APIError as exc:
             raise self._translate(exc) from exc
         try:
+            content_type = stream.response.headers.get("content-type", "")
+            if content_type.startswith("text/html"):
+                page = await stream.response.aread()
+                raise self._malformed(f"HTTP 200 with a web page instead of a stream: {snippet(page)}")
             iterator = stream.__aiter__()
             while True:
                 try:
                     event = await iterator.__anext__()
+                    texts = self._absorb(event, state)
                 except StopAsyncIteration:
                     break
                 except (anthropic.APIError, httpx2.HTTPError) as exc:
                     raise self._stream_failure(exc, state) from exc
-                await self._absorb(event, state, on_text)
+                except json.JSONDecodeError as exc:
+                    raise self._stream_failure(exc, state, f"a stream line is not JSON: {snippet(exc.doc)}") from exc
+                except _SHAPE_ERRORS as exc:
+                    detail = f"{describe_cause(exc)} in a stream event {_dump(event)}"
+                    raise self._stream_failure(exc, state, detail) from exc
+                for text in texts:
+                    result = on_text(text)
+                    if inspect.isawaitable(result):
+                        await result
         finally:
             with contextlib.suppress(anthropic.APIError, httpx2.HTTPError):
                 await stream.close()
         if not state.finished:
+            if not state.events:
+                detail = f"HTTP 200 without a single stream event (content-type {content_type or 'none'!r})"
+                raise self._malformed(detail)
             raise self._stream_failure(None, state)
         return ModelResponse(
             content="".join(state.text) or None,
@@ -281,7 +315,11 @@ class AnthropicClient:
             model=state.model or self.model,
         )
 
-    async def _absorb(self, event: Any, state: _StreamState, on_text: TextCallback) -> None:
+    @staticmethod
+    def _absorb(event: Any, state: _StreamState) -> list[str]:
+        """Take one stream event into ``state``; returns the text deltas to pass on."""
+        state.events += 1
+        texts: list[str] = []
         kind = event.type
         if kind == "message_start":
             state.model = event.message.model or ""
@@ -294,11 +332,11 @@ class AnthropicClient:
             else:
                 state.blocks[event.index] = {"type": block.type}
                 if block.type == "text" and block.text:
-                    await self._deliver(block.text, state, on_text)
+                    texts.append(block.text)
         elif kind == "content_block_delta":
             delta = event.delta
             if delta.type == "text_delta" and delta.text:
-                await self._deliver(delta.text, state, on_text)
+                texts.append(delta.text)
             elif delta.type == "input_json_delta":
                 block = state.blocks.get(event.index)
                 if block is not None and block["type"] == "tool_use":
@@ -310,19 +348,26 @@ class AnthropicClient:
                 state.merge_usage(event.usage)
         elif kind == "message_stop":
             state.finished = True
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"text delta of type {type(text).__name__}")
+            state.text.append(text)
+            state.delivered = True
+        return texts
 
-    @staticmethod
-    async def _deliver(text: str, state: _StreamState, on_text: TextCallback) -> None:
-        state.text.append(text)
-        state.delivered = True
-        result = on_text(text)
-        if inspect.isawaitable(result):
-            await result
+    def _malformed(self, detail: str) -> Exception:
+        return malformed_response(self._endpoint, API_NAME, detail)
 
-    def _stream_failure(self, exc: BaseException | None, state: _StreamState) -> Exception:
+    def _stream_failure(
+        self, exc: BaseException | None, state: _StreamState, malformed: str | None = None
+    ) -> Exception:
+        """What to raise when a stream fails; ``malformed`` describes an answer that did not
+        parse (retried only while no text was passed on)."""
         reason = describe_cause(exc) if exc is not None else "the stream ended early"
         if isinstance(exc, anthropic.APIStatusError):
             reason = provider_message(exc.body, exc.message)
+        if malformed is not None:
+            reason = f"the endpoint sent something that is not an {API_NAME} response: {malformed}"
         interrupted = ModelStreamInterrupted(
             f"the answer from {self.base_url} broke off while streaming: {reason}",
             partial_text="".join(state.text),
@@ -330,6 +375,8 @@ class AnthropicClient:
         if state.delivered:
             # The user already saw this text; a retry would show a different answer after it.
             return interrupted
+        if malformed is not None:
+            return self._malformed(malformed)
         if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:
             # An error event inside the stream (e.g. overloaded_error) before any text was shown.
             if exc.type in _RETRYABLE_ERROR_TYPES:
@@ -352,3 +399,12 @@ class AnthropicClient:
             return status_failure(exc.status_code, message, exc.response.headers, self._endpoint)
         message = provider_message(exc.body, exc.message)
         return ModelError(f"the model endpoint {self.base_url} failed: {message}")
+
+
+def _dump(value: Any) -> str:
+    """A parsed answer, quoted for an error message."""
+    try:
+        text = value.model_dump_json() if hasattr(value, "model_dump_json") else json.dumps(value)
+    except Exception:  # a half-built SDK object; its repr still says something
+        text = repr(value)
+    return snippet(text)

@@ -86,6 +86,11 @@ class ModelStreamInterrupted(ModelError):
         self.partial_text = partial_text
 
 
+class ModelMalformedResponse(ModelError):
+    """The endpoint answered, but not in its API's format (an HTML page, a body or stream line
+    that is not JSON, JSON of the wrong shape): a wrong ``base_url``, a proxy, a broken server."""
+
+
 class ModelBadRequest(ModelError):
     """The provider refused the request itself (HTTP 400/404/422): model name, context size ..."""
 

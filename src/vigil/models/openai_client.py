@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,13 +28,19 @@ from vigil.models.retry import (
     call_with_retries,
     connection_failure,
     describe_cause,
+    malformed_response,
     provider_message,
+    snippet,
     status_failure,
 )
 from vigil.store.records import ToolCall
 from vigil.usage import Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+API_NAME = "OpenAI-compatible"
+
+# What parsing an answer of the wrong shape raises (the SDK builds its models unvalidated).
+_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
 
 
 def build_messages(request: ModelRequest) -> list[dict[str, Any]]:
@@ -134,6 +141,7 @@ class _StreamState:
     usage: Any = None
     model: str = ""
     delivered: bool = False
+    chunks: int = 0
 
     def add_call_delta(self, delta: Any, position: int) -> None:
         index = delta.index if getattr(delta, "index", None) is not None else position
@@ -221,8 +229,19 @@ class OpenAIClient:
             completion = await self._client.chat.completions.create(**body)
         except openai.APIError as exc:
             raise self._translate(exc) from exc
+        except json.JSONDecodeError as exc:
+            raise self._malformed(f"the body is not JSON: {snippet(exc.doc)}") from exc
+        if isinstance(completion, str):
+            # The SDK hands back the text of a body that was not JSON (an HTML page, say).
+            raise self._malformed(f"HTTP 200 with {snippet(completion)}")
+        try:
+            return self._response_from(completion)
+        except _SHAPE_ERRORS as exc:
+            raise self._malformed(f"{describe_cause(exc)} in {_dump(completion)}") from exc
+
+    def _response_from(self, completion: Any) -> ModelResponse:
         if not completion.choices:
-            raise ModelError(f"the model endpoint {self.base_url} returned an answer without choices")
+            raise self._malformed(f"an answer without choices: {_dump(completion)}")
         choice = completion.choices[0]
         message = choice.message
         calls = tuple(
@@ -245,19 +264,35 @@ class OpenAIClient:
         except openai.APIError as exc:
             raise self._translate(exc) from exc
         try:
+            content_type = stream.response.headers.get("content-type", "")
+            if content_type.startswith("text/html"):
+                page = await stream.response.aread()
+                raise self._malformed(f"HTTP 200 with a web page instead of a stream: {snippet(page)}")
             iterator = stream.__aiter__()
             while True:
                 try:
                     chunk = await iterator.__anext__()
+                    texts = self._absorb(chunk, state)
                 except StopAsyncIteration:
                     break
                 except (openai.APIError, httpx2.HTTPError) as exc:
                     raise self._stream_failure(exc, state) from exc
-                await self._absorb(chunk, state, on_text)
+                except json.JSONDecodeError as exc:
+                    raise self._stream_failure(exc, state, f"a stream line is not JSON: {snippet(exc.doc)}") from exc
+                except _SHAPE_ERRORS as exc:
+                    detail = f"{describe_cause(exc)} in a stream chunk {_dump(chunk)}"
+                    raise self._stream_failure(exc, state, detail) from exc
+                for text in texts:
+                    result = on_text(text)
+                    if inspect.isawaitable(result):
+                        await result
         finally:
             with contextlib.suppress(openai.APIError, httpx2.HTTPError):
                 await stream.close()
         if state.finish_reason is None:
+            if not state.chunks:
+                detail = f"HTTP 200 without a single stream event (content-type {content_type or 'none'!r})"
+                raise self._malformed(detail)
             # The server closed the stream cleanly but before the answer was finished.
             raise self._stream_failure(None, state)
         calls = state.tool_calls()
@@ -270,7 +305,11 @@ class OpenAIClient:
             model=state.model or self.model,
         )
 
-    async def _absorb(self, chunk: Any, state: _StreamState, on_text: TextCallback) -> None:
+    @staticmethod
+    def _absorb(chunk: Any, state: _StreamState) -> list[str]:
+        """Take one chunk into ``state``; returns the text deltas to pass on."""
+        state.chunks += 1
+        texts: list[str] = []
         if chunk.model:
             state.model = chunk.model
         if getattr(chunk, "usage", None) is not None:
@@ -283,16 +322,26 @@ class OpenAIClient:
                 for position, call_delta in enumerate(delta.tool_calls or ()):
                     state.add_call_delta(call_delta, position)
                 if delta.content:
+                    if not isinstance(delta.content, str):
+                        raise TypeError(f"text delta of type {type(delta.content).__name__}")
                     state.text.append(delta.content)
                     state.delivered = True
-                    result = on_text(delta.content)
-                    if inspect.isawaitable(result):
-                        await result
+                    texts.append(delta.content)
             if choice.finish_reason:
                 state.finish_reason = choice.finish_reason
+        return texts
 
-    def _stream_failure(self, exc: BaseException | None, state: _StreamState) -> Exception:
+    def _malformed(self, detail: str) -> Exception:
+        return malformed_response(self._endpoint, API_NAME, detail)
+
+    def _stream_failure(
+        self, exc: BaseException | None, state: _StreamState, malformed: str | None = None
+    ) -> Exception:
+        """What to raise when a stream fails; ``malformed`` describes an answer that did not
+        parse (retried only while no text was passed on)."""
         reason = describe_cause(exc) if exc is not None else "the stream ended early"
+        if malformed is not None:
+            reason = f"the endpoint sent something that is not an {API_NAME} response: {malformed}"
         interrupted = ModelStreamInterrupted(
             f"the answer from {self.base_url} broke off while streaming: {reason}",
             partial_text="".join(state.text),
@@ -300,6 +349,8 @@ class OpenAIClient:
         if state.delivered:
             # The user already saw this text; a retry would show a different answer after it.
             return interrupted
+        if malformed is not None:
+            return self._malformed(malformed)
         if isinstance(exc, openai.APIStatusError):
             return self._translate(exc)
         if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
@@ -321,3 +372,12 @@ class OpenAIClient:
         # An error event inside a stream, or a response that did not parse.
         message = provider_message(exc.body, exc.message)
         return ModelError(f"the model endpoint {self.base_url} failed: {message}")
+
+
+def _dump(value: Any) -> str:
+    """A parsed answer, quoted for an error message."""
+    try:
+        text = value.model_dump_json() if hasattr(value, "model_dump_json") else json.dumps(value)
+    except Exception:  # a half-built SDK object; its repr still says something
+        text = repr(value)
+    return snippet(text)

@@ -17,6 +17,7 @@ from vigil.models.base import (
     ModelAuthError,
     ModelBadRequest,
     ModelError,
+    ModelMalformedResponse,
     ModelRateLimited,
     ModelUnreachable,
 )
@@ -29,6 +30,9 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Besides every 5xx: request timeout, conflict (a lock on the provider's side) and rate limits."""
 
 BAD_REQUEST_STATUSES = frozenset({400, 404, 413, 422})
+
+SNIPPET_LENGTH = 160
+"""How much of a malformed answer an error message quotes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +159,31 @@ def status_failure(
             parse_retry_after(headers),
         )
     return ModelError(f"the model endpoint {where} answered HTTP {status}: {message}")
+
+
+def malformed_response(endpoint: Endpoint, api: str, detail: str) -> Retryable:
+    """A ``Retryable`` wrapping ``ModelMalformedResponse``: the endpoint answered with something
+    that is not an ``api`` response (``api``: "OpenAI-compatible", "Anthropic Messages API").
+
+    Retried like a 5xx: a proxy or a server in trouble may answer properly next time; a wrong
+    ``model.base_url`` fails every attempt, and the message then says what came back.
+    """
+    return Retryable(
+        ModelMalformedResponse(
+            f"the endpoint {endpoint.url} answered with something that is not an {api} response: "
+            f"{detail} (check model.base_url)"
+        )
+    )
+
+
+def snippet(value: object, limit: int = SNIPPET_LENGTH) -> str:
+    """``value`` (text or bytes) on one line, quoted and cut to about ``limit`` characters."""
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", errors="replace")
+    text = " ".join(str(value).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return repr(text)
 
 
 def connection_failure(

@@ -12,6 +12,7 @@ processes notice them. All methods are synchronous (the store is).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -24,7 +25,7 @@ from vigil.schedule.cron_jobs import JOB_PREFIX, CronJob, JobSpec, Running, edit
 from vigil.schedule.cron_plan import OwnerAlive
 from vigil.schedule.cron_runs import INTERRUPTED, RUNNING, RunLog, RunRecord, stamp_of
 from vigil.schedule.heartbeat_repo import PROCESS_OWNER, owner_alive
-from vigil.store import SessionStore
+from vigil.store import SessionNotFound, SessionStore
 
 _ATTEMPTS = 50
 _PRUNE_EVERY = 25
@@ -264,6 +265,9 @@ class CronRepo:
             self.runs.put(
                 record.finished(INTERRUPTED, self.clock.now(), error="the process running it stopped")
             )
+            if record.session_id is not None:
+                with contextlib.suppress(SessionNotFound):  # a deleted session needs no ending
+                    self.store.end_session(record.session_id, INTERRUPTED, ended_at=self.clock.now())
 
     def _toggle(self, name: str, *, pause: bool) -> tuple[CronJob, bool]:
         changed = [False]

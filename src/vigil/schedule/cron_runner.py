@@ -184,7 +184,8 @@ class CronRunner:
 
     async def _finish(self, claim: Claim, final: RunRecord, session_id: str | None) -> None:
         if session_id is not None:
-            await _off(self.store.end_session, session_id, SOURCE, ended_at=self.clock.now())
+            reason = INTERRUPTED if final.status == INTERRUPTED else SOURCE
+            await _off(self.store.end_session, session_id, reason, ended_at=self.clock.now())
         await _off(self.repo.finish, claim, final, error=final.error)
 
 

@@ -59,19 +59,21 @@ def _blocks(message: Mapping[str, Any]) -> list[Any]:
 
 
 def _content_error(messages: list[dict[str, Any]]) -> str | None:
-    """Anthropic's rules: no empty text blocks; every tool_use is answered by a tool_result in
-    the next message, and every tool_result answers a tool_use of the message before."""
+    """Anthropic's rules: no empty text blocks; tool_use ids are unique; every tool_use is
+    answered by exactly one tool_result in the next message, and every tool_result answers a
+    tool_use of the message before."""
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
         blocks = _blocks(message)
         for block in blocks:
             if isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text", "")).strip():
                 return f"messages.{index}: text content blocks must contain non-whitespace text"
-        results = {
-            str(b.get("tool_use_id"))
-            for b in blocks
-            if isinstance(b, dict) and b.get("type") == "tool_result"
-        }
+        answered = [
+            str(b.get("tool_use_id")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
+        ]
+        if len(set(answered)) != len(answered):
+            return f"messages.{index}: each `tool_use_id` may have only one `tool_result` block"
+        results = set(answered)
         if open_calls - results:
             return (
                 f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
@@ -82,11 +84,14 @@ def _content_error(messages: list[dict[str, Any]]) -> str | None:
                 f"messages.{index}: unexpected `tool_use_id` found in `tool_result` blocks: "
                 f"{', '.join(sorted(results - open_calls))}"
             )
-        open_calls = {
+        uses = [
             str(b.get("id"))
             for b in blocks
             if message["role"] == "assistant" and isinstance(b, dict) and b.get("type") == "tool_use"
-        }
+        ]
+        if len(set(uses)) != len(uses):
+            return f"messages.{index}: `tool_use` ids must be unique"
+        open_calls = set(uses)
     if open_calls:
         return f"`tool_use` ids without `tool_result` blocks: {', '.join(sorted(open_calls))}"
     return None

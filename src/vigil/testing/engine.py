@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from vigil.testing import anthropic_wire, openai_wire
@@ -147,6 +147,8 @@ class FakeModelEngine:
             seen.update(last_user_text=user_text, reply=reply, reply_source=source)
             if reply.is_error:
                 return self._scripted_error(dialect, reply, shape, seen)
+            if reply.is_raw:
+                return self._raw(dialect, reply, shape, seen)
             return self._serve(dialect, reply, shape, seen)
 
     def _serve(self, dialect: Dialect, reply: Reply, shape: PromptShape, seen: dict[str, Any]) -> Outcome:
@@ -162,9 +164,17 @@ class FakeModelEngine:
             and shape.segments[: len(previous.segments)] == previous.segments
         )
         try:
-            if seen["stream"]:
+            if seen["stream"] and reply.garbage_frame is not None:
+                # the frames sent before the drop point, then the garbage instead of the rest
+                clean = replace(reply, garbage_frame=None)
+                chunks = dialect.stream_frames(clean, model=seen["model"], usage=usage, body=seen["body"])
+                chunks.append(reply.garbage_frame)
+                content_type = "text/event-stream; charset=utf-8"
+            elif seen["stream"]:
                 chunks = dialect.stream_frames(reply, model=seen["model"], usage=usage, body=seen["body"])
                 content_type = "text/event-stream; charset=utf-8"
+            elif reply.garbage_frame is not None:
+                chunks, content_type = [reply.garbage_frame], "application/json"
             else:
                 document = _dump(dialect.response_body(reply, model=seen["model"], usage=usage))
                 # A dropped non-streaming answer is a JSON document cut in half.
@@ -211,6 +221,12 @@ class FakeModelEngine:
             headers.append(("retry-after-ms", str(max(0, round(reply.retry_after * 1000)))))
         self.recorder.add(self._blank_record(status, seen, shape))
         return _json_outcome(status, dialect.error_body(status, message), headers, delay=reply.delay)
+
+    def _raw(self, dialect: Dialect, reply: Reply, shape: PromptShape, seen: dict[str, Any]) -> Outcome:
+        status = reply.raw_status or 200
+        self.recorder.add(self._blank_record(status, seen, shape))
+        body = reply.raw_body or b""
+        return Outcome(status, reply.raw_content_type, [body], self._id_header(dialect), delay=reply.delay)
 
     def _refuse(self, dialect: Dialect, status: int, message: str, seen: dict[str, Any]) -> Outcome:
         with self._lock:

@@ -40,7 +40,8 @@ def validate(body: Mapping[str, Any]) -> str | None:
 
 def _tool_pairing_error(messages: list[dict[str, Any]]) -> str | None:
     """OpenAI's rule: tool calls are answered by tool messages right after them, and a tool
-    message answers a call of the assistant message before it."""
+    message answers a call of the assistant message before it, once. Ids within one assistant
+    message must differ (otherwise the pairing is ambiguous)."""
     open_calls: set[str] = set()
     for message in messages:
         role = message["role"]
@@ -60,7 +61,11 @@ def _tool_pairing_error(messages: list[dict[str, Any]]) -> str | None:
                 f"response messages: {', '.join(sorted(open_calls))}"
             )
         if role == "assistant":
-            open_calls = {str(c.get("id")) for c in message.get("tool_calls") or []}
+            ids = [str(c.get("id")) for c in message.get("tool_calls") or []]
+            if len(set(ids)) != len(ids):
+                duplicated = sorted({i for i in ids if ids.count(i) > 1})
+                return f"Duplicate tool_call id in one assistant message: {', '.join(duplicated)}"
+            open_calls = set(ids)
     if open_calls:
         return f"tool_call_ids without response messages: {', '.join(sorted(open_calls))}"
     return None

@@ -80,6 +80,10 @@ class Reply:
     chunk_delay: float = 0.0
     truncated: bool = False
     usage: Usage | None = None
+    raw_status: int | None = None
+    raw_body: bytes | None = None
+    raw_content_type: str = "text/html; charset=utf-8"
+    garbage_frame: bytes | None = None
 
     @classmethod
     def text(
@@ -173,13 +177,63 @@ class Reply:
             chunk_delay=chunk_delay,
         )
 
+    @classmethod
+    def raw(
+        cls,
+        status: int,
+        body: str | bytes,
+        content_type: str = "text/html; charset=utf-8",
+        *,
+        delay: float = 0.0,
+    ) -> "Reply":
+        """Answer with exactly ``body`` (status and content type as given), streaming or not:
+        what a proxy error page, a captive portal or a wrong ``base_url`` sends back."""
+        data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        return cls(raw_status=status, raw_body=data, raw_content_type=content_type, delay=delay)
+
+    @classmethod
+    def garbled(
+        cls,
+        text_chunks_sent: int = 0,
+        *,
+        frame: str | bytes = "event: content_block_delta\ndata: {this is not json\n\n",
+        text: str | Sequence[str] = _DEFAULT_CUT_TEXT,
+        chunk_delay: float = 0.0,
+    ) -> "Reply":
+        """Start a normal answer, send ``text_chunks_sent`` text deltas, then the raw SSE
+        ``frame`` (by default a ``data:`` line that is not JSON, under an event name so that
+        both SDKs parse it) and end the response there.
+
+        Non-streaming clients get the frame's bytes as a JSON-typed body.
+        """
+        if text_chunks_sent < 0:
+            raise ValueError("text_chunks_sent must be >= 0")
+        chunks = _chunks(text)
+        data = frame.encode("utf-8") if isinstance(frame, str) else bytes(frame)
+        return cls(
+            content="".join(chunks),
+            chunks=chunks,
+            drop_after_chunks=text_chunks_sent,
+            garbage_frame=data,
+            chunk_delay=chunk_delay,
+        )
+
     @property
     def is_error(self) -> bool:
         return self.error_status is not None
 
     @property
+    def is_raw(self) -> bool:
+        return self.raw_body is not None
+
+    @property
+    def is_garbled(self) -> bool:
+        return self.garbage_frame is not None
+
+    @property
     def drops(self) -> bool:
-        return self.drop_after_chunks is not None
+        """The connection is dropped after the visible chunks (a garbled reply ends cleanly)."""
+        return self.drop_after_chunks is not None and self.garbage_frame is None
 
 
 def as_reply(reply: Reply | str) -> Reply:

@@ -187,6 +187,9 @@ async def run_command(
     except BaseException:
         _kill_group(proc.pid)
         reader.cancel()
+        # Reap it now: a process left to the garbage collector after the loop closes (the
+        # command is being stopped by a signal) prints "Event loop is closed" tracebacks.
+        await asyncio.wait({asyncio.ensure_future(proc.wait())}, timeout=_DRAIN_GRACE)
         raise
     await asyncio.wait({reader}, timeout=_DRAIN_GRACE)
     detached = not reader.done()
