@@ -50,13 +50,8 @@ def marker(tmp_path: Path) -> Iterator[str]:
             pass
 
 
-BWRAP = "bwrap --die-with-parent --unshare-pid --new-session --ro-bind / / --dev /dev --proc /proc"
-"""A sandbox like the one unattended commands may run in, with its own session and PID
-namespace, so killing the launched process group alone would not reach inside."""
-
-
-def _script_long_command(server: FakeModelServer, marker: str, workdir: Path, *, wrap: str = "") -> None:
-    command = f"{wrap} sh -c 'sleep 30; echo done > {workdir}/{marker}' {marker}".strip()
+def _script_long_command(server: FakeModelServer, marker: str, workdir: Path) -> None:
+    command = f"sh -c 'sleep 30; echo done > {workdir}/{marker}' {marker}"
     server.queue(
         Reply.tool_calls(ToolCallSpec("terminal", {"command": command}, id="call_long")),
         "The command finished.",
@@ -275,7 +270,10 @@ def test_cron_tick_stops_like_cron_run(
 def test_chat_q_stops_a_command_running_in_a_sandbox(
     fake_model: FakeModelServer, vigil_home: Path, tmp_path: Path, marker: str
 ) -> None:
-    _script_long_command(fake_model, marker, tmp_path, wrap=BWRAP)
+    # chat -q without a terminal is unattended: vigil runs the command in its bubblewrap sandbox,
+    # with its own session and PID namespace, so killing the launched process group alone would
+    # not reach inside.
+    _script_long_command(fake_model, marker, tmp_path)
     vigil = subprocess.Popen(
         [sys.executable, "-m", "vigil.cli.main", "chat", "-q", "run the long command"],
         env=_env(fake_model, vigil_home), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -283,8 +281,9 @@ def test_chat_q_stops_a_command_running_in_a_sandbox(
     try:
         group = _wait_for_tool(marker, lambda: vigil.poll() is None)
         deadline = time.monotonic() + BOUND
-        while len(_pgrep("-f", marker)) < 3 and time.monotonic() < deadline:  # bash, bwrap, sh inside
+        while len(_pgrep("-f", marker)) < 3 and time.monotonic() < deadline:  # bwrap, bash, sh inside
             time.sleep(0.05)
+        assert "bwrap" in {Path(f"/proc/{pid}/comm").read_text().strip() for pid in _pgrep("-f", marker)}
         vigil.send_signal(signal.SIGTERM)
         _, err = vigil.communicate(timeout=BOUND)
     finally:
