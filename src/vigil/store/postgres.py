@@ -25,6 +25,7 @@ from vigil.store import postgres_meta as meta
 from vigil.store.postgres_conn import Database, parse_target
 from vigil.store.postgres_migrations import applied_version, open_schema
 from vigil.store.postgres_search import search_messages
+from vigil.store.postgres_text import ESCAPE, unescape
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
@@ -33,17 +34,16 @@ from vigil.store.records import (
     SearchHit,
     SessionRecord,
 )
-from vigil.store.rows import canonical_json, message_from_row, session_from_row
+from vigil.store.rows import MESSAGE_COLUMNS, MESSAGE_SELECT, canonical_json, messages_from_rows, session_from_row
 
 _SESSION_COLUMNS = (
     "id, source, title, parent_id, end_reason, started_at, ended_at, updated_at, model, "
     "model_config, system_prompt_hash, tool_names, message_count, "
     "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens"
 )
-_MESSAGE_COLUMNS = (
-    "id, session_id, seq, role, content, tool_calls, tool_call_id, tool_name, created_at, "
-    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, meta"
-)
+_MESSAGE_COLUMNS = MESSAGE_COLUMNS
+# Whether a message row holds escaped text (see postgres_text).
+_HOLDS_ESCAPES = f"strpos(concat(content, tool_calls, tool_call_id, tool_name, meta), chr({ord(ESCAPE)})) > 0"
 # created_order breaks ties between equal timestamps (a fake clock, a fast machine).
 _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, created_order DESC"
 _OLDEST_START_FIRST = "ORDER BY started_at, created_order"
@@ -386,16 +386,16 @@ class PostgresStore:
     def get_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[MessageRecord]:
-        with self._db.read() as conn:
-            rows = self._run(
-                conn,
-                f"SELECT {_MESSAGE_COLUMNS} FROM {{s}}.messages"
-                " WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
-                (session_id, after_seq, _sql_limit(limit)),
-            ).fetchall()
-            if not rows and not self._exists(conn, session_id):
-                raise SessionNotFound(session_id)
-        return [message_from_row(r) for r in rows]
+        rows = self._db.query(
+            f"SELECT {MESSAGE_SELECT}, {_HOLDS_ESCAPES} FROM {{s}}.messages"
+            " WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+            (session_id, after_seq, _sql_limit(limit)),
+        )
+        if not rows and not self._db.query("SELECT 1 FROM {s}.sessions WHERE id = %s", (session_id,)):
+            raise SessionNotFound(session_id)
+        if any(row[-1] for row in rows):  # rare: text holding a NUL or the escape character
+            rows = [tuple(unescape(v) if type(v) is str else v for v in row) for row in rows]
+        return messages_from_rows(rows)
 
     def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> list[SearchHit]:
         check_limit(limit)

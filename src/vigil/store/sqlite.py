@@ -36,7 +36,14 @@ from vigil.store.records import (
     SearchHit,
     SessionRecord,
 )
-from vigil.store.rows import canonical_json, message_from_row, meta_value, session_from_row
+from vigil.store.rows import (
+    MESSAGE_COLUMNS,
+    MESSAGE_SELECT,
+    canonical_json,
+    messages_from_rows,
+    meta_value,
+    session_from_row,
+)
 from vigil.store.sqlite_conn import Database, is_busy, prepare_file
 from vigil.store.sqlite_migrations import LATEST_VERSION, applied_version, migrate
 
@@ -45,10 +52,7 @@ _SESSION_COLUMNS = (
     "model_config, system_prompt_hash, tool_names, message_count, "
     "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens"
 )
-_MESSAGE_COLUMNS = (
-    "id, session_id, seq, role, content, tool_calls, tool_call_id, tool_name, created_at, "
-    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, meta"
-)
+_MESSAGE_COLUMNS = MESSAGE_COLUMNS
 # rowid breaks ties between equal timestamps (a fake clock, a fast machine) by creation order.
 _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
 # Of several continuations of one session, the newest is the one started last.
@@ -367,15 +371,14 @@ class SQLiteStore:
     def get_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[MessageRecord]:
-        with self._db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages"
-                " WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (session_id, after_seq, _sql_limit(limit)),
-            ).fetchall()
-            if not rows and not _exists(conn, session_id):
-                raise SessionNotFound(session_id)
-        return [message_from_row(r) for r in rows]
+        rows = self._db.query(
+            f"SELECT {MESSAGE_SELECT}, NULL FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq"
+            " LIMIT ?",
+            (session_id, after_seq, _sql_limit(limit)),
+        )
+        if not rows and not self._db.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+            raise SessionNotFound(session_id)
+        return messages_from_rows(rows)
 
     def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> list[SearchHit]:
         match = to_match_query(query)
