@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import psycopg
 
@@ -22,6 +22,7 @@ from vigil.store.conversations import COMPRESSION, collapse
 from vigil.store.errors import AmbiguousSession, SessionNotFound, StoreError
 from vigil.store.ids import check_session_id, is_session_ref, new_session_id, prompt_hash
 from vigil.store import postgres_meta as meta
+from vigil.store.meta_batch import encode_swaps
 from vigil.store.postgres_conn import Database, parse_target
 from vigil.store.postgres_migrations import applied_version, open_schema
 from vigil.store.postgres_search import search_messages
@@ -30,6 +31,7 @@ from vigil.store.records import (
     ConversationHead,
     MessageRecord,
     MetaEntry,
+    MetaSwap,
     NewMessage,
     SearchHit,
     SessionRecord,
@@ -439,6 +441,20 @@ class PostgresStore:
         encoded = None if new is None else canonical_json(new)
         with self._db.write() as conn:
             return meta.compare_and_set(partial(self._run, conn), key, want, encoded, self._clock.now())
+
+    def get_meta_many(self, keys: Iterable[str]) -> dict[str, MetaEntry]:
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        with self._db.read() as conn:
+            return meta.get_many(partial(self._run, conn), wanted)
+
+    def compare_and_set_many(self, swaps: Sequence[MetaSwap]) -> list[bool]:
+        batch = encode_swaps(swaps)
+        if not batch:
+            return []
+        with self._db.write() as conn:
+            return meta.compare_and_set_many(partial(self._run, conn), batch, self._clock.now())
 
     def list_meta(self, prefix: str) -> list[MetaEntry]:
         with self._db.read() as conn:

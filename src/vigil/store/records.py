@@ -125,3 +125,19 @@ class ConversationHead:
     root_id: str
     head: SessionRecord
     segments: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetaSwap:
+    """One compare-and-set of a batch (see ``SessionStore.compare_and_set_many``).
+
+    ``key`` goes from ``expected`` to ``new`` as in ``compare_and_set_meta`` (``None``: absent
+    / delete); only if it does, every ``(key, value)`` of ``also`` is written too (a value of
+    ``None`` deletes that key).
+    """
+
+    key: str
+    expected: Any
+    new: Any
+    also: tuple[tuple[str, Any], ...] = ()
+

@@ -6,7 +6,7 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from vigil.clock import Clock, SystemClock
 from vigil.store.base import UNSET, ConfigUpdate, ModelConfigChange
@@ -28,10 +28,12 @@ from vigil.store.errors import (
 )
 from vigil.store.fts import to_match_query
 from vigil.store.ids import check_session_id, is_session_ref, new_session_id, prompt_hash
+from vigil.store.meta_batch import encode_swaps
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
     MetaEntry,
+    MetaSwap,
     NewMessage,
     SearchHit,
     SessionRecord,
@@ -45,6 +47,7 @@ from vigil.store.rows import (
     session_from_row,
 )
 from vigil.store.sqlite_conn import Database, is_busy, prepare_file
+from vigil.store.sqlite_group import GroupCommit
 from vigil.store.sqlite_migrations import LATEST_VERSION, applied_version, migrate
 
 _SESSION_COLUMNS = (
@@ -58,6 +61,7 @@ _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
 # Of several continuations of one session, the newest is the one started last.
 _NEWEST_CHILD_LAST = "ORDER BY started_at, rowid"
 _NEWEST_CHILD_FIRST = "ORDER BY started_at DESC, rowid DESC"
+_KEYS_PER_QUERY = 500  # well below SQLite's limit on the number of parameters
 
 
 class SQLiteStore:
@@ -77,6 +81,7 @@ class SQLiteStore:
         self._clock: Clock = clock or SystemClock()
         prepare_file(self.path)
         self._db = Database(self.path, durable=durable)
+        self._group = GroupCommit(self._db)
         try:
             self._open_schema(self._db.connection())
         except BaseException:
@@ -321,7 +326,8 @@ class SQLiteStore:
         calls_json = canonical_json([call.as_dict() for call in message.tool_calls])
         meta_json = canonical_json(message.meta)
         when = self._clock.now() if created_at is None else created_at
-        with self._db.write() as conn:
+
+        def write(conn: sqlite3.Connection) -> tuple[int | None, int]:
             found = conn.execute(
                 "SELECT (SELECT MAX(seq) FROM messages WHERE session_id = s.id)"
                 " FROM sessions s WHERE s.id = ?",
@@ -352,7 +358,10 @@ class SQLiteStore:
                 " output_tokens = output_tokens + ?, updated_at = MAX(updated_at, ?) WHERE id = ?",
                 (*counts, when, session_id),
             )
-            message_id = cursor.lastrowid
+            return cursor.lastrowid, seq
+
+        # Appends of several conversations at once share one commit (see sqlite_group).
+        message_id, seq = self._group.run(write)
         assert message_id is not None
         return MessageRecord(
             id=message_id,
@@ -431,28 +440,57 @@ class SQLiteStore:
             self.delete_meta(key)
             return
         encoded = canonical_json(value)
-        with self._db.write() as conn:
-            _put_meta(conn, check_key(key), encoded, self._clock.now())
+        check_key(key)
+        now = self._clock.now()
+        self._group.run(lambda conn: _put_meta(conn, key, encoded, now))
 
     def delete_meta(self, key: str) -> bool:
-        with self._db.write() as conn:
-            return conn.execute("DELETE FROM state_meta WHERE key = ?", (key,)).rowcount > 0
+        return self._group.run(
+            lambda conn: conn.execute("DELETE FROM state_meta WHERE key = ?", (key,)).rowcount > 0
+        )
 
     def compare_and_set_meta(self, key: str, expected: Any, new: Any) -> bool:
         check_key(key)
         want = None if expected is None else canonical_json(expected)
         encoded = None if new is None else canonical_json(new)
-        with self._db.write() as conn:
-            row = conn.execute("SELECT value FROM state_meta WHERE key = ?", (key,)).fetchone()
-            # Re-encode what is stored: a value written by hand or by older code may differ in spacing.
-            current = None if row is None else canonical_json(meta_value(row[0], key))
-            if current != want:
-                return False
-            if encoded is None:
-                conn.execute("DELETE FROM state_meta WHERE key = ?", (key,))
-            else:
-                _put_meta(conn, key, encoded, self._clock.now())
-            return True
+        now = self._clock.now()
+        return self._group.run(lambda conn: _swap_meta(conn, key, want, encoded, now))
+
+    def get_meta_many(self, keys: Iterable[str]) -> dict[str, MetaEntry]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, MetaEntry] = {}
+        with self._db.read() as conn:
+            for start in range(0, len(wanted), _KEYS_PER_QUERY):
+                chunk = wanted[start : start + _KEYS_PER_QUERY]
+                rows = conn.execute(
+                    "SELECT key, value, updated_at FROM state_meta"
+                    f" WHERE key IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+                for r in rows:
+                    found[r["key"]] = MetaEntry(r["key"], meta_value(r["value"], r["key"]), r["updated_at"])
+        return found
+
+    def compare_and_set_many(self, swaps: Sequence[MetaSwap]) -> list[bool]:
+        batch = encode_swaps(swaps)
+        if not batch:
+            return []
+        now = self._clock.now()
+
+        def write(conn: sqlite3.Connection) -> list[bool]:
+            done = []
+            for swap in batch:
+                swapped = _swap_meta(conn, swap.key, swap.want, swap.new, now)
+                if swapped:
+                    for key, value in swap.also:
+                        if value is None:
+                            conn.execute("DELETE FROM state_meta WHERE key = ?", (key,))
+                        else:
+                            _put_meta(conn, key, value, now)
+                done.append(swapped)
+            return done
+
+        return self._group.run(write)
 
     def list_meta(self, prefix: str) -> list[MetaEntry]:
         upper = _prefix_upper_bound(prefix)
@@ -505,6 +543,21 @@ def _put_prompt(conn: sqlite3.Connection, text: str, now: float) -> str:
         (hash_, text, now),
     )
     return hash_
+
+
+def _swap_meta(conn: sqlite3.Connection, key: str, want: str | None, encoded: str | None, now: float) -> bool:
+    """Compare-and-set of one key, in the caller's write transaction."""
+    row = conn.execute("SELECT value FROM state_meta WHERE key = ?", (key,)).fetchone()
+    # Re-encode what is stored (a value written by hand or by older code may differ in
+    # spacing) unless it is the expected text already, as whatever vigil wrote is.
+    current = None if row is None else row[0] if row[0] == want else canonical_json(meta_value(row[0], key))
+    if current != want:
+        return False
+    if encoded is None:
+        conn.execute("DELETE FROM state_meta WHERE key = ?", (key,))
+    else:
+        _put_meta(conn, key, encoded, now)
+    return True
 
 
 def _put_meta(conn: sqlite3.Connection, key: str, encoded: str, now: float) -> None:
