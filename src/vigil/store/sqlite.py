@@ -113,6 +113,12 @@ class SQLiteStore:
                 raise self._db.translate(exc) from exc
             raise StoreUnreadable(f"{self.path} is not a usable vigil session database: {exc}") from exc
 
+    @property
+    def group_commit(self) -> GroupCommit:
+        """How this store's writes are committed together (its counters are for tests and
+        benchmarks)."""
+        return self._group
+
     def schema_version(self) -> int:
         with self._db.read() as conn:
             return applied_version(conn)

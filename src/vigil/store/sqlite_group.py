@@ -54,6 +54,8 @@ class GroupCommit:
         self.commits = 0
         """Transactions committed (for tests and benchmarks: writes / commits = batch size)."""
         self.writes = 0
+        self.pending = 0
+        """Writes handed to :meth:`run` and not yet answered."""
 
     def run(self, work: Work[T]) -> T:
         """Run ``work`` in a transaction, durably committed when this returns.
@@ -63,6 +65,7 @@ class GroupCommit:
         """
         request: _Request[T] = _Request(work)
         with self._lock:
+            self.pending += 1
             self._queue.append(request)
             lead = not self._leading
             self._leading = True
@@ -76,6 +79,7 @@ class GroupCommit:
             self._commit(batch)
         finally:
             with self._lock:
+                self.pending -= len(batch)
                 if self._queue:
                     self._queue[0].lead = True
                     self._queue[0].done.set()
