@@ -43,9 +43,9 @@ from vigil.store.rows import (
     MESSAGE_SELECT,
     canonical_json,
     messages_from_rows,
-    meta_value,
     session_from_row,
 )
+from vigil.store import sqlite_meta as meta
 from vigil.store.sqlite_conn import Database, is_busy, prepare_file
 from vigil.store.sqlite_group import GroupCommit
 from vigil.store.sqlite_migrations import LATEST_VERSION, applied_version, migrate
@@ -61,7 +61,6 @@ _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
 # Of several continuations of one session, the newest is the one started last.
 _NEWEST_CHILD_LAST = "ORDER BY started_at, rowid"
 _NEWEST_CHILD_FIRST = "ORDER BY started_at DESC, rowid DESC"
-_KEYS_PER_QUERY = 500  # well below SQLite's limit on the number of parameters
 
 
 class SQLiteStore:
@@ -432,13 +431,10 @@ class SQLiteStore:
             row = conn.execute("SELECT text FROM system_prompts WHERE hash = ?", (prompt_hash,)).fetchone()
         return None if row is None else row[0]
 
-    # -- state_meta -----------------------------------------------------------------------
+    # -- state_meta (see sqlite_meta) -------------------------------------------------------
     def get_meta(self, key: str) -> MetaEntry | None:
         with self._db.read() as conn:
-            row = conn.execute(
-                "SELECT key, value, updated_at FROM state_meta WHERE key = ?", (key,)
-            ).fetchone()
-        return None if row is None else MetaEntry(key, meta_value(row["value"], key), row["updated_at"])
+            return meta.get(conn, key)
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store ``value`` under ``key``; ``None`` deletes the key, as in compare-and-set."""
@@ -448,64 +444,33 @@ class SQLiteStore:
         encoded = canonical_json(value)
         check_key(key)
         now = self._clock.now()
-        self._group.run(lambda conn: _put_meta(conn, key, encoded, now))
+        self._group.run(lambda conn: meta.put(conn, key, encoded, now))
 
     def delete_meta(self, key: str) -> bool:
-        return self._group.run(
-            lambda conn: conn.execute("DELETE FROM state_meta WHERE key = ?", (key,)).rowcount > 0
-        )
+        return self._group.run(lambda conn: meta.delete(conn, key))
 
     def compare_and_set_meta(self, key: str, expected: Any, new: Any) -> bool:
         check_key(key)
         want = None if expected is None else canonical_json(expected)
         encoded = None if new is None else canonical_json(new)
         now = self._clock.now()
-        return self._group.run(lambda conn: _swap_meta(conn, key, want, encoded, now))
+        return self._group.run(lambda conn: meta.compare_and_set(conn, key, want, encoded, now))
 
     def get_meta_many(self, keys: Iterable[str]) -> dict[str, MetaEntry]:
         wanted = list(dict.fromkeys(keys))
-        found: dict[str, MetaEntry] = {}
         with self._db.read() as conn:
-            for start in range(0, len(wanted), _KEYS_PER_QUERY):
-                chunk = wanted[start : start + _KEYS_PER_QUERY]
-                rows = conn.execute(
-                    "SELECT key, value, updated_at FROM state_meta"
-                    f" WHERE key IN ({', '.join('?' * len(chunk))})",
-                    chunk,
-                ).fetchall()
-                for r in rows:
-                    found[r["key"]] = MetaEntry(r["key"], meta_value(r["value"], r["key"]), r["updated_at"])
-        return found
+            return meta.get_many(conn, wanted)
 
     def compare_and_set_many(self, swaps: Sequence[MetaSwap]) -> list[bool]:
         batch = encode_swaps(swaps)
         if not batch:
             return []
         now = self._clock.now()
-
-        def write(conn: sqlite3.Connection) -> list[bool]:
-            done = []
-            for swap in batch:
-                swapped = _swap_meta(conn, swap.key, swap.want, swap.new, now)
-                if swapped:
-                    for key, value in swap.also:
-                        if value is None:
-                            conn.execute("DELETE FROM state_meta WHERE key = ?", (key,))
-                        else:
-                            _put_meta(conn, key, value, now)
-                done.append(swapped)
-            return done
-
-        return self._group.run(write)
+        return self._group.run(lambda conn: meta.compare_and_set_many(conn, batch, now))
 
     def list_meta(self, prefix: str) -> list[MetaEntry]:
-        upper = _prefix_upper_bound(prefix)
-        below, params = ("AND key < ?", (prefix, upper)) if upper is not None else ("", (prefix,))
         with self._db.read() as conn:
-            rows = conn.execute(
-                f"SELECT key, value, updated_at FROM state_meta WHERE key >= ? {below} ORDER BY key", params
-            ).fetchall()
-        return [MetaEntry(r["key"], meta_value(r["value"], r["key"]), r["updated_at"]) for r in rows]
+            return meta.with_prefix(conn, prefix)
 
 
 # -- helpers that run inside a transaction ------------------------------------------------
@@ -551,45 +516,5 @@ def _put_prompt(conn: sqlite3.Connection, text: str, now: float) -> str:
     return hash_
 
 
-def _swap_meta(conn: sqlite3.Connection, key: str, want: str | None, encoded: str | None, now: float) -> bool:
-    """Compare-and-set of one key, in the caller's write transaction."""
-    row = conn.execute("SELECT value FROM state_meta WHERE key = ?", (key,)).fetchone()
-    # Re-encode what is stored (a value written by hand or by older code may differ in
-    # spacing) unless it is the expected text already, as whatever vigil wrote is.
-    current = None if row is None else row[0] if row[0] == want else canonical_json(meta_value(row[0], key))
-    if current != want:
-        return False
-    if encoded is None:
-        conn.execute("DELETE FROM state_meta WHERE key = ?", (key,))
-    else:
-        _put_meta(conn, key, encoded, now)
-    return True
-
-
-def _put_meta(conn: sqlite3.Connection, key: str, encoded: str, now: float) -> None:
-    conn.execute(
-        "INSERT INTO state_meta (key, value, updated_at) VALUES (?, ?, ?)"
-        " ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-        (key, encoded, now),
-    )
-
-
 def _sql_limit(limit: int | None) -> int:
     return -1 if limit is None else check_limit(limit)
-
-
-def _prefix_upper_bound(prefix: str) -> str | None:
-    """An exclusive upper bound for the strings starting with ``prefix`` (None: there is none).
-
-    SQLite compares TEXT as UTF-8 bytes, which orders like code points, so bumping the last
-    character that can be bumped gives the bound.
-    """
-    chars = list(prefix)
-    while chars:
-        last = ord(chars.pop())
-        if last < 0x10FFFF:
-            bumped = last + 1
-            if 0xD800 <= bumped <= 0xDFFF:  # surrogates cannot be stored; skip past them
-                bumped = 0xE000
-            return "".join(chars) + chr(bumped)
-    return None
