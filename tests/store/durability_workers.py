@@ -34,9 +34,9 @@ def append_forever(path: str, session_ids: list[str]) -> None:
             n += 1
 
     threads = [threading.Thread(target=writer, args=(sid,), daemon=True) for sid in session_ids]
+    acknowledge("ready")
     for t in threads:
         t.start()
-    acknowledge("ready")
     for t in threads:
         t.join()
 
