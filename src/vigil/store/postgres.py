@@ -397,7 +397,7 @@ class PostgresStore:
             raise SessionNotFound(session_id)
         if any(row[-1] for row in rows):  # rare: text holding a NUL or the escape character
             rows = [tuple(unescape(v) if type(v) is str else v for v in row) for row in rows]
-        return messages_from_rows(rows)
+        return messages_from_rows(session_id, rows)
 
     def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> list[SearchHit]:
         check_limit(limit)

@@ -75,20 +75,22 @@ MESSAGE_COLUMNS = (
 )
 """The columns of the messages table, in the order of :class:`MessageRecord`."""
 MESSAGE_SELECT = (
-    "id, session_id, seq, role, content, NULLIF(tool_calls, '[]'), tool_call_id, tool_name, "
-    "created_at, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, NULLIF(meta, '{}')"
+    "id, seq, role, content, NULLIF(tool_calls, '[]'), tool_call_id, tool_name, created_at, "
+    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, NULLIF(meta, '{}')"
 )
-"""What :func:`messages_from_rows` reads, followed by one column of the backend's own:
-:data:`MESSAGE_COLUMNS` with the empty JSON values most rows hold turned into NULL by the
-database, which costs nothing to hand over."""
+"""What :func:`messages_from_rows` reads of one session's messages, followed by one column of
+the backend's own: :data:`MESSAGE_COLUMNS` without the session (the caller knows it) and
+with the empty JSON values most rows hold turned into NULL by the database, which costs
+nothing to hand over."""
 
 NO_USAGE = Usage()
 _new_record = tuple.__new__
 
 
-def messages_from_rows(rows: Iterable[Sequence[Any]]) -> list[MessageRecord]:
-    """``MessageRecord`` s of plain row tuples selected as :data:`MESSAGE_SELECT` plus one
-    more column, which is ignored (PostgreSQL uses it to flag rows with escaped text).
+def messages_from_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[MessageRecord]:
+    """``MessageRecord`` s of one session from plain row tuples selected as
+    :data:`MESSAGE_SELECT` plus one more column, which is ignored (PostgreSQL uses it to
+    flag rows with escaped text).
 
     Damaged JSON raises ``StoreError`` naming the session, the message and the column: a
     history must be whole. This is the hot path of every cold turn, so the columns most rows
@@ -98,7 +100,7 @@ def messages_from_rows(rows: Iterable[Sequence[Any]]) -> list[MessageRecord]:
     out: list[MessageRecord] = []
     append = out.append
     for row in rows:
-        id_, session_id, seq, role, content, calls, call_id, tool_name, created_at, i, r, w, o, meta, _ = row
+        id_, seq, role, content, calls, call_id, tool_name, created_at, i, r, w, o, meta, _ = row
         append(
             _new_record(
                 MessageRecord,
@@ -108,19 +110,19 @@ def messages_from_rows(rows: Iterable[Sequence[Any]]) -> list[MessageRecord]:
                     seq,
                     role,
                     content,
-                    () if calls is None else _tool_calls_of(calls, row),
+                    () if calls is None else _tool_calls_of(calls, session_id, seq),
                     call_id,
                     tool_name,
                     created_at,
                     NO_USAGE if not (i or r or w or o) else _usage(i, r, w, o),
-                    {} if meta is None else _meta_of(meta, row),
+                    {} if meta is None else _meta_of(meta, session_id, seq),
                 ),
             )
         )
     return out
 
 
-def _tool_calls_of(raw: Any, row: Sequence[Any]) -> tuple[ToolCall, ...]:
+def _tool_calls_of(raw: Any, session_id: str, seq: int) -> tuple[ToolCall, ...]:
     try:
         value = _loads(raw)
         if type(value) is not list:
@@ -132,19 +134,19 @@ def _tool_calls_of(raw: Any, row: Sequence[Any]) -> tuple[ToolCall, ...]:
             calls.append(_tool_call(item))
         return tuple(calls)
     except (TypeError, ValueError, KeyError) as exc:
-        raise _damaged(row, "tool_calls", exc) from exc
+        raise _damaged(session_id, seq, "tool_calls", exc) from exc
 
 
-def _meta_of(raw: Any, row: Sequence[Any]) -> dict[str, Any]:
+def _meta_of(raw: Any, session_id: str, seq: int) -> dict[str, Any]:
     try:
         return _as_dict(_loads(raw))
     except (TypeError, ValueError) as exc:
-        raise _damaged(row, "meta", exc) from exc
+        raise _damaged(session_id, seq, "meta", exc) from exc
 
 
-def _damaged(row: Sequence[Any], column: str, exc: Exception) -> StoreError:
+def _damaged(session_id: str, seq: int, column: str, exc: Exception) -> StoreError:
     return StoreError(
-        f"session {row[1]} message {row[2]}: column {column} holds damaged data "
+        f"session {session_id} message {seq}: column {column} holds damaged data "
         f"({exc.__class__.__name__}: {exc}); repair or delete this session"
     )
 

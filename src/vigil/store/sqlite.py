@@ -392,7 +392,7 @@ class SQLiteStore:
         )
         if not rows and not self._db.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)
-        return messages_from_rows(rows)
+        return messages_from_rows(session_id, rows)
 
     def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> list[SearchHit]:
         match = to_match_query(query)
