@@ -1,9 +1,12 @@
-"""Session store benchmark: appends per second, history loads, full-text search.
+"""Session store benchmark: appends per second (one writer, and 1, 8, 64 concurrent writers
+sharing group commits), history loads, full-text search.
 
-Run: ``.venv/bin/python bench/store_bench.py [--appends N] [--history N] [--corpus N]``;
+Run: ``.venv/bin/python bench/store_bench.py [--appends N] [--concurrent N] [--history N] [--corpus N]``;
 add ``--backend postgres --url postgresql://...`` for the PostgreSQL store (store_bench_postgres.py).
 Prints figures and, for each, a ratio against a baseline measured in the same run (plain
-sqlite3 doing the bare minimum), so the numbers mean something on a noisy machine.
+sqlite3 doing the bare minimum: a bare SELECT of the same rows for history loads, the single
+writer and a commit per INSERT for concurrent appends), so the numbers mean something on a
+noisy machine.
 Nothing here asserts.
 """
 
