@@ -312,3 +312,50 @@ def test_the_run_log_is_pruned(repo: CronRepo, add_job: AddJob, clock: FakeClock
     kept = repo.runs.list("chatty")
     assert KEEP_PER_JOB <= len(kept) < KEEP_PER_JOB + 25
     assert kept[0].occurrence == START + 140 * 60  # the newest stay
+
+
+def test_claiming_many_at_once_decides_as_one_by_one(
+    repo: CronRepo, add_job: AddJob, clock: FakeClock, store: SQLiteStore
+) -> None:
+    add_job("due", "every 1h")
+    add_job("late-skip", "every 1h", catch_up="skip")
+    add_job("busy", "every 1h")
+    add_job("paused", "every 1h")
+    add_job("later", "every 2h")
+    repo.pause("paused")
+    clock.set_sync(START + 2 * 3600 - 60)
+    busy = repo.claim_due("busy").claim  # still going (within its lease) at the next occurrence
+    assert busy is not None
+    clock.set_sync(START + 2 * 3600 + 40 * 60)  # 40 minutes late: past late-skip's grace
+    store.set_meta("cron:job:broken", {"name": "broken"})  # a damaged record
+
+    names = ["due", "late-skip", "busy", "paused", "later", "broken", "missing"]
+    results = dict(zip(names, repo.claim_due_many(names)))
+
+    claim = results["due"].claim
+    assert claim is not None and claim.record.occurrence == START + 2 * 3600 and claim.record.coalesced == 1
+    assert [r.status for r in results["late-skip"].records] == ["skipped-missed"]
+    assert [r.status for r in results["busy"].records] == ["skipped-overlap"]
+    assert results["paused"].claim is None and not results["paused"].records
+    assert results["later"].claim is not None  # due at +2h, 40 minutes ago, within its grace of 1h
+    assert results["broken"].error is not None and "broken" in results["broken"].error
+    assert results["missing"].job is None and results["missing"].error is None
+    # Everything it decided is in the store, and nothing can be claimed twice.
+    assert repo.runs.get("due", claim.record.stamp) == claim.record
+    assert {r.status for r in repo.runs.list("late-skip")} == {"skipped-missed"}
+    assert all(r.claim is None for r in repo.claim_due_many(names))
+
+
+def test_a_batch_that_loses_a_race_falls_back_to_claiming_alone(
+    repo: CronRepo, add_job: AddJob, clock: FakeClock, store: SQLiteStore, profile
+) -> None:  # type: ignore[no-untyped-def]
+    for n in range(5):
+        add_job(f"job{n}", "every 1h")
+    clock.set_sync(START + 3600)
+    other = CronRepo(SQLiteStore(profile.state_db), clock, owner="other:1:t", alive=lambda o: True)
+    taken = other.claim_due("job2").claim  # another process gets there first
+    assert taken is not None
+    results = repo.claim_due_many([f"job{n}" for n in range(5)])
+    assert [r.claim is not None for r in results] == [True, True, False, True, True]
+    assert repo.runs.get("job2", taken.record.stamp).owner == "other:1:t"  # type: ignore[union-attr]
+    other.store.close()

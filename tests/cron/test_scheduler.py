@@ -259,3 +259,66 @@ async def test_a_stop_engaged_by_another_process_parks_the_job_until_released(
     assert scheduler.stats.claims == 2
     # The occurrence the stop held back is still within its grace, so it runs late.
     assert [(r.status, r.occurrence) for r in repo.runs.list("j")] == [("ok", START + 60)]
+
+
+async def test_a_burst_is_claimed_in_one_commit_and_runs_within_the_bound(
+    repo: CronRepo, add_job: AddJob, clock: FakeClock, store: SQLiteStore
+) -> None:
+    for n in range(12):
+        add_job(f"hourly-{n:02d}", "0 * * * *")
+    running, most = 0, 0
+    release = asyncio.Event()
+
+    async def execute(claim: Claim) -> RunRecord:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await release.wait()
+        running -= 1
+        record = claim.record.finished("ok", clock.now())
+        await asyncio.to_thread(repo.finish, claim, record)
+        return record
+
+    scheduler = CronScheduler(repo, execute, clock=clock, poll_interval=0, max_concurrent=3)
+    await scheduler.start()
+    commits = store.group_commit.commits
+    await clock.set(START + 3600)
+    for _ in range(200):  # until the claims are in and the first runs wait
+        await asyncio.sleep(0.005)
+        if scheduler.stats.claims == 12 and running == 3:
+            break
+    assert scheduler.stats.claims == 12 and store.group_commit.commits == commits + 1
+    jobs = repo.list()
+    assert all(job.running is not None for job in jobs)  # all twelve claimed at once
+    release.set()
+    await settle(scheduler)
+    assert most == 3  # ... and run three at a time
+    assert sorted(r.job for r in repo.runs.list() if r.status == "ok") == [f"hourly-{n:02d}" for n in range(12)]
+    await scheduler.stop()
+
+
+async def test_claims_still_waiting_for_a_slot_at_stop_are_given_back(
+    repo: CronRepo, add_job: AddJob, clock: FakeClock
+) -> None:
+    for n in range(4):
+        add_job(f"hourly-{n}", "0 * * * *")
+    started: list[str] = []
+
+    async def execute(claim: Claim) -> RunRecord:
+        started.append(claim.job.name)
+        await asyncio.Event().wait()  # runs until cancelled
+        raise AssertionError("unreachable")
+
+    scheduler = CronScheduler(repo, execute, clock=clock, poll_interval=0, max_concurrent=1)
+    await scheduler.start()
+    await clock.set(START + 3600)
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        if scheduler.stats.claims == 4 and started:
+            break
+    await scheduler.stop(grace=0)
+    assert scheduler.stats.claims == 4 and len(started) == 1  # all claimed, one slot
+    waiting = [job for job in repo.list() if job.name not in started]
+    # Given back: due again at the occurrence they never ran for, with no run record left.
+    assert [(job.running, job.next_due) for job in waiting] == [(None, START + 3600)] * 3
+    assert {r.job for r in repo.runs.list()} == set(started)

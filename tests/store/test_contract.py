@@ -20,6 +20,7 @@ from vigil.store import (
     StoreError,
     ToolCall,
 )
+from vigil.store.records import MetaSwap
 from vigil.usage import Usage
 
 from .conftest import StoreFactory
@@ -325,6 +326,72 @@ def test_concurrent_compare_and_set_has_one_winner(store_factory: StoreFactory) 
     winners = [i for i, won in results.items() if won]
     assert len(results) == contenders and len(winners) == 1
     assert stores[0].get_meta("cron:nightly:2030-01-01").value == {"owner": winners[0]}  # type: ignore[union-attr]
+
+
+def test_compare_and_set_many(store: SessionStore, clock: FakeClock) -> None:
+    store.set_meta("job:a", {"due": 1})
+    store.set_meta("job:b", {"due": 1})
+    store.set_meta("job:gone", {"due": 1})
+    store.set_meta("old:run", "stale")
+    when = tick(clock)
+    swaps = [
+        MetaSwap("job:a", {"due": 1}, {"due": 2}, (("run:a:1", {"status": "running"}), ("old:run", None))),
+        MetaSwap("job:b", {"due": 0}, {"due": 2}, (("run:b:1", {"status": "running"}),)),  # stale: loses
+        MetaSwap("job:new", None, {"due": 5}),  # absent: claimed
+        MetaSwap("job:a2", {"due": 1}, {"due": 2}),  # expected a value, the key is absent: loses
+        MetaSwap("job:gone", {"due": 1}, None),  # a delete
+    ]
+    assert store.compare_and_set_many(swaps) == [True, False, True, False, True]
+    values = {e.key: e.value for e in store.list_meta("")}
+    assert values == {"job:a": {"due": 2}, "job:b": {"due": 1}, "job:new": {"due": 5}, "run:a:1": {"status": "running"}}
+    assert store.get_meta("run:a:1") == MetaEntry("run:a:1", {"status": "running"}, when)
+    found = store.get_meta_many(["job:a", "job:nope", "job:new", "job:a"])
+    assert {k: e.value for k, e in found.items()} == {"job:a": {"due": 2}, "job:new": {"due": 5}}
+    assert store.compare_and_set_many([]) == [] and store.get_meta_many([]) == {}
+
+
+def test_compare_and_set_many_refuses_bad_batches_without_writing(store: SessionStore) -> None:
+    store.set_meta("job:a", 1)
+    for bad in (
+        [MetaSwap("job:a", 1, 2), MetaSwap("job:a", 2, 3)],  # a key twice
+        [MetaSwap("job:a", 1, 2, (("job:a", 5),))],  # swapped and written along
+        [MetaSwap("job:a", 1, 2), MetaSwap("", None, 1)],  # an empty key
+        [MetaSwap("job:a", 1, 2), MetaSwap("job:b", None, float("nan"))],  # not JSON
+    ):
+        with pytest.raises(ValueError):
+            store.compare_and_set_many(bad)
+    assert [(e.key, e.value) for e in store.list_meta("")] == [("job:a", 1)]
+
+
+def test_concurrent_batches_claim_each_key_once(store_factory: StoreFactory) -> None:
+    """Two stores (as two processes would have) claim overlapping batches of due jobs at the
+    same moment, with the run record of each claim written along: every job is claimed by
+    exactly one of them, and only the winner's run record exists."""
+    jobs = [f"job:{n:03d}" for n in range(60)]
+    stores = [store_factory() for _ in range(2)]
+    for key in jobs:
+        stores[0].set_meta(key, {"due": 1})
+    barrier = threading.Barrier(4)
+    results: dict[int, list[str]] = {}
+
+    def claim(i: int) -> None:
+        mine = jobs[i * 10 :] + jobs[: i * 10]  # each contender in another order
+        swaps = [MetaSwap(k, {"due": 1}, {"due": 2, "by": i}, ((f"run:{k}:{i}", {"by": i}),)) for k in mine]
+        barrier.wait()
+        results[i] = [k for k, won in zip(mine, stores[i % 2].compare_and_set_many(swaps)) if won]
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claimed = [key for won in results.values() for key in won]
+    assert sorted(claimed) == jobs  # each once, none lost
+    runs = {e.key: e.value for e in stores[1].list_meta("run:")}
+    expected = {f"run:{key}:{i}": {"by": i} for i, won in results.items() for key in won}
+    assert runs == expected
+    for i, won in results.items():
+        assert all(stores[0].get_meta(key).value == {"due": 2, "by": i} for key in won)  # type: ignore[union-attr]
 
 
 def test_list_meta_by_prefix(store: SessionStore) -> None:

@@ -14,7 +14,7 @@ a repeat limit reached).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -136,9 +136,13 @@ class CronJob:
 
     # -- serialisation --------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Field by field rather than dataclasses.asdict, which deep-copies every value: a
+        # burst of claims encodes thousands of records at once.
+        data = {name: getattr(self, name) for name in _JOB_FIELDS}
         data["schedule"] = self.schedule.to_json()
         data["skills"] = list(self.skills)
+        data["running"] = None if self.running is None else _running_json(self.running)
+        data["counts"] = dict(self.counts)
         data["format"] = RECORD_FORMAT
         return data
 
@@ -162,6 +166,17 @@ class CronJob:
         except (TypeError, ValueError, KeyError) as exc:
             name = data.get("name", "?")
             raise DamagedJob(f"damaged cron job record '{name}': {exc}") from None
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(CronJob))
+_RUNNING_FIELDS = tuple(f.name for f in fields(Running))
+
+
+def _running_json(running: Running) -> dict[str, Any]:
+    data = {name: getattr(running, name) for name in _RUNNING_FIELDS}
+    if running.prev_state is not None:
+        data["prev_state"] = dict(running.prev_state)
+    return data
 
 
 # -- building and editing from user input ---------------------------------------------------------

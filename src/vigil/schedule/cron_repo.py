@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from vigil.clock import Clock, SystemClock
 from vigil.schedule import cron_plan
@@ -25,7 +25,8 @@ from vigil.schedule.cron_jobs import JOB_PREFIX, CronJob, JobSpec, Running, edit
 from vigil.schedule.cron_plan import OwnerAlive
 from vigil.schedule.cron_runs import INTERRUPTED, RUNNING, RunLog, RunRecord, stamp_of
 from vigil.schedule.heartbeat_repo import PROCESS_OWNER, owner_alive
-from vigil.store import SessionNotFound, SessionStore
+from vigil.store import SessionNotFound, SessionStore, StoreError
+from vigil.store.records import MetaSwap
 
 _ATTEMPTS = 50
 _PRUNE_EVERY = 25
@@ -56,6 +57,9 @@ class DueResult:
     claim: Claim | None = None
     records: tuple[RunRecord, ...] = ()
     recovered: bool = False
+    error: str | None = None
+    """Why nothing could be done (a damaged record, the store failing): from
+    :meth:`CronRepo.claim_due_many`, which does not raise for one job."""
 
 
 class CronRepo:
@@ -80,6 +84,18 @@ class CronRepo:
         """The job called ``name`` or ``None``; :class:`DamagedJob` for an unreadable record."""
         entry = self.store.get_meta(job_key(name))
         return None if entry is None else CronJob.from_json(entry.value)
+
+    def find_many(self, names: Sequence[str]) -> dict[str, CronJob]:
+        """The readable jobs among ``names``, by name, in one read (missing and damaged
+        records are left out)."""
+        found = {}
+        for key, entry in self.store.get_meta_many([job_key(n) for n in names]).items():
+            try:
+                job = CronJob.from_json(entry.value)
+            except DamagedJob:
+                continue
+            found[job.name] = job
+        return found
 
     def get(self, name: str) -> CronJob:
         job = self.find(name)
@@ -182,6 +198,73 @@ class CronRepo:
             assert job.running is not None
             claim = Claim(job, job.running, made.run)
         return DueResult(job, claim, made.records, made.interrupted is not None)
+
+    def claim_due_many(self, names: Sequence[str]) -> list[DueResult]:
+        """:meth:`claim_due` for each of ``names`` (distinct), in order, with every job
+        record and run record written in one transaction: one durable commit for all the
+        occurrences due at one moment, however many.
+
+        Each job is still swapped in by compare-and-set, so of several processes exactly one
+        claims each occurrence. A job whose swap loses (another process got there first) or
+        that needs more than one step (a run to recover) goes through :meth:`claim_due`. A
+        job that cannot be handled gets a result with ``error`` set; this never raises.
+        """
+        now = self.clock.now()
+        results: dict[str, DueResult] = {}
+        one_by_one: list[str] = []
+        planned: list[tuple[str, CronJob, cron_plan.Decision]] = []
+        try:
+            entries = self.store.get_meta_many([job_key(name) for name in names])
+        except StoreError:  # e.g. one record that is not JSON at all: each alone says which
+            entries, one_by_one = {}, list(names)
+        for name in [] if one_by_one else names:
+            entry = entries.get(job_key(name))
+            if entry is None:
+                results[name] = DueResult(None)
+                continue
+            try:
+                job = CronJob.from_json(entry.value)
+            except DamagedJob:
+                one_by_one.append(name)
+                continue
+            decision = cron_plan.plan_due(job, now, owner=self.owner, alive=self.alive)
+            if decision is None:
+                results[name] = DueResult(job)
+            elif decision.interrupted is not None:
+                one_by_one.append(name)
+            else:
+                planned.append((name, job, decision))
+        swaps = [
+            MetaSwap(
+                job_key(name),
+                entries[job_key(name)].value,
+                decision.job.to_json(),
+                tuple((r.key, r.to_json()) for r in (*decision.records, *filter(None, [decision.run]))),
+            )
+            for name, _, decision in planned
+        ]
+        try:
+            swapped = self.store.compare_and_set_many(swaps) if swaps else []
+        except StoreError:
+            swapped = [False] * len(swaps)
+        for (name, _, decision), won in zip(planned, swapped):
+            if not won:
+                one_by_one.append(name)
+                continue
+            job = decision.job
+            if decision.records:
+                self._maybe_prune(job, len(decision.records))
+            claim = None
+            if decision.run is not None:
+                assert job.running is not None
+                claim = Claim(job, job.running, decision.run)
+            results[name] = DueResult(job, claim, decision.records)
+        for name in one_by_one:
+            try:
+                results[name] = self.claim_due(name)
+            except (CronError, StoreError) as exc:
+                results[name] = DueResult(None, error=str(exc))
+        return [results[name] for name in names]
 
     def claim_manual(self, name: str) -> Claim:
         """Claim a run of ``name`` now, outside the schedule; :class:`JobBusy` if it is running."""

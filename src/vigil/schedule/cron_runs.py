@@ -8,7 +8,8 @@ so the log says what happened to every occurrence the scheduler saw.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+import copy
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -87,7 +88,11 @@ class RunRecord:
         return replace(self, status=status, finished_at=now, answer=answer, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Not dataclasses.asdict, which deep-copies every value: bursts encode thousands.
+        data = {name: getattr(self, name) for name in _RUN_FIELDS}
+        if self.delivery is not None:
+            data["delivery"] = copy.deepcopy(self.delivery)
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> "RunRecord | None":
@@ -97,6 +102,9 @@ class RunRecord:
             return cls(**data)
         except TypeError:
             return None
+
+
+_RUN_FIELDS = tuple(f.name for f in fields(RunRecord))
 
 
 class RunLog:

@@ -18,6 +18,7 @@ a spring-forward day runs at the first valid minute after it.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -352,6 +353,9 @@ def iso_utc(epoch: float) -> str:
 
 
 # -- cron expression evaluation ------------------------------------------------------------
+# Pure functions of their arguments (a ZoneInfo is one cached object per zone), cached: jobs
+# sharing an expression come due together, and a burst of claims asks the same questions.
+@functools.lru_cache(maxsize=4096)
 def _cron_next(expr: str, zone: ZoneInfo, t: float) -> float | None:
     # cronsim's wall-clock handling (the Debian cron rules for fixed-time jobs) can hand back
     # an instant at or before ``t`` when ``t`` lies in the repeated hour of a fall-back day;
@@ -367,6 +371,7 @@ def _cron_next(expr: str, zone: ZoneInfo, t: float) -> float | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def _cron_previous(expr: str, zone: ZoneInfo, t: float) -> float | None:
     start = datetime.fromtimestamp(math.floor(t) + 1, zone)
     try:

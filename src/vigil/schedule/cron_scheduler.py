@@ -8,8 +8,12 @@ occurrence and, when one comes, claims it in the store and hands the claim to th
 * A due job is claimed with compare-and-set before anything runs, so several processes (or a
   gateway and a system crontab running ``vigil cron tick``) never run one occurrence twice.
   A claim that finds the occurrence taken just re-arms from what the store says.
-* At most ``max_concurrent`` runs at a time; the slot is taken before claiming, so a claim
-  never waits for a slot.
+* Every job that comes due at one wake-up of the engine (every ``0 * * * *`` job at the top
+  of the hour) is claimed in one store transaction, so a burst costs one durable commit
+  rather than two per job.
+* At most ``max_concurrent`` runs at a time: claims wait for a free slot to start (the run
+  record's ``started_at`` says when one did); a claim still waiting when the scheduler
+  stops is given back.
 * The emergency stop parks everything; :meth:`tick` does nothing while it is on. A stop
   engaged by another process is seen at the next poll, or earlier when the runner gives a
   claim back because of it; the resync after its release arms every job again.
@@ -98,6 +102,8 @@ class CronScheduler:
         self._watcher: asyncio.Task[None] | None = None
         self._keep_finished = keep_finished
         self._armed: set[str] = set()
+        self._due_now: list[str] = []
+        self._ended: list[str] = []
 
     @property
     def store(self) -> Any:
@@ -106,7 +112,7 @@ class CronScheduler:
     @property
     def busy(self) -> int:
         """Dispatches (claims and runs) and store calls in progress (for tests and benchmarks)."""
-        return len(self._tasks) + self._call.in_flight
+        return len(self._tasks) + self._call.in_flight + len(self._due_now) + len(self._ended)
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> int:
@@ -186,7 +192,16 @@ class CronScheduler:
     def _on_due(self, name: str, _due: float) -> None:
         if self._stopped:
             return  # re-armed by the resync that follows the stop's release
-        self._spawn(self._dispatch(name, rearm=True))
+        # The engine calls this for every key due at one wake-up in a row; they are claimed
+        # together once it is done, in one transaction.
+        self._due_now.append(name)
+        if len(self._due_now) == 1:
+            asyncio.get_running_loop().call_soon(self._claim_due_now)
+
+    def _claim_due_now(self) -> None:
+        names, self._due_now = self._due_now, []
+        if names:
+            self._spawn(self._claim_and_run(list(dict.fromkeys(names)), rearm=True))
 
     # -- dispatching --------------------------------------------------------------------------
     async def tick(self) -> TickReport:
@@ -196,35 +211,80 @@ class CronScheduler:
         now = self.clock.now()
         jobs = await self._call(self.repo.list)
         due = [job.name for job in jobs if _wants_attention(job, now)]
-        results = await asyncio.gather(*(self._dispatch(name, rearm=False) for name in due))
-        runs = tuple(r for result in results for r in result[0])
-        skipped = tuple(r for result in results for r in result[1])
-        return TickReport(runs, skipped)
+        runs, skipped = await self._claim_and_run(due, rearm=False) if due else ([], [])
+        return TickReport(tuple(runs), tuple(skipped))
 
-    async def _dispatch(self, name: str, *, rearm: bool) -> tuple[list[RunRecord], list[RunRecord]]:
-        async with self._slots:
-            try:
-                result: DueResult = await self._call(self.repo.claim_due, name)
-            except (CronError, StoreError) as exc:
-                log.warning("cannot claim the cron job %s: %s", name, exc)
-                return [], []
+    async def _claim_and_run(
+        self, names: list[str], *, rearm: bool
+    ) -> tuple[list[RunRecord], list[RunRecord]]:
+        """Claim whatever is due for ``names`` in one store transaction, then run the claims,
+        at most ``max_concurrent`` at a time; returns the finished runs and the skips."""
+        results: list[DueResult] = await self._call(self.repo.claim_due_many, names)
+        runs, skipped = [], []
+        for name, result in zip(names, results):
+            if result.error is not None:
+                log.warning("cannot claim the cron job %s: %s", name, result.error)
+                continue
             self.stats.skipped += len(result.records)
             self.stats.recovered += int(result.recovered)
+            skipped.extend(result.records)
             if rearm:
                 self._arm(name, result.job)
             if result.claim is None:
                 self.stats.not_due += int(not result.records and not result.recovered)
-                return [], list(result.records)
+                continue
             self.stats.claims += 1
-            record = await self.execute(result.claim)
+            runs.append(self._run(name, result.claim, rearm=rearm))
+        if rearm:
+            for run in runs:
+                self._spawn(run)
+            return [], skipped
+        records = await asyncio.gather(*runs)
+        return [record for record in records if record is not None], skipped
+
+    async def _run(self, name: str, claim: Claim, *, rearm: bool) -> RunRecord | None:
+        try:
+            await self._slots.acquire()
+        except asyncio.CancelledError:  # stopping before the run could start: give it back
+            await asyncio.shield(self._call(self.repo.refund, claim))
+            raise
+        try:
+            record = await self.execute(claim)
+        finally:
+            self._slots.release()
         if record is None and rearm and await self._call(estop.engaged, self.store):
             self._park(name)
-            return [], list(result.records)
+            return None
         if record is not None and self._keep_finished:
             self.stats.finished.append(record)
         if rearm:
-            await self.refresh(name)
-        return ([record] if record is not None else []), list(result.records)
+            self._refresh_soon(name)
+        return record
+
+    def _refresh_soon(self, name: str) -> None:
+        # Runs that end together (a burst of short ones) are re-read in one store call.
+        self._ended.append(name)
+        if len(self._ended) == 1:
+            asyncio.get_running_loop().call_soon(self._refresh_ended)
+
+    def _refresh_ended(self) -> None:
+        names, self._ended = list(dict.fromkeys(self._ended)), []
+        if names:
+            self._spawn(self._refresh_many(names))
+
+    async def _refresh_many(self, names: list[str]) -> None:
+        try:
+            jobs = await self._call(self.repo.find_many, names)
+        except StoreError as exc:  # one record that is not JSON spoils the read of them all
+            log.warning("cannot re-read %d cron jobs together (%s); reading them one by one", len(names), exc)
+            for name in names:
+                try:
+                    await self.refresh(name)
+                except StoreError:
+                    self._arm(name, None)
+            return
+        for name in names:
+            self._arm(name, jobs.get(name))
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)

@@ -7,12 +7,13 @@ Times are Unix epoch seconds (UTC floats).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol, Union, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, Sequence, Union, runtime_checkable
 
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
     MetaEntry,
+    MetaSwap,
     NewMessage,
     SearchHit,
     SessionRecord,
@@ -181,6 +182,23 @@ class SessionStore(Protocol):
 
         ``expected=None`` means "the key is absent"; ``new=None`` deletes the key. Returns
         whether the swap happened. This is how concurrent processes claim work.
+        """
+        ...
+
+    def get_meta_many(self, keys: Iterable[str]) -> dict[str, MetaEntry]:
+        """The entries stored under ``keys``, by key (absent keys are left out), read in one
+        snapshot."""
+        ...
+
+    def compare_and_set_many(self, swaps: Sequence[MetaSwap]) -> list[bool]:
+        """Several compare-and-sets, and the writes that go with each, in one transaction:
+        one durable commit for all of them.
+
+        Each swap succeeds or fails on its own, exactly as ``compare_and_set_meta`` would
+        (concurrent callers get exactly one winner per key), and its ``also`` writes happen
+        only when it succeeds. Returns, in order, whether each swap happened. Every key in a
+        batch (swapped or written along) must be distinct (``ValueError``). This is how a
+        scheduler claims every occurrence due at one moment at the price of one commit.
         """
         ...
 

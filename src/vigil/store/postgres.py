@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import psycopg
 
@@ -22,28 +22,28 @@ from vigil.store.conversations import COMPRESSION, collapse
 from vigil.store.errors import AmbiguousSession, SessionNotFound, StoreError
 from vigil.store.ids import check_session_id, is_session_ref, new_session_id, prompt_hash
 from vigil.store import postgres_meta as meta
+from vigil.store.meta_batch import encode_swaps
 from vigil.store.postgres_conn import Database, parse_target
 from vigil.store.postgres_migrations import applied_version, open_schema
 from vigil.store.postgres_search import search_messages
+from vigil.store.postgres_text import ESCAPE, unescape
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
     MetaEntry,
+    MetaSwap,
     NewMessage,
     SearchHit,
     SessionRecord,
 )
-from vigil.store.rows import canonical_json, message_from_row, session_from_row
+from vigil.store.rows import MESSAGE_COLUMNS, MESSAGE_SELECT, canonical_json, messages_from_rows, session_from_row
 
 _SESSION_COLUMNS = (
     "id, source, title, parent_id, end_reason, started_at, ended_at, updated_at, model, "
     "model_config, system_prompt_hash, tool_names, message_count, "
     "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens"
 )
-_MESSAGE_COLUMNS = (
-    "id, session_id, seq, role, content, tool_calls, tool_call_id, tool_name, created_at, "
-    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, meta"
-)
+_MESSAGE_COLUMNS = MESSAGE_COLUMNS
 # created_order breaks ties between equal timestamps (a fake clock, a fast machine).
 _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, created_order DESC"
 _OLDEST_START_FIRST = "ORDER BY started_at, created_order"
@@ -386,16 +386,16 @@ class PostgresStore:
     def get_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[MessageRecord]:
-        with self._db.read() as conn:
-            rows = self._run(
-                conn,
-                f"SELECT {_MESSAGE_COLUMNS} FROM {{s}}.messages"
-                " WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
-                (session_id, after_seq, _sql_limit(limit)),
-            ).fetchall()
-            if not rows and not self._exists(conn, session_id):
-                raise SessionNotFound(session_id)
-        return [message_from_row(r) for r in rows]
+        rows = self._db.query(
+            f"SELECT {MESSAGE_SELECT}, NULL FROM {{s}}.messages"
+            " WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+            (session_id, after_seq, _sql_limit(limit)),
+        )
+        if not rows and not self._db.query("SELECT 1 FROM {s}.sessions WHERE id = %s", (session_id,)):
+            raise SessionNotFound(session_id)
+        if _holds_escapes(rows):  # rare: text holding a NUL or the escape character
+            rows = [tuple(unescape(v) if type(v) is str else v for v in row) for row in rows]
+        return messages_from_rows(session_id, rows)
 
     def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> list[SearchHit]:
         check_limit(limit)
@@ -440,6 +440,20 @@ class PostgresStore:
         with self._db.write() as conn:
             return meta.compare_and_set(partial(self._run, conn), key, want, encoded, self._clock.now())
 
+    def get_meta_many(self, keys: Iterable[str]) -> dict[str, MetaEntry]:
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        with self._db.read() as conn:
+            return meta.get_many(partial(self._run, conn), wanted)
+
+    def compare_and_set_many(self, swaps: Sequence[MetaSwap]) -> list[bool]:
+        batch = encode_swaps(swaps)
+        if not batch:
+            return []
+        with self._db.write() as conn:
+            return meta.compare_and_set_many(partial(self._run, conn), batch, self._clock.now())
+
     def list_meta(self, prefix: str) -> list[MetaEntry]:
         with self._db.read() as conn:
             return meta.with_prefix(partial(self._run, conn), prefix)
@@ -467,6 +481,20 @@ class PostgresStore:
             (hash_, text, now),
         )
         return hash_
+
+
+def _holds_escapes(rows: list[tuple[Any, ...]]) -> bool:
+    """Whether any text column of rows selected as ``MESSAGE_SELECT`` holds an escape (see
+    postgres_text). Looking in Python costs a tenth of asking the server to look."""
+    escape = ESCAPE
+    return any(
+        (r[3] is not None and escape in r[3])
+        or (r[4] is not None and escape in r[4])
+        or (r[5] is not None and escape in r[5])
+        or (r[6] is not None and escape in r[6])
+        or (r[12] is not None and escape in r[12])
+        for r in rows
+    )
 
 
 def _prefixed(alias: str, columns: str) -> str:

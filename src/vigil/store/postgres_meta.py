@@ -6,6 +6,7 @@ Each function runs inside the caller's write or read transaction, through ``run`
 
 from __future__ import annotations
 
+from vigil.store.meta_batch import EncodedSwap
 from vigil.store.postgres_conn import Run
 from vigil.store.records import MetaEntry
 from vigil.store.rows import canonical_json, meta_value
@@ -64,3 +65,73 @@ def with_prefix(run: Run, prefix: str) -> list[MetaEntry]:
         "SELECT key, value, updated_at FROM {s}.state_meta WHERE key LIKE %s ORDER BY key", (pattern,)
     ).fetchall()
     return [MetaEntry(r["key"], meta_value(r["value"], r["key"]), r["updated_at"]) for r in rows]
+
+
+def get_many(run: Run, keys: list[str]) -> dict[str, MetaEntry]:
+    """The entries under ``keys`` that exist, by key."""
+    rows = run("SELECT key, value, updated_at FROM {s}.state_meta WHERE key = ANY(%s)", (keys,)).fetchall()
+    return {r["key"]: MetaEntry(r["key"], meta_value(r["value"], r["key"]), r["updated_at"]) for r in rows}
+
+
+def compare_and_set_many(run: Run, batch: list[EncodedSwap], now: float) -> list[bool]:
+    """Every swap of ``batch`` (distinct keys) as :func:`compare_and_set` would do it, in a
+    handful of statements whatever the size of the batch."""
+    # Lock every row to be compared, in key order, so that two batches over the same keys
+    # queue behind each other instead of deadlocking; absent keys are claimed by inserting.
+    present = sorted(swap.key for swap in batch if swap.want is not None)
+    current: dict[str, str] = {}
+    if present:
+        rows = run(
+            "SELECT key, value FROM {s}.state_meta WHERE key = ANY(%s) ORDER BY key FOR UPDATE", (present,)
+        ).fetchall()
+        wanted = {swap.key: swap.want for swap in batch}
+        current = {
+            r["key"]: r["value"] if r["value"] == wanted[r["key"]] else canonical_json(meta_value(r["value"], r["key"]))
+            for r in rows
+        }
+    claims = [swap for swap in batch if swap.want is None and swap.new is not None]
+    inserted: set[str] = set()
+    if claims:
+        rows = run(
+            "INSERT INTO {s}.state_meta (key, value, updated_at)"
+            " SELECT k, v, %s FROM unnest(%s::text[], %s::text[]) AS t(k, v)"
+            " ON CONFLICT (key) DO NOTHING RETURNING key",
+            (now, [swap.key for swap in claims], [swap.new for swap in claims]),
+        ).fetchall()
+        inserted = {r["key"] for r in rows}
+    absent_checks = [swap.key for swap in batch if swap.want is None and swap.new is None]
+    existing: set[str] = set()
+    if absent_checks:
+        rows = run("SELECT key FROM {s}.state_meta WHERE key = ANY(%s)", (absent_checks,)).fetchall()
+        existing = {r["key"] for r in rows}
+
+    done: list[bool] = []
+    puts: dict[str, str] = {}
+    deletes: list[str] = []
+    for swap in batch:
+        if swap.want is None:
+            swapped = swap.key in inserted if swap.new is not None else swap.key not in existing
+        else:
+            swapped = current.get(swap.key) == swap.want
+            if swapped:
+                if swap.new is None:
+                    deletes.append(swap.key)
+                else:
+                    puts[swap.key] = swap.new
+        if swapped:
+            for key, value in swap.also:
+                if value is None:
+                    deletes.append(key)
+                else:
+                    puts[key] = value
+        done.append(swapped)
+    if puts:
+        run(
+            "INSERT INTO {s}.state_meta (key, value, updated_at)"
+            " SELECT k, v, %s FROM unnest(%s::text[], %s::text[]) AS t(k, v)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (now, list(puts), list(puts.values())),
+        )
+    if deletes:
+        run("DELETE FROM {s}.state_meta WHERE key = ANY(%s)", (deletes,))
+    return done

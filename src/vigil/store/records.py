@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from vigil.usage import Usage
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One tool invocation requested by the model."""
+class ToolCall(NamedTuple):
+    """One tool invocation requested by the model (an immutable named tuple: histories hold
+    many and are loaded on every cold turn)."""
 
     id: str
     name: str
@@ -21,7 +21,18 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ToolCall":
-        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data.get("arguments", "")))
+        id_, name, arguments = data["id"], data["name"], data.get("arguments", "")
+        return _new_tuple(
+            cls,
+            (
+                id_ if type(id_) is str else str(id_),
+                name if type(name) is str else str(name),
+                arguments if type(arguments) is str else str(arguments),
+            ),
+        )
+
+
+_new_tuple = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +52,13 @@ class NewMessage:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class MessageRecord:
-    """A stored message; ``seq`` is its 1-based position within its session."""
+class MessageRecord(NamedTuple):
+    """A stored message; ``seq`` is its 1-based position within its session.
+
+    An immutable named tuple rather than a frozen dataclass: every cold turn loads a whole
+    history, and a tuple is built in one step where a frozen dataclass pays one
+    ``object.__setattr__`` per field (see ``rows.messages_from_rows``).
+    """
 
     id: int
     session_id: str
@@ -110,3 +125,19 @@ class ConversationHead:
     root_id: str
     head: SessionRecord
     segments: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetaSwap:
+    """One compare-and-set of a batch (see ``SessionStore.compare_and_set_many``).
+
+    ``key`` goes from ``expected`` to ``new`` as in ``compare_and_set_meta`` (``None``: absent
+    / delete); only if it does, every ``(key, value)`` of ``also`` is written too (a value of
+    ``None`` deletes that key).
+    """
+
+    key: str
+    expected: Any
+    new: Any
+    also: tuple[tuple[str, Any], ...] = ()
+

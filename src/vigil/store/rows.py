@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol, Sequence
 
 from vigil.store.errors import StoreError
 from vigil.store.records import MessageRecord, SessionRecord, ToolCall
@@ -69,22 +69,126 @@ def session_from_row(row: Row, *, lenient: bool = False) -> SessionRecord:
     )
 
 
-def message_from_row(row: Row) -> MessageRecord:
-    """A ``MessageRecord``; damaged JSON raises ``StoreError``: a history must be whole."""
-    where = f"session {row['session_id']} message {row['seq']}"
-    return MessageRecord(
-        id=row["id"],
-        session_id=row["session_id"],
-        seq=row["seq"],
-        role=row["role"],
-        content=row["content"],
-        tool_calls=_decode(row, "tool_calls", where, False, _as_tool_calls, ()),
-        tool_call_id=row["tool_call_id"],
-        tool_name=row["tool_name"],
-        created_at=row["created_at"],
-        usage=usage_of(row),
-        meta=_decode(row, "meta", where, False, _as_dict, {}),
+MESSAGE_COLUMNS = (
+    "id, session_id, seq, role, content, tool_calls, tool_call_id, tool_name, created_at, "
+    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, meta"
+)
+"""The columns of the messages table, in the order of :class:`MessageRecord`."""
+MESSAGE_SELECT = (
+    "id, seq, role, content, NULLIF(tool_calls, '[]'), tool_call_id, tool_name, created_at, "
+    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, NULLIF(meta, '{}')"
+)
+"""What :func:`messages_from_rows` reads of one session's messages, followed by one column of
+the backend's own: :data:`MESSAGE_COLUMNS` without the session (the caller knows it) and
+with the empty JSON values most rows hold turned into NULL by the database, which costs
+nothing to hand over."""
+
+NO_USAGE = Usage()
+_new_record = tuple.__new__
+
+
+def messages_from_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[MessageRecord]:
+    """``MessageRecord`` s of one session from plain row tuples selected as
+    :data:`MESSAGE_SELECT` plus one more column, which is ignored (PostgreSQL uses it to
+    flag rows with escaped text).
+
+    Damaged JSON raises ``StoreError`` naming the session, the message and the column: a
+    history must be whole. This is the hot path of every cold turn, so the columns most rows
+    leave empty (no tool calls, no meta, no token counts) cost no decoding and no objects
+    beyond an empty dict; every other value is decoded and checked.
+    """
+    out: list[MessageRecord] = []
+    append = out.append
+    for row in rows:
+        id_, seq, role, content, calls, call_id, tool_name, created_at, i, r, w, o, meta, _ = row
+        append(
+            _new_record(
+                MessageRecord,
+                (
+                    id_,
+                    session_id,
+                    seq,
+                    role,
+                    content,
+                    () if calls is None else _tool_calls_of(calls, session_id, seq),
+                    call_id,
+                    tool_name,
+                    created_at,
+                    NO_USAGE if not (i or r or w or o) else _usage(i, r, w, o),
+                    {} if meta is None else _meta_of(meta, session_id, seq),
+                ),
+            )
+        )
+    return out
+
+
+def _tool_calls_of(raw: Any, session_id: str, seq: int) -> tuple[ToolCall, ...]:
+    try:
+        value = _loads(raw)
+        if type(value) is not list:
+            raise TypeError("expected a JSON list of objects")
+        calls = []
+        for item in value:
+            if type(item) is not dict:
+                raise TypeError("expected a JSON list of objects")
+            calls.append(_tool_call(item))
+        return tuple(calls)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise _damaged(session_id, seq, "tool_calls", exc) from exc
+
+
+def _meta_of(raw: Any, session_id: str, seq: int) -> dict[str, Any]:
+    try:
+        return _as_dict(_loads(raw))
+    except (TypeError, ValueError) as exc:
+        raise _damaged(session_id, seq, "meta", exc) from exc
+
+
+def _damaged(session_id: str, seq: int, column: str, exc: Exception) -> StoreError:
+    return StoreError(
+        f"session {session_id} message {seq}: column {column} holds damaged data "
+        f"({exc.__class__.__name__}: {exc}); repair or delete this session"
     )
+
+
+_new_object = object.__new__
+_set_counts = (
+    Usage.input_tokens.__set__,  # type: ignore[attr-defined]
+    Usage.cache_read_tokens.__set__,  # type: ignore[attr-defined]
+    Usage.cache_write_tokens.__set__,  # type: ignore[attr-defined]
+    Usage.output_tokens.__set__,  # type: ignore[attr-defined]
+)
+
+
+def _usage(i: int, r: int, w: int, o: int) -> Usage:
+    """``Usage(i, r, w, o)`` at half the price: a frozen dataclass's ``__init__`` goes through
+    ``object.__setattr__`` per field, the slots can be filled directly (nothing else happens
+    in its ``__init__``)."""
+    usage: Usage = _new_object(Usage)
+    set_i, set_r, set_w, set_o = _set_counts
+    set_i(usage, i)
+    set_r(usage, r)
+    set_w(usage, w)
+    set_o(usage, o)
+    return usage
+
+
+_scan_once = json.JSONDecoder().scan_once
+
+
+def _loads(text: Any) -> Any:
+    """``json.loads(text)``, without its Python-level wrappers for the compact JSON the store
+    writes itself; anything else (whitespace around it, damage) takes the general path,
+    which gives the same value or raises the same error."""
+    if type(text) is str:
+        try:
+            value, end = _scan_once(text, 0)
+        except StopIteration:
+            pass
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text)
 
 
 def meta_value(raw: str, key: str) -> Any:
@@ -120,7 +224,4 @@ def _as_names(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _as_tool_calls(value: Any) -> tuple[ToolCall, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise TypeError("expected a JSON list of objects")
-    return tuple(ToolCall.from_dict(v) for v in value)
+_tool_call = ToolCall.from_dict

@@ -6,7 +6,7 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from vigil.clock import Clock, SystemClock
 from vigil.store.base import UNSET, ConfigUpdate, ModelConfigChange
@@ -28,16 +28,26 @@ from vigil.store.errors import (
 )
 from vigil.store.fts import to_match_query
 from vigil.store.ids import check_session_id, is_session_ref, new_session_id, prompt_hash
+from vigil.store.meta_batch import encode_swaps
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
     MetaEntry,
+    MetaSwap,
     NewMessage,
     SearchHit,
     SessionRecord,
 )
-from vigil.store.rows import canonical_json, message_from_row, meta_value, session_from_row
+from vigil.store.rows import (
+    MESSAGE_COLUMNS,
+    MESSAGE_SELECT,
+    canonical_json,
+    messages_from_rows,
+    session_from_row,
+)
+from vigil.store import sqlite_meta as meta
 from vigil.store.sqlite_conn import Database, is_busy, prepare_file
+from vigil.store.sqlite_group import GroupCommit
 from vigil.store.sqlite_migrations import LATEST_VERSION, applied_version, migrate
 
 _SESSION_COLUMNS = (
@@ -45,10 +55,7 @@ _SESSION_COLUMNS = (
     "model_config, system_prompt_hash, tool_names, message_count, "
     "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens"
 )
-_MESSAGE_COLUMNS = (
-    "id, session_id, seq, role, content, tool_calls, tool_call_id, tool_name, created_at, "
-    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, meta"
-)
+_MESSAGE_COLUMNS = MESSAGE_COLUMNS
 # rowid breaks ties between equal timestamps (a fake clock, a fast machine) by creation order.
 _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
 # Of several continuations of one session, the newest is the one started last.
@@ -73,6 +80,7 @@ class SQLiteStore:
         self._clock: Clock = clock or SystemClock()
         prepare_file(self.path)
         self._db = Database(self.path, durable=durable)
+        self._group = GroupCommit(self._db)
         try:
             self._open_schema(self._db.connection())
         except BaseException:
@@ -103,6 +111,12 @@ class SQLiteStore:
             if is_busy(exc):
                 raise self._db.translate(exc) from exc
             raise StoreUnreadable(f"{self.path} is not a usable vigil session database: {exc}") from exc
+
+    @property
+    def group_commit(self) -> GroupCommit:
+        """How this store's writes are committed together (its counters are for tests and
+        benchmarks)."""
+        return self._group
 
     def schema_version(self) -> int:
         with self._db.read() as conn:
@@ -317,7 +331,8 @@ class SQLiteStore:
         calls_json = canonical_json([call.as_dict() for call in message.tool_calls])
         meta_json = canonical_json(message.meta)
         when = self._clock.now() if created_at is None else created_at
-        with self._db.write() as conn:
+
+        def write(conn: sqlite3.Connection) -> tuple[int | None, int]:
             found = conn.execute(
                 "SELECT (SELECT MAX(seq) FROM messages WHERE session_id = s.id)"
                 " FROM sessions s WHERE s.id = ?",
@@ -348,7 +363,10 @@ class SQLiteStore:
                 " output_tokens = output_tokens + ?, updated_at = MAX(updated_at, ?) WHERE id = ?",
                 (*counts, when, session_id),
             )
-            message_id = cursor.lastrowid
+            return cursor.lastrowid, seq
+
+        # Appends of several conversations at once share one commit (see sqlite_group).
+        message_id, seq = self._group.run(write)
         assert message_id is not None
         return MessageRecord(
             id=message_id,
@@ -367,15 +385,14 @@ class SQLiteStore:
     def get_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[MessageRecord]:
-        with self._db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages"
-                " WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (session_id, after_seq, _sql_limit(limit)),
-            ).fetchall()
-            if not rows and not _exists(conn, session_id):
-                raise SessionNotFound(session_id)
-        return [message_from_row(r) for r in rows]
+        rows = self._db.query(
+            f"SELECT {MESSAGE_SELECT}, NULL FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq"
+            " LIMIT ?",
+            (session_id, after_seq, _sql_limit(limit)),
+        )
+        if not rows and not self._db.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+            raise SessionNotFound(session_id)
+        return messages_from_rows(session_id, rows)
 
     def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> list[SearchHit]:
         match = to_match_query(query)
@@ -414,13 +431,10 @@ class SQLiteStore:
             row = conn.execute("SELECT text FROM system_prompts WHERE hash = ?", (prompt_hash,)).fetchone()
         return None if row is None else row[0]
 
-    # -- state_meta -----------------------------------------------------------------------
+    # -- state_meta (see sqlite_meta) -------------------------------------------------------
     def get_meta(self, key: str) -> MetaEntry | None:
         with self._db.read() as conn:
-            row = conn.execute(
-                "SELECT key, value, updated_at FROM state_meta WHERE key = ?", (key,)
-            ).fetchone()
-        return None if row is None else MetaEntry(key, meta_value(row["value"], key), row["updated_at"])
+            return meta.get(conn, key)
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store ``value`` under ``key``; ``None`` deletes the key, as in compare-and-set."""
@@ -428,37 +442,35 @@ class SQLiteStore:
             self.delete_meta(key)
             return
         encoded = canonical_json(value)
-        with self._db.write() as conn:
-            _put_meta(conn, check_key(key), encoded, self._clock.now())
+        check_key(key)
+        now = self._clock.now()
+        self._group.run(lambda conn: meta.put(conn, key, encoded, now))
 
     def delete_meta(self, key: str) -> bool:
-        with self._db.write() as conn:
-            return conn.execute("DELETE FROM state_meta WHERE key = ?", (key,)).rowcount > 0
+        return self._group.run(lambda conn: meta.delete(conn, key))
 
     def compare_and_set_meta(self, key: str, expected: Any, new: Any) -> bool:
         check_key(key)
         want = None if expected is None else canonical_json(expected)
         encoded = None if new is None else canonical_json(new)
-        with self._db.write() as conn:
-            row = conn.execute("SELECT value FROM state_meta WHERE key = ?", (key,)).fetchone()
-            # Re-encode what is stored: a value written by hand or by older code may differ in spacing.
-            current = None if row is None else canonical_json(meta_value(row[0], key))
-            if current != want:
-                return False
-            if encoded is None:
-                conn.execute("DELETE FROM state_meta WHERE key = ?", (key,))
-            else:
-                _put_meta(conn, key, encoded, self._clock.now())
-            return True
+        now = self._clock.now()
+        return self._group.run(lambda conn: meta.compare_and_set(conn, key, want, encoded, now))
+
+    def get_meta_many(self, keys: Iterable[str]) -> dict[str, MetaEntry]:
+        wanted = list(dict.fromkeys(keys))
+        with self._db.read() as conn:
+            return meta.get_many(conn, wanted)
+
+    def compare_and_set_many(self, swaps: Sequence[MetaSwap]) -> list[bool]:
+        batch = encode_swaps(swaps)
+        if not batch:
+            return []
+        now = self._clock.now()
+        return self._group.run(lambda conn: meta.compare_and_set_many(conn, batch, now))
 
     def list_meta(self, prefix: str) -> list[MetaEntry]:
-        upper = _prefix_upper_bound(prefix)
-        below, params = ("AND key < ?", (prefix, upper)) if upper is not None else ("", (prefix,))
         with self._db.read() as conn:
-            rows = conn.execute(
-                f"SELECT key, value, updated_at FROM state_meta WHERE key >= ? {below} ORDER BY key", params
-            ).fetchall()
-        return [MetaEntry(r["key"], meta_value(r["value"], r["key"]), r["updated_at"]) for r in rows]
+            return meta.with_prefix(conn, prefix)
 
 
 # -- helpers that run inside a transaction ------------------------------------------------
@@ -504,30 +516,5 @@ def _put_prompt(conn: sqlite3.Connection, text: str, now: float) -> str:
     return hash_
 
 
-def _put_meta(conn: sqlite3.Connection, key: str, encoded: str, now: float) -> None:
-    conn.execute(
-        "INSERT INTO state_meta (key, value, updated_at) VALUES (?, ?, ?)"
-        " ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-        (key, encoded, now),
-    )
-
-
 def _sql_limit(limit: int | None) -> int:
     return -1 if limit is None else check_limit(limit)
-
-
-def _prefix_upper_bound(prefix: str) -> str | None:
-    """An exclusive upper bound for the strings starting with ``prefix`` (None: there is none).
-
-    SQLite compares TEXT as UTF-8 bytes, which orders like code points, so bumping the last
-    character that can be bumped gives the bound.
-    """
-    chars = list(prefix)
-    while chars:
-        last = ord(chars.pop())
-        if last < 0x10FFFF:
-            bumped = last + 1
-            if 0xD800 <= bumped <= 0xDFFF:  # surrogates cannot be stored; skip past them
-                bumped = 0xE000
-            return "".join(chars) + chr(bumped)
-    return None

@@ -144,6 +144,21 @@ class Database:
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
 
+    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        """The rows of one read statement as plain tuples, outside any explicit transaction.
+
+        A single statement sees one snapshot by itself; skipping ``BEGIN`` and ``COMMIT``
+        saves two statements on the hot path of loading a history.
+        """
+        cursor = self.connection().cursor()
+        cursor.row_factory = None
+        try:
+            return cursor.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self.translate(exc) from exc
+        finally:
+            cursor.close()
+
     def translate(self, exc: sqlite3.Error) -> StoreError:
         """A user-facing ``StoreError`` for an SQLite failure on this file."""
         if is_busy(exc):
