@@ -98,7 +98,7 @@ class ModelSettings(_Section):
         host = rest.split("/", 1)[0].rpartition("@")[2]
         if not sep or scheme.lower() not in ("http", "https") or not host or " " in value:
             raise ValueError(
-                f"'{mask_secrets(value)}' is not an http:// or https:// URL with a host "
+                f"'{printable(mask_secrets(value))}' is not an http:// or https:// URL with a host "
                 "(e.g. http://localhost:11434/v1)"
             )
         return value
@@ -192,16 +192,19 @@ def store_location(url: str) -> str | Path:
         path = url[len("sqlite://") :]
         if path.startswith("/") and len(path) > 1:
             return Path(path)
-        raise ValueError(f"'{mask_secrets(url)}' is not sqlite:///absolute/path; use {STORE_URL_FORMS}")
+        raise ValueError(
+            f"'{printable(mask_secrets(url))}' is not sqlite:///absolute/path; use {STORE_URL_FORMS}"
+        )
     if "://" in url:
         raise ValueError(
-            f"'{mask_secrets(url)}' is not a supported store (only PostgreSQL and SQLite); "
+            f"'{printable(mask_secrets(url))}' is not a supported store (only PostgreSQL and SQLite); "
             f"use {STORE_URL_FORMS}"
         )
     path = Path(url).expanduser() if url.startswith("~") else Path(url)
     if not path.is_absolute():
         raise ValueError(
-            f"'{url}' is a relative path (it would depend on the current directory); use {STORE_URL_FORMS}"
+            f"'{printable(url)}' is a relative path (it would depend on the current directory); "
+            f"use {STORE_URL_FORMS}"
         )
     return path
 
@@ -302,7 +305,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
         code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
         return f"the character U+{code:04X} is not allowed in YAML (a control character or binary data)"
     problem = getattr(exc, "problem", None) or str(exc)
-    return " ".join(str(problem).split())
+    return printable(" ".join(str(problem).split()), 300)
 
 
 def _validate(data: dict[str, Any], path: Path, text: str) -> Settings:
@@ -471,7 +474,8 @@ def _is_text(value: str) -> bool:
 def printable(text: str, limit: int = 80) -> str:
     """``text`` safe to print on one line: undecodable bytes and control characters escaped."""
     shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", shown)
+    if not shown.isprintable():  # control characters, line separators, ...
+        shown = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in shown)
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
