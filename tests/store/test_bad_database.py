@@ -103,6 +103,34 @@ def test_an_empty_file_beside_a_journal_with_data_is_refused_and_left_alone(
     assert siblings(db_path) == sorted(["state.db", sidecar])
 
 
+def _filled_store(db_path: Path) -> bytes:
+    store = SQLiteStore(db_path)
+    for number in range(3):
+        session = store.create_session(source="cli", title=f"talk {number}")
+        for turn in range(6):
+            store.append_message(session.id, NewMessage(role="user", content=f"question {turn} " * 60))
+    store.close()
+    return db_path.read_bytes()
+
+
+@pytest.mark.parametrize("keep", [20, 100, 4096 + 7, 3 * 4096 - 1])
+def test_a_database_cut_inside_a_page_is_refused_before_sqlite_touches_it(db_path: Path, keep: int) -> None:
+    db_path.write_bytes(_filled_store(db_path)[:keep])
+    with pytest.raises(StoreUnreadable, match="not a whole number of database pages"):
+        SQLiteStore(db_path)
+    assert db_path.stat().st_size == keep and siblings(db_path) == ["state.db"]
+
+
+def test_a_database_cut_at_a_page_boundary_is_refused_without_leftovers(db_path: Path) -> None:
+    whole = _filled_store(db_path)
+    db_path.write_bytes(whole[: 2 * 4096])
+    before = digest(db_path)
+    with pytest.raises(StoreError):
+        SQLiteStore(db_path).list_sessions()
+    assert digest(db_path) == before
+    assert siblings(db_path) == ["state.db"]  # no -wal or -shm left behind
+
+
 def test_a_symlink_loop_or_a_dangling_link_is_refused(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True, exist_ok=True)
     db_path.symlink_to(db_path)

@@ -20,6 +20,8 @@ BUSY_TIMEOUT_SECONDS = 30.0
 """How long a writer waits for another process's write transaction before giving up."""
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_HEADER_BYTES = 100
+_SIDECARS = ("-wal", "-shm", "-journal")
 _SETTLE_CHECKS = 20
 _SETTLE_SECONDS = 0.05
 
@@ -46,7 +48,7 @@ def prepare_file(path: Path) -> None:
 
 def _head(path: Path) -> CappedRead | None:
     try:
-        return read_bytes(path, len(_SQLITE_HEADER))
+        return read_bytes(path, _HEADER_BYTES)
     except UnsafeFile as exc:
         raise StoreUnreadable(
             f"the session database {exc.path} {exc.reason}; it was left untouched"
@@ -77,11 +79,41 @@ def _check_existing(path: Path) -> None:
                 f"{sidecar[1]:,} bytes: the store looks damaged, not new, so it was left untouched "
                 "- restore it from a backup, or move all three files aside to start afresh"
             )
-    if head.data and head.data != _SQLITE_HEADER:
+    if head.data and head.data[: len(_SQLITE_HEADER)] != _SQLITE_HEADER:
         raise StoreUnreadable(
             f"{path} is not a vigil session database (not an SQLite file); "
             "it was left untouched - move it aside or choose another path"
         )
+    if head.data:
+        _check_whole_pages(path, head)
+
+
+def _check_whole_pages(path: Path, head: CappedRead) -> None:
+    """An SQLite file is a whole number of pages: anything else was cut short (or is not one),
+    and SQLite would only find out after creating its journal files beside it."""
+    page_size = int.from_bytes(head.data[16:18], "big") if len(head.data) >= 18 else 0
+    page_size = 65536 if page_size == 1 else page_size
+    valid_size = 512 <= page_size <= 65536 and page_size & (page_size - 1) == 0
+    if len(head.data) < _HEADER_BYTES or not valid_size or head.size % page_size:
+        raise StoreUnreadable(
+            f"the session database {path} is damaged: {head.size:,} bytes is not a whole number "
+            "of database pages (the file was cut short or overwritten); it was left untouched "
+            "- restore it from a backup or move it aside"
+        )
+
+
+def new_sidecars(path: Path, existed: set[str]) -> list[Path]:
+    """The ``-wal``/``-shm``/``-journal`` files beside ``path`` not in ``existed`` (names)."""
+    return [
+        sidecar
+        for suffix in _SIDECARS
+        if (sidecar := path.with_name(path.name + suffix)).name not in existed and sidecar.exists()
+    ]
+
+
+def sidecar_names(path: Path) -> set[str]:
+    """The names of the ``-wal``/``-shm``/``-journal`` files beside ``path`` right now."""
+    return {path.name + suffix for suffix in _SIDECARS if path.with_name(path.name + suffix).exists()}
 
 
 def _holding_sidecar(path: Path) -> tuple[Path, int] | None:
