@@ -24,8 +24,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from vigil import yaml_strict
-from vigil.masking import mask_secrets
+from vigil.masking import is_text, mask_secrets, printable
 from vigil.safe_files import UnsafeFile, read_text
+from vigil.store_location import store_location
 from vigil.tool_names import BUILTIN_TOOL_NAMES
 
 SECRET_KEYS = frozenset({"api_key"})
@@ -35,10 +36,6 @@ URL_KEYS = frozenset({"base_url", "url"})
 CONFIG_FILE_CAP = 1 << 20
 """Bytes a config.yaml may have; a real one has a few hundred."""
 
-STORE_URL_FORMS = (
-    "postgresql://USER@HOST/DB (or postgres://...), an absolute path such as "
-    "/srv/vigil/state.db or ~/vigil/state.db, or sqlite:///absolute/path/state.db"
-)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -180,35 +177,6 @@ class PromptSettings(_Section):
     context_files: bool = Field(True, description="include AGENTS.md and friends")
 
 
-def store_location(url: str) -> str | Path:
-    """Where ``store.url`` points: a ``postgresql://`` URL (returned as it is) or the absolute
-    path of an SQLite file. ``ValueError`` naming the accepted forms for anything else."""
-    if _CONTROL.search(url):
-        raise ValueError(f"the store location must be one line without control characters; use {STORE_URL_FORMS}")
-    lowered = url.lower()
-    if lowered.startswith(("postgresql://", "postgres://")):
-        return url
-    if lowered.startswith("sqlite://"):
-        path = url[len("sqlite://") :]
-        if path.startswith("/") and len(path) > 1:
-            return Path(path)
-        raise ValueError(
-            f"'{printable(mask_secrets(url))}' is not sqlite:///absolute/path; use {STORE_URL_FORMS}"
-        )
-    if "://" in url:
-        raise ValueError(
-            f"'{printable(mask_secrets(url))}' is not a supported store (only PostgreSQL and SQLite); "
-            f"use {STORE_URL_FORMS}"
-        )
-    path = Path(url).expanduser() if url.startswith("~") else Path(url)
-    if not path.is_absolute():
-        raise ValueError(
-            f"'{printable(url)}' is a relative path (it would depend on the current directory); "
-            f"use {STORE_URL_FORMS}"
-        )
-    return path
-
-
 class StoreSettings(_Section):
     """Where sessions are kept."""
 
@@ -282,30 +250,12 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
     try:
         data = yaml_strict.load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{_yaml_where(exc, text, path)}: invalid YAML: {_yaml_problem(exc)}") from None
+        raise ConfigError(f"{yaml_strict.error_location(exc, text, path)}: invalid YAML: {yaml_strict.error_problem(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: the top level must be a mapping of sections (model:, agent:, ...)")
     return data
-
-
-def _yaml_where(exc: yaml.YAMLError, text: str, path: Path) -> str:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    if mark is not None:
-        return f"{path}:{mark.line + 1}"
-    position = getattr(exc, "position", None)  # a ReaderError: a character YAML does not allow
-    if isinstance(position, int):
-        return f"{path}:{text.count(chr(10), 0, position) + 1}"
-    return str(path)
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    if isinstance(exc, yaml.reader.ReaderError):
-        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
-        return f"the character U+{code:04X} is not allowed in YAML (a control character or binary data)"
-    problem = getattr(exc, "problem", None) or str(exc)
-    return printable(" ".join(str(problem).split()), 300)
 
 
 def _validate(data: dict[str, Any], path: Path, text: str) -> Settings:
@@ -314,7 +264,7 @@ def _validate(data: dict[str, Any], path: Path, text: str) -> Settings:
     except ValidationError as exc:
         error = exc.errors()[0]
         loc = tuple(error["loc"])
-        line = _line_of(text, loc)
+        line = yaml_strict.line_of(text, loc)
         where = f"{path}:{line}" if line else str(path)
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more problem(s))" if more else ""
@@ -370,31 +320,6 @@ def _allowed(loc: tuple[Any, ...]) -> str:
     return f"{kind} {bounds}".strip()
 
 
-def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
-    """The 1-based line of the YAML node at ``loc`` (or of its nearest existing ancestor)."""
-    try:
-        node = yaml_strict.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = node.start_mark.line + 1 if node is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next(
-                ((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
-                None,
-            )
-            if match is None:
-                return line
-            line = match[0].start_mark.line + 1
-            node = match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
 def get_value(settings: Settings, dotted: str) -> Any:
     """The value at a dotted key such as ``model.name``; ``KeyError`` if there is none."""
     return lookup(settings.model_dump(mode="json"), dotted)
@@ -422,9 +347,9 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
     _validate(data, path, text)
     shown_key = printable(dotted)
     parts = dotted.split(".")
-    if not all(parts) or not _is_text(dotted):
+    if not all(parts) or not is_text(dotted):
         raise ConfigError(f"invalid key '{shown_key}': use dotted names such as model.name")
-    if not _is_text(raw_value):
+    if not is_text(raw_value):
         raise ConfigError(
             f"{shown_key}: the value is not valid UTF-8 text (an undecodable byte); nothing was changed"
         )
@@ -460,23 +385,6 @@ def _parse_value(raw_value: str, shown_key: str) -> Any:
         raise ConfigError(f"{shown_key}: {exc.problem}") from None
     except yaml.YAMLError:
         return raw_value
-
-
-def _is_text(value: str) -> bool:
-    """``False`` for a string holding lone surrogates (undecodable bytes from the command line)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def printable(text: str, limit: int = 80) -> str:
-    """``text`` safe to print on one line: undecodable bytes and control characters escaped."""
-    shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    if not shown.isprintable():  # control characters, line separators, ...
-        shown = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in shown)
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def _assign(node: dict[str, Any], parts: list[str], value: Any, path: Path) -> None:

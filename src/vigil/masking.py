@@ -1,7 +1,9 @@
-"""Masking credentials that ride inside URLs (``http://user:pass@host``, ``?api-key=...``).
+"""Text about to be shown or stored: credentials inside URLs masked, unprintable text escaped.
 
-One function, used wherever a configured URL or an error text that may quote one is shown or
-stored: ``vigil config show``/``get``, the model clients' error messages, cron run records.
+``mask_secrets`` hides ``http://user:pass@host`` and ``?api-key=...`` wherever a configured URL
+or an error text that may quote one is shown or stored: ``vigil config show``/``get``, the
+model clients' error messages, cron run records. ``printable`` makes user-supplied text safe
+to echo in a one-line message.
 """
 
 from __future__ import annotations
@@ -39,3 +41,21 @@ def mask_secrets(text: str) -> str:
     return _SECRET_PARAM.sub(
         lambda m: m.group("name") + (MASK if m.group("value") else ""), text
     )
+
+
+def printable(text: str, limit: int = 80) -> str:
+    """``text`` safe to print on one line: undecodable bytes (lone surrogates), control
+    characters and line separators escaped, and at most ``limit`` characters."""
+    shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if not shown.isprintable():
+        shown = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in shown)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def is_text(value: str) -> bool:
+    """``False`` for a string holding lone surrogates (undecodable bytes from the command line)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

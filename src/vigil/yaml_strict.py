@@ -8,12 +8,15 @@ This loader refuses each of these with a ``yaml.MarkedYAMLError`` that carries t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from vigil.masking import printable
 
 MAX_DEPTH = 64
 """Nesting levels a document may have (config files need three or four)."""
@@ -162,3 +165,49 @@ def compose(text: str) -> Node | None:
         return loader.get_single_node()  # type: ignore[no-any-return]
     finally:
         loader.dispose()
+
+
+def error_location(exc: yaml.YAMLError, text: str, path: Path) -> str:
+    """``file:line`` of a YAML error in ``text`` read from ``path`` (``file`` if unknown)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return f"{path}:{mark.line + 1}"
+    position = getattr(exc, "position", None)  # a ReaderError: a character YAML does not allow
+    if isinstance(position, int):
+        return f"{path}:{text.count(chr(10), 0, position) + 1}"
+    return str(path)
+
+
+def error_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong, in one printable line."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+        return f"the character U+{code:04X} is not allowed in YAML (a control character or binary data)"
+    problem = getattr(exc, "problem", None) or str(exc)
+    return printable(" ".join(str(problem).split()), 300)
+
+
+def line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the node at ``loc`` (keys and list indexes) in the YAML ``text``,
+    or of its nearest existing ancestor; ``None`` if ``text`` does not parse."""
+    try:
+        node = compose(text)
+    except yaml.YAMLError:
+        return None
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, MappingNode):
+            match = next(
+                ((k, v) for k, v in node.value if isinstance(k, ScalarNode) and k.value == str(part)),
+                None,
+            )
+            if match is None:
+                return line
+            line = match[0].start_mark.line + 1
+            node = match[1]
+        elif isinstance(node, SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from vigil.clock import Clock
-from vigil.config import store_location
+from vigil.store_location import store_location
 from vigil.store.base import UNSET, SessionStore
 from vigil.store.errors import (
     AmbiguousSession,
