@@ -19,7 +19,7 @@ _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<info>[^/?#
 _SECRET_PARAM = re.compile(
     r"(?P<name>[?&;#](?:[^=&;#\s]*?)"
     r"(?:key|token|secret|passw|pwd|pass|auth|sig|credential|session|code)"
-    r"[^=&;#\s]*=)(?P<value>[^&;#\s'\"<>]*)",
+    r"[^=&;#\s]*=)(?P<value>[^&;#\s\"<>]*)",
     re.IGNORECASE,
 )
 
