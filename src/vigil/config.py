@@ -22,6 +22,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.fields import FieldInfo
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from vigil import yaml_strict
 from vigil.masking import is_text, mask_secrets, printable
@@ -33,6 +34,11 @@ SECRET_KEYS = frozenset({"api_key"})
 URL_KEYS = frozenset({"base_url", "url"})
 """Settings holding URLs, shown with any credentials inside them masked."""
 
+RENAMED_KEYS = {
+    "tools.terminal_timeout": "tools.terminal.timeout",
+    "tools.terminal_output_cap": "tools.terminal.output_cap",
+}
+"""Old keys that still load from a file but are not written any more."""
 CONFIG_FILE_CAP = 1 << 20
 """Bytes a config.yaml may have; a real one has a few hundred."""
 
@@ -349,6 +355,8 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
     parts = dotted.split(".")
     if not all(parts) or not is_text(dotted):
         raise ConfigError(f"invalid key '{shown_key}': use dotted names such as model.name")
+    if dotted in RENAMED_KEYS:
+        raise ConfigError(f"'{dotted}' is the old name of {RENAMED_KEYS[dotted]}; set that instead")
     if not is_text(raw_value):
         raise ConfigError(
             f"{shown_key}: the value is not valid UTF-8 text (an undecodable byte); nothing was changed"
@@ -359,6 +367,25 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc.errors()[0])) from None
+    # ruamel writes YAML 1.2, PyYAML reads YAML 1.1: a string such as "yes" or "1:30" would
+    # come back as a bool or a number. Only a file that reads back the same is written.
+    for written_value in (value, _quoted(value)):
+        new_text = _updated_text(path, text, parts, written_value)
+        try:
+            reread = _validate(_parse(new_text, path), path, new_text)
+        except ConfigError:
+            continue
+        if reread == settings:
+            _write_atomically(path, new_text)
+            return settings
+    raise ConfigError(
+        f"{shown_key}: this value would not read back the same from config.yaml; "
+        "write numbers in plain decimal form (e.g. 0.00001) and quote text"
+    )
+
+
+def _updated_text(path: Path, text: str, parts: list[str], value: Any) -> str:
+    """``text`` with ``parts`` set to ``value``, comments and layout of the rest kept."""
     buffer = io.StringIO()
     try:
         document = _round_trip().load(text) if text.strip() else None
@@ -371,8 +398,18 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
     except Exception as exc:  # ruamel's YAML 1.2 reading of a file PyYAML accepted
         reason = " ".join(str(exc).split())[:300]
         raise ConfigError(f"{path}: cannot update the file while keeping its layout: {reason}") from None
-    _write_atomically(path, buffer.getvalue())
-    return settings
+    return buffer.getvalue()
+
+
+def _quoted(value: Any) -> Any:
+    """``value`` with every string forced into double quotes when written."""
+    if isinstance(value, str):
+        return DoubleQuotedScalarString(value)
+    if isinstance(value, list):
+        return [_quoted(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _quoted(item) for key, item in value.items()}
+    return value
 
 
 def _parse_value(raw_value: str, shown_key: str) -> Any:
@@ -401,7 +438,19 @@ def _assign(node: dict[str, Any], parts: list[str], value: Any, path: Path) -> N
 def _round_trip() -> YAML:
     handler = YAML(typ="rt")
     handler.preserve_quotes = True
+    handler.representer.add_representer(float, _represent_float)
     return handler
+
+
+def _represent_float(representer: Any, value: float) -> Any:
+    """Floats as YAML 1.1 reads them too: ``1.0e-05``, not ``1e-05`` (a string to PyYAML)."""
+    text = repr(value)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        mantissa += "" if "." in mantissa else ".0"
+        exponent = exponent if exponent[0] in "+-" else "+" + exponent
+        text = f"{mantissa}e{exponent}"
+    return representer.represent_scalar("tag:yaml.org,2002:float", text)
 
 
 def redacted(settings: Settings) -> dict[str, Any]:

@@ -53,8 +53,12 @@ def test_store_url_password_is_masked_too(vigil_home: Path) -> None:
     _no_secret(run_cli("config", "show").output)
 
 
-def test_errors_from_an_unreachable_endpoint_do_not_print_the_credentials(vigil_home: Path) -> None:
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_errors_from_an_unreachable_endpoint_do_not_print_the_credentials(
+    vigil_home: Path, provider: str
+) -> None:
     _configure(
+        ("model.provider", provider),
         ("model.base_url", "http://bob:hunter2@127.0.0.1:1/v1?api-key=SECRETKEY&token=T0KEN"),
         ("model.name", "m"),
         ("model.api_key", "k"),
@@ -259,3 +263,24 @@ def test_sensible_numbers_are_still_accepted(vigil_home: Path) -> None:
     shown = json.loads(run_cli("config", "show", "--json").output)
     assert shown["model"]["timeout"] == 600 and shown["model"]["temperature"] == 0
     assert shown["tools"]["terminal"]["timeout"] == 30.5
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "shown"),
+    [
+        ("model.temperature", "1.0e-05", "1e-05"),  # ruamel would write 1e-05: text to PyYAML
+        ("model.name", "'yes'", "yes"),  # unquoted, YAML 1.1 reads yes as true
+        ("model.name", "'1:30'", "1:30"),  # unquoted, YAML 1.1 reads 1:30 as 90
+        ("timezone", "'UTC'", "UTC"),
+    ],
+)
+def test_what_config_set_writes_reads_back_the_same(vigil_home: Path, key: str, value: str, shown: str) -> None:
+    _configure((key, value))
+    assert run_cli("config", "show").exit_code == 0
+    assert run_cli("config", "get", key).output.strip() == shown
+
+
+def test_setting_an_old_key_name_points_at_the_new_one(vigil_home: Path) -> None:
+    result = run_cli("config", "set", "tools.terminal_timeout", "5")
+    assert result.exit_code == 1 and "old name of tools.terminal.timeout" in result.output
+    assert "Traceback" not in result.output and not (vigil_home / "config.yaml").exists()

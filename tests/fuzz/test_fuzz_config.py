@@ -77,6 +77,8 @@ values = st.one_of(
     st.integers(min_value=1, max_value=6000).map(lambda n: "9" * n),
     st.integers(min_value=1, max_value=400).map(lambda n: "1e" + "9" * n),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.floats(min_value=0, max_value=2).map(lambda f: f"{f:.4e}"),  # YAML 1.1 exponent floats
+    st.sampled_from(YAML_SPECIALS).map(lambda v: "'" + v.replace("'", "''") + "'"),  # quoted text
     digits_non_ascii,
     st.text(max_size=40),
     st.integers(min_value=1, max_value=200_000).map(lambda n: "x" * n),
