@@ -1,7 +1,9 @@
 """Typed settings of a profile, read from its ``config.yaml``.
 
-Every section forbids unknown keys, so a typo is reported instead of silently ignored. Errors
-name the file and the line of the offending key or value.
+Every section forbids unknown keys, so a typo is reported instead of silently ignored; every
+value is type-checked strictly (``true`` is not a number, ``"5"`` is not an integer) and every
+number is bounded. Errors name the file and the line of the offending key or value, and the
+limit a number broke.
 """
 
 from __future__ import annotations
@@ -9,23 +11,51 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import annotated_types
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
+from vigil import yaml_strict
 from vigil.config_errors import ConfigError
+from vigil.masking import is_text, mask_secrets, printable
+from vigil.safe_files import UnsafeFile, read_text
+from vigil.store_location import store_location
+from vigil.tool_names import BUILTIN_TOOL_NAMES
 
-if TYPE_CHECKING:  # ruamel.yaml (round-trip editing) loads only in `set_value`: reading needs PyYAML
+if TYPE_CHECKING:  # ruamel.yaml (round-trip editing) loads only when a value is set: reading needs PyYAML
     from ruamel.yaml import YAML
 
 SECRET_KEYS = frozenset({"api_key"})
+URL_KEYS = frozenset({"base_url", "url"})
+"""Settings holding URLs, shown with any credentials inside them masked."""
+
+RENAMED_KEYS = {
+    "tools.terminal_timeout": "tools.terminal.timeout",
+    "tools.terminal_output_cap": "tools.terminal.output_cap",
+}
+"""Old keys that still load from a file but are not written any more."""
+CONFIG_FILE_CAP = 1 << 20
+"""Bytes a config.yaml may have; a real one has a few hundred."""
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
+
+
+def _text(value: str | None, what: str) -> str | None:
+    """Refuse control characters (a pasted newline or NUL) in a one-line setting."""
+    if value is not None and _CONTROL.search(value):
+        raise ValueError(f"{what} must be one line of text without control characters")
+    return value
 
 
 class ModelSettings(_Section):
@@ -34,18 +64,54 @@ class ModelSettings(_Section):
     provider: Literal["openai", "anthropic"] | None = Field(
         None, description="API style: openai (any OpenAI-compatible endpoint) or anthropic"
     )
-    name: str | None = Field(None, description="model name sent to the provider")
-    base_url: str | None = Field(None, description="endpoint URL (default: the provider's own)")
+    name: str | None = Field(None, max_length=256, description="model name sent to the provider")
+    base_url: str | None = Field(
+        None, max_length=2048, description="endpoint URL (default: the provider's own)"
+    )
     api_key_env: str | None = Field(
         None, description="environment variable holding the API key (default per provider)"
     )
-    api_key: str | None = Field(None, description="API key (prefer api_key_env)")
-    context_window: int = Field(128_000, ge=1024, description="tokens the model accepts")
-    max_output_tokens: int = Field(4096, ge=1, description="answer length limit")
-    temperature: float | None = Field(None, ge=0, le=2)
-    timeout: float = Field(120.0, gt=0, description="seconds per request")
+    api_key: str | None = Field(None, max_length=4096, description="API key (prefer api_key_env)")
+    context_window: int = Field(
+        128_000, ge=1024, le=100_000_000, description="tokens the model accepts"
+    )
+    max_output_tokens: int = Field(4096, ge=1, le=10_000_000, description="answer length limit")
+    temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)
+    timeout: float = Field(
+        120.0, gt=0, le=86_400, allow_inf_nan=False, description="seconds per request"
+    )
     max_retries: int = Field(3, ge=0, le=10, description="retries on 429/5xx/connection errors")
     cache_ttl: Literal["5m", "1h"] = Field("5m", description="Anthropic prompt cache lifetime")
+
+    @field_validator("name", "api_key")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        return _text(value, "the value")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        _text(value, "the URL")
+        scheme, sep, rest = value.partition("://")
+        host = rest.split("/", 1)[0].rpartition("@")[2]
+        if not sep or scheme.lower() not in ("http", "https") or not host or " " in value:
+            raise ValueError(
+                f"'{printable(mask_secrets(value))}' is not an http:// or https:// URL with a host "
+                "(e.g. http://localhost:11434/v1)"
+            )
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError(
+                "must be the name of an environment variable (letters, digits and _, "
+                "not starting with a digit, at most 128)"
+            )
+        return value
 
 
 class AgentSettings(_Section):
@@ -53,15 +119,21 @@ class AgentSettings(_Section):
 
     max_iterations: int = Field(30, ge=1, le=500, description="model calls allowed per turn")
     compression_threshold: float = Field(
-        0.75, gt=0.1, lt=1.0, description="share of the context window that triggers compression"
+        0.75,
+        gt=0.1,
+        lt=1.0,
+        allow_inf_nan=False,
+        description="share of the context window that triggers compression",
     )
 
 
 class TerminalSettings(_Section):
     """The terminal tool: limits, and the sandbox for commands nobody is there to approve."""
 
-    timeout: float = Field(120.0, gt=0, description="seconds before a command is killed")
-    output_cap: int = Field(20_000, ge=256, description="characters of output kept")
+    timeout: float = Field(
+        120.0, gt=0, le=86_400, allow_inf_nan=False, description="seconds before a command is killed"
+    )
+    output_cap: int = Field(20_000, ge=256, le=10_000_000, description="characters of output kept")
     sandbox: Literal["unattended", "always", "never"] = Field(
         "unattended",
         description="run commands in a bubblewrap sandbox: in unattended runs (cron, heartbeats, "
@@ -70,10 +142,20 @@ class TerminalSettings(_Section):
     network: bool = Field(True, description="whether sandboxed commands may use the network")
 
 
+def _known_tool(name: str) -> str:
+    if name not in BUILTIN_TOOL_NAMES:
+        raise ValueError(
+            f"unknown tool '{printable(name)}' (known tools: {', '.join(BUILTIN_TOOL_NAMES)})"
+        )
+    return name
+
+
 class ToolSettings(_Section):
     """Built-in tools."""
 
-    enabled: list[str] | None = Field(None, description="tool names to offer (default: all)")
+    enabled: list[Annotated[str, AfterValidator(_known_tool)]] | None = Field(
+        None, max_length=100, description="tool names to offer (default: all)"
+    )
     terminal: TerminalSettings = Field(default_factory=TerminalSettings)
 
     @model_validator(mode="before")
@@ -94,7 +176,7 @@ class ToolSettings(_Section):
 class PromptSettings(_Section):
     """System prompt building."""
 
-    max_file_chars: int = Field(20_000, ge=256, description="cap per source file")
+    max_file_chars: int = Field(20_000, ge=256, le=1_000_000, description="cap per source file")
     context_files: bool = Field(True, description="include AGENTS.md and friends")
 
 
@@ -102,8 +184,19 @@ class StoreSettings(_Section):
     """Where sessions are kept."""
 
     url: str | None = Field(
-        None, description="postgresql://... to use PostgreSQL; empty = state.db in the profile"
+        None,
+        max_length=4096,
+        description="postgresql://... to use PostgreSQL, or an absolute path / sqlite:///path "
+        "for an SQLite file; empty = state.db in the profile",
     )
+
+    @field_validator("url")
+    @classmethod
+    def _known_store(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        store_location(value)
+        return value
 
 
 class Settings(_Section):
@@ -114,7 +207,9 @@ class Settings(_Section):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
-    timezone: str | None = Field(None, description="IANA zone for schedules (default: system)")
+    timezone: str | None = Field(
+        None, max_length=128, description="IANA zone for schedules (default: system)"
+    )
 
     @field_validator("timezone")
     @classmethod
@@ -124,31 +219,41 @@ class Settings(_Section):
 
             try:
                 ZoneInfo(value)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError(f"unknown time zone '{value}'") from None
+            except (ZoneInfoNotFoundError, ValueError, OSError):
+                raise ValueError(f"unknown time zone '{printable(value)}'") from None
         return value
 
 
 def load_settings(path: Path) -> Settings:
     """Read and validate ``path``; a missing or empty file gives the defaults."""
-    return validate_raw(read_raw(path), path)
+    text = _read_file(path)
+    return _validate(_parse(text, path), path, text)
 
 
 def read_raw(path: Path) -> dict[str, Any]:
     """The parsed YAML mapping in ``path`` (``{}`` when the file is missing or empty)."""
+    return _parse(_read_file(path), path)
+
+
+def validate_raw(data: dict[str, Any], path: Path) -> Settings:
+    """Validate parsed YAML, translating the first error into ``file:line: reason``."""
+    return _validate(data, path, _read_file(path))
+
+
+def _read_file(path: Path) -> str:
+    """The text of ``path`` (``""`` if missing), refusing what is not a small regular UTF-8 file."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+        text = read_text(path, CONFIG_FILE_CAP, what="a config file")
+    except UnsafeFile as exc:
+        raise ConfigError(f"cannot read the config: {exc}") from None
+    return text or ""
+
+
+def _parse(text: str, path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(text)
+        data = yaml_strict.load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+        raise ConfigError(f"{yaml_strict.error_location(exc, text, path)}: invalid YAML: {yaml_strict.error_problem(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -156,45 +261,66 @@ def read_raw(path: Path) -> dict[str, Any]:
     return data
 
 
-def validate_raw(data: dict[str, Any], path: Path) -> Settings:
-    """Validate parsed YAML, translating the first error into ``file:line: reason``."""
+def _validate(data: dict[str, Any], path: Path, text: str) -> Settings:
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
         loc = tuple(error["loc"])
-        dotted = ".".join(str(part) for part in loc)
-        line = _line_of(path, loc)
+        line = yaml_strict.line_of(text, loc)
         where = f"{path}:{line}" if line else str(path)
-        if error["type"] == "extra_forbidden":
-            reason = f"unknown setting '{dotted}'"
-        else:
-            reason = f"{dotted}: {error['msg']}"
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more problem(s))" if more else ""
-        raise ConfigError(f"{where}: {reason}{suffix}") from None
+        raise ConfigError(f"{where}: {_describe(error)}{suffix}") from None
 
 
-def _line_of(path: Path, loc: tuple[Any, ...]) -> int | None:
-    """The 1-based line of the YAML node at ``loc`` (or of its nearest existing ancestor)."""
-    try:
-        node = yaml.compose(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return None
-    line = node.start_mark.line + 1 if node is not None else None
+def _describe(error: Any) -> str:
+    """One pydantic error as ``dotted.key: reason (allowed: ...)``."""
+    loc = tuple(error["loc"])
+    dotted = ".".join(printable(str(part)) for part in loc)
+    if error["type"] == "extra_forbidden":
+        return f"unknown setting '{dotted}' (see `vigil config show`)"
+    if error["type"] == "invalid_key":
+        return f"{dotted}: setting names must be text"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] in ("int_type", "float_type") and isinstance(error.get("input"), bool):
+        message = "true/false is not a number"
+    allowed = _allowed(loc)
+    return f"{dotted}: {message}" + (f" (allowed: {allowed})" if allowed else "")
+
+
+def _field(loc: tuple[Any, ...]) -> FieldInfo | None:
+    model: Any = Settings
+    info: FieldInfo | None = None
     for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next(((k, v) for k, v in node.value if k.value == str(part)), None)
-            if match is None:
-                return line
-            line = match[0].start_mark.line + 1
-            node = match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(part, str) or fields is None or part not in fields:
+            return None
+        info = fields[part]
+        model = info.annotation
+    return info
+
+
+def _allowed(loc: tuple[Any, ...]) -> str:
+    """The range a numeric setting accepts, in words (``""`` for other settings)."""
+    info = _field(loc)
+    if info is None or info.annotation not in (int, float, float | None, int | None):
+        return ""
+    kind = "a whole number" if info.annotation in (int, int | None) else "a number"
+    low = high = ""
+    for rule in info.metadata:
+        if isinstance(rule, annotated_types.Ge):
+            low = f"from {rule.ge:,}"
+        elif isinstance(rule, annotated_types.Gt):
+            low = f"above {rule.gt:,}"
+        elif isinstance(rule, annotated_types.Le):
+            high = f"to {rule.le:,}" if low.startswith("from") else f"at most {rule.le:,}"
+        elif isinstance(rule, annotated_types.Lt):
+            high = f"below {rule.lt:,}"
+    bounds = " ".join(part for part in (low, high) if part)
+    if low and high and not low.startswith("from"):
+        bounds = f"{low} and {high}"
+    return f"{kind} {bounds}".strip()
 
 
 def get_value(settings: Settings, dotted: str) -> Any:
@@ -219,33 +345,84 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
     valid, so a bad value or an already broken file changes nothing. Comments, key order and
     formatting of the rest of the file are kept.
     """
-    from ruamel.yaml.comments import CommentedMap
-
-    data = read_raw(path)
-    validate_raw(data, path)
-    try:
-        value = yaml.safe_load(raw_value) if raw_value.strip() else None
-    except yaml.YAMLError:
-        value = raw_value
+    text = _read_file(path)
+    data = _parse(text, path)
+    _validate(data, path, text)
+    shown_key = printable(dotted)
     parts = dotted.split(".")
-    if not all(parts):
-        raise ConfigError(f"invalid key '{dotted}': use dotted names such as model.name")
+    if not all(parts) or not is_text(dotted):
+        raise ConfigError(f"invalid key '{shown_key}': use dotted names such as model.name")
+    if dotted in RENAMED_KEYS:
+        raise ConfigError(f"'{dotted}' is the old name of {RENAMED_KEYS[dotted]}; set that instead")
+    if not is_text(raw_value):
+        raise ConfigError(
+            f"{shown_key}: the value is not valid UTF-8 text (an undecodable byte); nothing was changed"
+        )
+    value = _parse_value(raw_value, shown_key)
     _assign(data, parts, value, path)
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        if error["type"] == "extra_forbidden":
-            raise ConfigError(f"unknown setting '{dotted}' (see `vigil config show`)") from None
-        raise ConfigError(f"{dotted}: {error['msg']}") from None
-    document = _round_trip().load(path.read_text(encoding="utf-8")) if path.exists() else None
-    if not isinstance(document, dict):
-        document = CommentedMap()
-    _assign(document, parts, value, path)
+        raise ConfigError(_describe(exc.errors()[0])) from None
+    # ruamel writes YAML 1.2, PyYAML reads YAML 1.1: a string such as "yes" or "1:30" would
+    # come back as a bool or a number. Only a file that reads back the same is written.
+    for written_value in (value, _quoted(value)):
+        new_text = _updated_text(path, text, parts, written_value)
+        try:
+            reread = _validate(_parse(new_text, path), path, new_text)
+        except ConfigError:
+            continue
+        if reread == settings:
+            _write_atomically(path, new_text)
+            return settings
+    raise ConfigError(
+        f"{shown_key}: this value would not read back the same from config.yaml; "
+        "write numbers in plain decimal form (e.g. 0.00001) and quote text"
+    )
+
+
+def _updated_text(path: Path, text: str, parts: list[str], value: Any) -> str:
+    """``text`` with ``parts`` set to ``value``, comments and layout of the rest kept."""
+    from ruamel.yaml.comments import CommentedMap
+
     buffer = io.StringIO()
-    _round_trip().dump(document, buffer)
-    _write_atomically(path, buffer.getvalue())
-    return settings
+    try:
+        document = _round_trip().load(text) if text.strip() else None
+        if not isinstance(document, dict):
+            document = CommentedMap()
+        _assign(document, parts, value, path)
+        _round_trip().dump(document, buffer)
+    except ConfigError:
+        raise
+    except Exception as exc:  # ruamel's YAML 1.2 reading of a file PyYAML accepted
+        reason = " ".join(str(exc).split())[:300]
+        raise ConfigError(f"{path}: cannot update the file while keeping its layout: {reason}") from None
+    return buffer.getvalue()
+
+
+def _quoted(value: Any) -> Any:
+    """``value`` with every string forced into double quotes when written."""
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    if isinstance(value, str):
+        return DoubleQuotedScalarString(value)
+    if isinstance(value, list):
+        return [_quoted(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _quoted(item) for key, item in value.items()}
+    return value
+
+
+def _parse_value(raw_value: str, shown_key: str) -> Any:
+    """``raw_value`` read as YAML; text that is not YAML is taken as the plain string."""
+    if not raw_value.strip():
+        return None
+    try:
+        return yaml_strict.load(raw_value)
+    except yaml_strict.NumberTooLong as exc:
+        raise ConfigError(f"{shown_key}: {exc.problem}") from None
+    except yaml.YAMLError:
+        return raw_value
 
 
 def _assign(node: dict[str, Any], parts: list[str], value: Any, path: Path) -> None:
@@ -256,7 +433,7 @@ def _assign(node: dict[str, Any], parts: list[str], value: Any, path: Path) -> N
         if child is None:
             child = node[part] = CommentedMap() if isinstance(node, CommentedMap) else {}
         if not isinstance(child, dict):
-            raise ConfigError(f"{path}: '{part}' is not a section")
+            raise ConfigError(f"{path}: '{printable(part)}' is not a section")
         node = child
     node[parts[-1]] = value
 
@@ -266,17 +443,37 @@ def _round_trip() -> YAML:
 
     handler = YAML(typ="rt")
     handler.preserve_quotes = True
+    handler.representer.add_representer(float, _represent_float)
     return handler
 
 
+def _represent_float(representer: Any, value: float) -> Any:
+    """Floats as YAML 1.1 reads them too: ``1.0e-05``, not ``1e-05`` (a string to PyYAML)."""
+    text = repr(value)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        mantissa += "" if "." in mantissa else ".0"
+        exponent = exponent if exponent[0] in "+-" else "+" + exponent
+        text = f"{mantissa}e{exponent}"
+    return representer.represent_scalar("tag:yaml.org,2002:float", text)
+
+
 def redacted(settings: Settings) -> dict[str, Any]:
-    """The settings as plain data with secrets masked, for display."""
+    """The settings as plain data with secrets masked, for display: keys, and credentials
+    inside URLs."""
     data = settings.model_dump(mode="json")
 
     def mask(node: Any) -> Any:
         if isinstance(node, dict):
-            return {k: ("***" if k in SECRET_KEYS and v else mask(v)) for k, v in node.items()}
+            return {k: _masked(k, v) for k, v in node.items()}
         return node
+
+    def _masked(key: str, value: Any) -> Any:
+        if key in SECRET_KEYS and value:
+            return "***"
+        if key in URL_KEYS and isinstance(value, str):
+            return mask_secrets(value)
+        return mask(value)
 
     return mask(data)
 

@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from vigil import safe_files
+
 DEFAULT_CHAR_CAP = 8000
+READ_CAP = 4 << 20
+"""Bytes of a memory file read at most (the entries cap keeps real ones far smaller)."""
 
 _BULLET = re.compile(r"^[-*+] (.*)$")
 
@@ -38,11 +42,15 @@ class MemoryEntry:
 
 
 def read_text(path: Path) -> str:
-    """The file's content, or ``""`` when it does not exist."""
+    """The file's content, or ``""`` when it does not exist.
+
+    ``MemoryFileError`` when it is not a regular UTF-8 file of at most ``READ_CAP`` bytes
+    (a FIFO, a directory or a symlink loop would otherwise hang or crash the caller).
+    """
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
+        return safe_files.read_text(path, READ_CAP, what="a memory file") or ""
+    except safe_files.UnsafeFile as exc:
+        raise MemoryFileError(f"cannot use {exc}") from None
 
 
 def parse_entries(text: str) -> list[MemoryEntry]:

@@ -6,10 +6,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from vigil.safe_files import describe_kind
 
 DEFAULT_PROFILE = "default"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -74,11 +78,42 @@ class Profile:
         return self.home.is_dir()
 
     def ensure(self) -> "Profile":
-        """Create the home and its standard folders (private to the user) if missing."""
+        """Create the home and its standard folders (private to the user) if missing.
+
+        ``ProfileError`` names the path when one of them exists as something other than a
+        directory (a regular file called ``skills``, a symlink loop) or cannot be created.
+        """
         for path in (self.home, self.skills_dir, self.logs_dir, self.cron_output_dir):
-            path.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.home, 0o700)
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                raise ProfileError(
+                    f"{path} is {_kind_of(path)}, but vigil keeps a folder there; move it aside"
+                ) from None
+            except OSError as exc:
+                raise ProfileError(f"cannot create {path}: {exc.strerror or exc}") from None
+        try:
+            os.chmod(self.home, 0o700)
+        except OSError as exc:
+            raise ProfileError(f"cannot make {self.home} private: {exc.strerror or exc}") from None
         return self
+
+
+def _kind_of(path: Path) -> str:
+    """What is in the way at ``path``, in words."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return "not a directory"
+    if stat.S_ISLNK(mode):
+        try:
+            path.stat()
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "a symbolic link loop"
+            return "a symbolic link to nothing"
+        return "a symbolic link to something that is not a directory"
+    return describe_kind(mode) if not stat.S_ISREG(mode) else "a regular file"
 
 
 def validate_name(name: str) -> str:

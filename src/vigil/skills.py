@@ -14,10 +14,15 @@ from pathlib import Path
 
 import yaml
 
+from vigil import yaml_strict
+from vigil.safe_files import UnsafeFile, read_text
+
 log = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
 DESCRIPTION_CAP = 500
+SKILL_FILE_CAP = 1 << 20
+"""Bytes a SKILL.md may have; it is loaded into the conversation whole."""
 _NAME_RE = re.compile(r"^[^\s/\\][^/\\\n]*$")
 _CLOSING = ("---", "...")
 
@@ -56,16 +61,24 @@ class FrontMatterError(ValueError):
 def scan_skills(skills_dir: Path) -> SkillScan:
     """Every usable skill under ``skills_dir``, plus warnings for the skipped ones."""
     if not skills_dir.is_dir():
+        if skills_dir.exists() or skills_dir.is_symlink():
+            return SkillScan(warnings=[f"no skills loaded: {skills_dir} is not a directory"])
         return SkillScan()
     candidates: list[SkillInfo] = []
     warnings: list[str] = []
-    for folder in sorted(skills_dir.iterdir()):
+    try:
+        folders = sorted(skills_dir.iterdir())
+    except OSError as exc:
+        return SkillScan(warnings=[f"no skills loaded: cannot list {skills_dir}: {exc.strerror}"])
+    for folder in folders:
         skill_file = folder / SKILL_FILE
         if folder.name.startswith(".") or not skill_file.is_file():
             continue
         try:
             candidates.append(_read_info(folder.name, skill_file))
-        except (OSError, UnicodeDecodeError, FrontMatterError) as exc:
+        except UnsafeFile as exc:
+            warnings.append(f"skipped skill '{folder.name}': {exc}")
+        except (OSError, FrontMatterError) as exc:
             warnings.append(f"skipped skill '{folder.name}': {skill_file}: {exc}")
     # On a name clash the folder named like the skill wins, whatever the folder order.
     candidates.sort(key=lambda info: (info.name != info.path.parent.name, info.path.parent.name))
@@ -92,7 +105,16 @@ def discover_skills(skills_dir: Path) -> list[SkillInfo]:
 
 def load_skill(skills_dir: Path, name: str) -> str:
     """The full text of the skill called ``name``; ``SkillNotFound`` if there is none."""
-    return find_skill(skills_dir, name).path.read_text(encoding="utf-8")
+    return read_skill_text(find_skill(skills_dir, name))
+
+
+def read_skill_text(info: SkillInfo) -> str:
+    """The full text of a found skill's SKILL.md (a regular UTF-8 file of at most
+    ``SKILL_FILE_CAP`` bytes; ``UnsafeFile`` otherwise)."""
+    text = read_text(info.path, SKILL_FILE_CAP, what="a SKILL.md")
+    if text is None:
+        raise UnsafeFile(info.path, "no longer exists")
+    return text
 
 
 def find_skill(skills_dir: Path, name: str) -> SkillInfo:
@@ -121,7 +143,7 @@ def parse_front_matter(text: str) -> tuple[dict[str, object], str]:
     else:
         raise FrontMatterError("the front matter opened with '---' is never closed")
     try:
-        data = yaml.safe_load(raw)
+        data = yaml_strict.load(raw)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise FrontMatterError(f"invalid YAML in the front matter: {problem}") from None
@@ -133,7 +155,10 @@ def parse_front_matter(text: str) -> tuple[dict[str, object], str]:
 
 
 def _read_info(folder_name: str, skill_file: Path) -> SkillInfo:
-    meta, _ = parse_front_matter(skill_file.read_text(encoding="utf-8"))
+    text = read_text(skill_file, SKILL_FILE_CAP, what="a SKILL.md")
+    if text is None:
+        raise UnsafeFile(skill_file, "disappeared while reading the skills")
+    meta, _ = parse_front_matter(text)
     name = meta.get("name", folder_name)
     description = meta.get("description", "")
     if not isinstance(name, str) or not _NAME_RE.match(name.strip()):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from tests.agent.conftest import AgentFactory
 from tests.cli.helpers import run_cli
 from vigil.prompt.epoch import REFRESH_KEY
@@ -210,13 +212,15 @@ class _Frozen:
 
 
 async def test_a_request_landing_during_a_rebuild_is_not_lost(
-    make_agent: AgentFactory, fake_model: FakeModelServer
+    make_agent: AgentFactory, fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SOUL.md is a named pipe, so the rebuild blocks while reading it; a session refresh is
-    requested exactly then. The next turn must rebuild once more, not forget the request."""
-    import os
+    """The rebuild is held while it reads SOUL.md, and a session refresh is requested exactly
+    then. The next turn must rebuild once more, not forget the request. (A FIFO used to hold
+    the read; profile files that are not regular files are refused now, so the real reader
+    is wrapped with a gate instead.)"""
     import threading
 
+    from vigil.prompt import builder
     from vigil.prompt.epoch import read_refresh_state
     from vigil.prompt.maintenance import request_refresh
 
@@ -227,16 +231,26 @@ async def test_a_request_landing_during_a_rebuild_is_not_lost(
     run_cli("sessions", "refresh-prompts")
 
     soul = agent.profile.soul_path
-    os.mkfifo(soul)
+    reading, gate = threading.Event(), threading.Event()
+    real_read = builder.read_capped
+
+    def gated_read(path, label, max_chars):  # type: ignore[no-untyped-def]
+        if label == "SOUL.md":
+            reading.set()
+            gate.wait(10)
+        return real_read(path, label, max_chars)
+
+    monkeypatch.setattr(builder, "read_capped", gated_read)
     rebuilt = threading.Thread(
         target=agent.prompts.rebuild, args=(session.id, read_refresh_state(agent.store), "test")
     )
     rebuilt.start()
-    outcome = request_refresh(agent.store, session.id)  # lands while the rebuild waits on SOUL.md
-    with open(soul, "w") as pipe:
-        pipe.write("Persona written during the rebuild.")
+    assert reading.wait(10)
+    outcome = request_refresh(agent.store, session.id)  # lands while the rebuild reads SOUL.md
+    soul.write_text("Persona written during the rebuild.")
+    gate.set()
     rebuilt.join(timeout=10)
-    os.unlink(soul)
+    monkeypatch.setattr(builder, "read_capped", real_read)
     soul.write_text("Persona after the late request.")
 
     stored = agent.store.get_session(session.id).model_config

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import sqlite3
 import threading
 from contextlib import closing
@@ -74,6 +75,95 @@ def test_an_empty_file_becomes_a_database(db_path: Path) -> None:
     store = SQLiteStore(db_path)
     assert store.schema_version() == LATEST_VERSION
     store.close()
+
+
+def test_an_empty_file_with_an_empty_wal_beside_it_becomes_a_database(db_path: Path) -> None:
+    db_path.touch()
+    db_path.with_name("state.db-wal").touch()  # nothing in it: nothing to lose
+    store = SQLiteStore(db_path)
+    assert store.schema_version() == LATEST_VERSION
+    store.close()
+
+
+@pytest.mark.parametrize("sidecar", ["state.db-wal", "state.db-journal"])
+def test_an_empty_file_beside_a_journal_with_data_is_refused_and_left_alone(
+    db_path: Path, sidecar: str
+) -> None:
+    # What a store truncated to 0 bytes looks like: its last transactions still in the WAL.
+    SQLiteStore(db_path).close()
+    saved = db_path.read_bytes()
+    db_path.write_bytes(b"")
+    db_path.with_name(sidecar).write_bytes(saved)
+    with pytest.raises(StoreUnreadable) as refused:
+        SQLiteStore(db_path)
+    message = str(refused.value)
+    assert f"{db_path} is empty but {sidecar} beside it holds {len(saved):,} bytes" in message
+    assert "left untouched" in message
+    assert db_path.read_bytes() == b"" and db_path.with_name(sidecar).read_bytes() == saved
+    assert siblings(db_path) == sorted(["state.db", sidecar])
+
+
+def _filled_store(db_path: Path) -> bytes:
+    store = SQLiteStore(db_path)
+    for number in range(3):
+        session = store.create_session(source="cli", title=f"talk {number}")
+        for turn in range(6):
+            store.append_message(session.id, NewMessage(role="user", content=f"question {turn} " * 60))
+    store.close()
+    return db_path.read_bytes()
+
+
+@pytest.mark.parametrize("keep", [20, 100, 4096 + 7, 3 * 4096 - 1])
+def test_a_database_cut_inside_a_page_is_refused_before_sqlite_touches_it(db_path: Path, keep: int) -> None:
+    db_path.write_bytes(_filled_store(db_path)[:keep])
+    with pytest.raises(StoreUnreadable, match="not a whole number of database pages"):
+        SQLiteStore(db_path)
+    assert db_path.stat().st_size == keep and siblings(db_path) == ["state.db"]
+
+
+def test_a_database_cut_at_a_page_boundary_is_refused_without_leftovers(db_path: Path) -> None:
+    whole = _filled_store(db_path)
+    db_path.write_bytes(whole[: 2 * 4096])
+    before = digest(db_path)
+    with pytest.raises(StoreError):
+        SQLiteStore(db_path).list_sessions()
+    assert digest(db_path) == before
+    assert siblings(db_path) == ["state.db"]  # no -wal or -shm left behind
+
+
+def test_a_symlink_loop_or_a_dangling_link_is_refused(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    db_path.symlink_to(db_path)
+    with pytest.raises(StoreUnreadable, match="symbolic link loop"):
+        SQLiteStore(db_path)
+    db_path.unlink()
+    db_path.symlink_to(db_path.with_name("elsewhere.db"))
+    with pytest.raises(StoreUnreadable, match="symbolic link to a file that does not exist"):
+        SQLiteStore(db_path)
+    assert siblings(db_path) == ["state.db"]  # nothing created at the link's target
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(db_path)
+    outcome: list[BaseException | None] = []
+
+    def open_it() -> None:
+        try:
+            SQLiteStore(db_path).close()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001
+            outcome.append(exc)
+
+    worker = threading.Thread(target=open_it, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    if worker.is_alive():  # unblock the hung open so the test run can go on
+        with open(db_path, "wb"):
+            pass
+        pytest.fail("opening a FIFO as the session database hung")
+    assert isinstance(outcome[0], StoreUnreadable)
+    assert "is a FIFO (named pipe), not a regular file" in str(outcome[0])
 
 
 def test_a_newer_schema_is_refused(db_path: Path) -> None:

@@ -65,7 +65,10 @@ def test_default_tool_names() -> None:
     assert default_tool_names(Settings()) == list(ALL_TOOL_NAMES)
     settings = Settings.model_validate({"tools": {"enabled": ["read_file", "memory", "read_file"]}})
     assert default_tool_names(settings) == ["read_file", "memory"]
-    bad = Settings.model_validate({"tools": {"enabled": ["read_file", "brwoser"]}})
+    with pytest.raises(ValueError, match="unknown tool 'brwoser'"):  # config.yaml is checked at load
+        Settings.model_validate({"tools": {"enabled": ["read_file", "brwoser"]}})
+    # The registry still refuses a name that got past validation (settings built in code).
+    bad = settings.model_copy(update={"tools": settings.tools.model_copy(update={"enabled": ["read_file", "brwoser"]})})
     with pytest.raises(UnknownToolError, match="tools.enabled lists unknown tool\\(s\\): brwoser"):
         default_tool_names(bad)
 

@@ -37,6 +37,7 @@ from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
 from vigil.models.base import ChatMessage, ModelClient, ModelRequest, ModelResponse, ModelStreamInterrupted
 from vigil.profiles import Profile
+from vigil.prompt.builder import check_profile_sources
 from vigil.store import NewMessage, SessionRecord, SessionStore
 from vigil.store.records import ToolCall
 from vigil.tools.base import ApprovalCallback, ToolContext
@@ -134,6 +135,7 @@ class Agent:
         self, *, source: str | None = None, title: str | None = None, parent_id: str | None = None
     ) -> SessionRecord:
         """Create a session with the current tool list pinned; fires the session-start hooks."""
+        await asyncio.to_thread(check_profile_sources, self.profile)
         model_config: dict[str, Any] = {"cwd": str(self.cwd)}
         if self.settings.model.temperature is not None:
             model_config["temperature"] = self.settings.model.temperature

@@ -9,7 +9,7 @@ import yaml
 
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json
-from vigil.config import SECRET_KEYS, get_value, lookup, redacted, set_value
+from vigil.config import lookup, printable, redacted, set_value
 
 
 @click.group()
@@ -28,7 +28,7 @@ def path_cmd(app: AppContext) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def show_cmd(app: AppContext, as_json: bool) -> None:
-    """Show the effective settings (defaults filled in, secrets masked)."""
+    """Show the effective settings (defaults filled in, secrets and URL credentials masked)."""
     data = redacted(app.settings)
     if as_json:
         echo_json(data)
@@ -45,7 +45,7 @@ def get_cmd(app: AppContext, key: str) -> None:
     try:
         value = lookup(redacted(app.settings), key)
     except KeyError:
-        raise click.ClickException(f"unknown setting '{key}' (see `vigil config show`)") from None
+        raise click.ClickException(f"unknown setting '{printable(key)}' (see `vigil config show`)") from None
     if isinstance(value, (dict, list)):
         click.echo(json.dumps(value, indent=2))
     elif value is None:
@@ -66,9 +66,7 @@ def set_cmd(app: AppContext, key: str, value: str) -> None:
     """
     path = app.profile.config_path
     settings = set_value(path, key, value)
-    shown = get_value(settings, key)
-    if key.rsplit(".", 1)[-1] in SECRET_KEYS and shown:
-        shown = "***"
+    shown = lookup(redacted(settings), key)  # secrets masked, URLs without their credentials
     console.print(f"Set {key} = {shown!r} in {path}", markup=False)
     if key in _SANDBOX_KEYS:
         from vigil.tools import sandbox

@@ -12,6 +12,7 @@ import anthropic
 import httpx2
 
 from vigil.config import ModelSettings
+from vigil.masking import mask_secrets
 from vigil.models.base import (
     ChatMessage,
     ModelError,
@@ -204,7 +205,9 @@ class AnthropicClient:
         self.settings = settings
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy(max_retries=settings.max_retries)
-        self._endpoint = Endpoint(url=self.base_url, key_source=key_source)
+        # Error messages name the endpoint without the credentials a URL may carry.
+        self.shown_url = mask_secrets(self.base_url)
+        self._endpoint = Endpoint(url=self.shown_url, key_source=key_source)
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=self.base_url,
@@ -363,13 +366,13 @@ class AnthropicClient:
     ) -> Exception:
         """What to raise when a stream fails; ``malformed`` describes an answer that did not
         parse (retried only while no text was passed on)."""
-        reason = describe_cause(exc) if exc is not None else "the stream ended early"
+        reason = mask_secrets(describe_cause(exc)) if exc is not None else "the stream ended early"
         if isinstance(exc, anthropic.APIStatusError):
             reason = provider_message(exc.body, exc.message)
         if malformed is not None:
             reason = f"the endpoint sent something that is not an {API_NAME} response: {malformed}"
         interrupted = ModelStreamInterrupted(
-            f"the answer from {self.base_url} broke off while streaming: {reason}",
+            f"the answer from {self.shown_url} broke off while streaming: {reason}",
             partial_text="".join(state.text),
         )
         if state.delivered:
@@ -380,8 +383,8 @@ class AnthropicClient:
         if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:
             # An error event inside the stream (e.g. overloaded_error) before any text was shown.
             if exc.type in _RETRYABLE_ERROR_TYPES:
-                return Retryable(ModelError(f"the model endpoint {self.base_url} failed: {reason}"))
-            return ModelError(f"the model endpoint {self.base_url} failed: {reason}")
+                return Retryable(ModelError(f"the model endpoint {self.shown_url} failed: {reason}"))
+            return ModelError(f"the model endpoint {self.shown_url} failed: {reason}")
         if isinstance(exc, anthropic.APIStatusError):
             return self._translate(exc)
         return Retryable(interrupted)
@@ -397,8 +400,8 @@ class AnthropicClient:
         if isinstance(exc, anthropic.APIStatusError):
             message = provider_message(exc.body, exc.message)
             return status_failure(exc.status_code, message, exc.response.headers, self._endpoint)
-        message = provider_message(exc.body, exc.message)
-        return ModelError(f"the model endpoint {self.base_url} failed: {message}")
+        message = mask_secrets(provider_message(exc.body, exc.message))
+        return ModelError(f"the model endpoint {self.shown_url} failed: {message}")
 
 
 def _dump(value: Any) -> str:

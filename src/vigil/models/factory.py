@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 from vigil.config import ModelSettings
+from vigil.masking import mask_secrets
 from vigil.models.base import ModelClient, ModelError
 from vigil.models.retry import RetryPolicy
 
@@ -135,7 +136,7 @@ async def build_client(
         if not models:
             await client.aclose()
             raise ModelNotConfigured(
-                f"The model endpoint {resolved.base_url} lists no models. Name one with "
+                f"The model endpoint {mask_secrets(resolved.base_url)} lists no models. Name one with "
                 f"`vigil config set model.name MODEL` or export {MODEL_ENV}=MODEL."
             )
         client.model = models[0]

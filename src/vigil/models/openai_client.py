@@ -13,6 +13,7 @@ import httpx2
 import openai
 
 from vigil.config import ModelSettings
+from vigil.masking import mask_secrets
 from vigil.models.base import (
     ChatMessage,
     ModelError,
@@ -181,7 +182,9 @@ class OpenAIClient:
         self.settings = settings
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy(max_retries=settings.max_retries)
-        self._endpoint = Endpoint(url=self.base_url, key_source=key_source)
+        # Error messages name the endpoint without the credentials a URL may carry.
+        self.shown_url = mask_secrets(self.base_url)
+        self._endpoint = Endpoint(url=self.shown_url, key_source=key_source)
         # OpenAI's own models reject max_tokens; most compatible servers only know max_tokens.
         host = urlsplit(self.base_url).hostname or ""
         self._token_limit_field = "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
@@ -339,11 +342,11 @@ class OpenAIClient:
     ) -> Exception:
         """What to raise when a stream fails; ``malformed`` describes an answer that did not
         parse (retried only while no text was passed on)."""
-        reason = describe_cause(exc) if exc is not None else "the stream ended early"
+        reason = mask_secrets(describe_cause(exc)) if exc is not None else "the stream ended early"
         if malformed is not None:
             reason = f"the endpoint sent something that is not an {API_NAME} response: {malformed}"
         interrupted = ModelStreamInterrupted(
-            f"the answer from {self.base_url} broke off while streaming: {reason}",
+            f"the answer from {self.shown_url} broke off while streaming: {reason}",
             partial_text="".join(state.text),
         )
         if state.delivered:
@@ -355,7 +358,7 @@ class OpenAIClient:
             return self._translate(exc)
         if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
             # An error event before any text: the provider failed this answer; asking again may work.
-            return Retryable(ModelError(f"the model endpoint {self.base_url} failed: {reason}"))
+            return Retryable(ModelError(f"the model endpoint {self.shown_url} failed: {reason}"))
         return Retryable(interrupted)
 
     def _translate(self, exc: openai.APIError) -> Exception:
@@ -370,8 +373,8 @@ class OpenAIClient:
             message = provider_message(exc.body, exc.message)
             return status_failure(exc.status_code, message, exc.response.headers, self._endpoint)
         # An error event inside a stream, or a response that did not parse.
-        message = provider_message(exc.body, exc.message)
-        return ModelError(f"the model endpoint {self.base_url} failed: {message}")
+        message = mask_secrets(provider_message(exc.body, exc.message))
+        return ModelError(f"the model endpoint {self.shown_url} failed: {message}")
 
 
 def _dump(value: Any) -> str:

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
+from vigil.masking import mask_secrets
 from vigil.models.base import (
     ModelAuthError,
     ModelBadRequest,
@@ -139,6 +140,7 @@ def status_failure(
 ) -> Exception:
     """The ``ModelError`` (or ``Retryable``) for an HTTP error status from ``endpoint``."""
     where = endpoint.url
+    message = mask_secrets(message)  # a server may echo the URL it was called with
     if status in (401, 403):
         verb = "rejected the API key" if status == 401 else "refused access with this API key"
         return ModelAuthError(
@@ -171,7 +173,7 @@ def malformed_response(endpoint: Endpoint, api: str, detail: str) -> Retryable:
     return Retryable(
         ModelMalformedResponse(
             f"the endpoint {endpoint.url} answered with something that is not an {api} response: "
-            f"{detail} (check model.base_url)"
+            f"{mask_secrets(detail)} (check model.base_url)"
         )
     )
 
@@ -193,7 +195,7 @@ def connection_failure(
     if timed_out:
         reason = f"no answer within {timeout:g}s"
     else:
-        reason = describe_cause(exc)
+        reason = mask_secrets(describe_cause(exc))  # an SDK may quote the URL it called
     return Retryable(ModelUnreachable(f"cannot reach the model endpoint {endpoint.url}: {reason}"))
 
 

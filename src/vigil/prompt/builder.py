@@ -14,7 +14,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from vigil.profiles import Profile
-from vigil.prompt.sources import SourceText, find_context_files, find_git_root, read_capped
+from vigil.prompt.sources import (
+    PromptSourceError,
+    SourceText,
+    find_context_files,
+    find_git_root,
+    read_capped,
+)
+from vigil.safe_files import UnsafeFile, check_regular
 from vigil.skills import discover_skills
 
 DEFAULT_SOUL = """\
@@ -82,6 +89,21 @@ def build_system_prompt(
     day = datetime.fromtimestamp(started_at, timezone.utc).strftime("%Y-%m-%d")
     parts.append(f"This conversation started on {day} (UTC).")
     return BuiltPrompt("\n\n".join(parts) + "\n", tuple(used), tuple(truncated))
+
+
+def check_profile_sources(profile: Profile) -> None:
+    """Raise ``PromptSourceError`` if SOUL.md, USER.md or MEMORY.md exists but is not a
+    readable regular file: checked before a session is created, so a broken file refuses the
+    conversation instead of leaving an empty one behind."""
+    for path, label in (
+        (profile.soul_path, "SOUL.md"),
+        (profile.user_path, "USER.md"),
+        (profile.memory_path, "MEMORY.md"),
+    ):
+        try:
+            check_regular(path)
+        except UnsafeFile as exc:
+            raise PromptSourceError(f"cannot use {label} for the system prompt: {exc}") from None
 
 
 def _display_path(path: Path, cwd: Path) -> str:

@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from vigil.profiles import ProfileError
+from vigil.safe_files import UnsafeFile, read_bytes
+
 CONTEXT_FILE_NAMES = ("AGENTS.md", ".vigil.md", "VIGIL.md", "CLAUDE.md")
+READ_CAP = 4 << 20
+"""Bytes read of a source file at most: enough for any ``prompt.max_file_chars`` (4 bytes a
+character at worst), and a bound on what a huge or endless file costs."""
+
+
+class PromptSourceError(ProfileError):
+    """A file the system prompt is built from cannot be used; the message names it and why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,18 +28,24 @@ class SourceText:
 
 
 def read_capped(path: Path, label: str, max_chars: int) -> SourceText | None:
-    """The file's text, cut to ``max_chars`` with a marker saying so; ``None`` if absent/empty."""
+    """The file's text, cut to ``max_chars`` with a marker saying so; ``None`` if absent/empty.
+
+    Only a regular file is read, and at most ``READ_CAP`` bytes of it: anything else (a FIFO,
+    a device, a directory, a symlink loop) raises ``PromptSourceError`` naming the file.
+    """
     try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        read = read_bytes(path, READ_CAP)
+    except UnsafeFile as exc:
+        raise PromptSourceError(f"cannot use {label} for the system prompt: {exc}") from None
+    if read is None:
         return None
+    text = read.data.decode("utf-8", errors="replace").strip()
     if not text:
         return None
-    if len(text) <= max_chars:
+    if read.complete and len(text) <= max_chars:
         return SourceText(label, text)
-    marker = (
-        f"\n\n[... {label} truncated: {len(text):,} characters, the first {max_chars:,} shown ...]"
-    )
+    size = f"{len(text):,} characters" if read.complete else f"{read.size:,} bytes"
+    marker = f"\n\n[... {label} truncated: {size}, the first {max_chars:,} shown ...]"
     return SourceText(label, text[:max_chars].rstrip() + marker, truncated=True)
 
 

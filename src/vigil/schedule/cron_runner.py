@@ -21,6 +21,7 @@ from typing import Any, Callable, TypeVar
 from vigil.agent.turn import Agent
 from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
+from vigil.masking import mask_secrets
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
 from vigil.schedule import estop
@@ -197,7 +198,7 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "the run took too long and was stopped"
     # Line breaks are kept: some errors end with a how-to-fix hint laid out in lines.
-    text = "\n".join(" ".join(line.split()) for line in str(exc).splitlines() if line.strip())
+    text = "\n".join(" ".join(line.split()) for line in mask_secrets(str(exc)).splitlines() if line.strip())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from vigil.masking import mask_secrets
 from vigil.store import SessionStore
 
 RUN_PREFIX = "cron:run:"
@@ -83,6 +84,9 @@ class RunRecord:
 
     def finished(self, status: str, now: float, **changes: Any) -> "RunRecord":
         answer = changes.pop("answer", self.answer)
+        if changes.get("error"):
+            # Error texts may quote a URL with credentials in it (model.base_url).
+            changes["error"] = mask_secrets(changes["error"])
         if answer is not None and len(answer) > ANSWER_CAP:
             answer = answer[: ANSWER_CAP - 1] + "…"
         return replace(self, status=status, finished_at=now, answer=answer, **changes)

@@ -49,8 +49,6 @@ __all__ = [
     "prompt_hash",
 ]
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
 # The backends and records are imported on first use: the errors alone must not cost the
 # CLI an import of the SQLite backend (or anything else) before a command needs the store.
 _LAZY = {
@@ -81,11 +79,21 @@ def __getattr__(name: str) -> Any:
 def open_store(path_or_url: str | os.PathLike[str], *, clock: Clock | None = None) -> SessionStore:
     """Open the session store at a file path (SQLite) or a ``postgresql://`` URL.
 
-    A URL may pick the PostgreSQL schema with ``?schema=NAME`` (default ``vigil``).
+    A string is read like the ``store.url`` setting: ``postgresql://...`` (or ``postgres://``),
+    an absolute or ``~`` path, or ``sqlite:///absolute/path``; anything else (another scheme, a
+    path relative to the current directory) is refused. A URL may pick the PostgreSQL schema
+    with ``?schema=NAME`` (default ``vigil``).
 
     Raises ``StoreError`` (or a subclass) when the store cannot be opened; the message says why.
     """
-    if isinstance(path_or_url, str) and path_or_url.startswith(_POSTGRES_SCHEMES):
+    if isinstance(path_or_url, str):
+        from vigil.store_location import store_location
+
+        try:
+            path_or_url = store_location(path_or_url)
+        except ValueError as exc:
+            raise StoreError(f"store.url: {exc}") from None
+    if isinstance(path_or_url, str):
         try:
             from vigil.store.postgres import PostgresStore
         except ImportError as exc:  # psycopg is an optional dependency

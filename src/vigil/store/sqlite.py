@@ -46,7 +46,7 @@ from vigil.store.rows import (
     session_from_row,
 )
 from vigil.store import sqlite_meta as meta
-from vigil.store.sqlite_conn import Database, is_busy, prepare_file
+from vigil.store.sqlite_conn import Database, is_busy, new_sidecars, prepare_file, sidecar_names
 from vigil.store.sqlite_group import GroupCommit
 from vigil.store.sqlite_migrations import LATEST_VERSION, applied_version, migrate
 
@@ -79,12 +79,18 @@ class SQLiteStore:
         self.path = Path(path).expanduser()
         self._clock: Clock = clock or SystemClock()
         prepare_file(self.path)
+        before = sidecar_names(self.path)
         self._db = Database(self.path, durable=durable)
         self._group = GroupCommit(self._db)
         try:
             self._open_schema(self._db.connection())
-        except BaseException:
+        except BaseException as exc:
             self._db.close()
+            if isinstance(exc, StoreUnreadable):
+                # A refused file is left as it was: without the journal files SQLite just
+                # made beside it (nothing was committed to them).
+                for sidecar in new_sidecars(self.path, before):
+                    sidecar.unlink(missing_ok=True)
             raise
 
     def _open_schema(self, conn: sqlite3.Connection) -> None:

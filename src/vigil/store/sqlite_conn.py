@@ -6,49 +6,130 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
 
+from vigil.safe_files import CappedRead, UnsafeFile, read_bytes
 from vigil.store.errors import StoreError, StoreUnreadable
 
 BUSY_TIMEOUT_SECONDS = 30.0
 """How long a writer waits for another process's write transaction before giving up."""
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_HEADER_BYTES = 100
+_SIDECARS = ("-wal", "-shm", "-journal")
+_SETTLE_CHECKS = 20
+_SETTLE_SECONDS = 0.05
 
 
 def prepare_file(path: Path) -> None:
     """Make sure ``path`` can be handed to SQLite without SQLite ever writing to a stranger.
 
     A missing file is created empty with mode 0600 (SQLite gives the ``-wal`` and ``-shm``
-    files the database's mode), its directory too. An existing file must be empty or start
-    with the SQLite header; anything else raises ``StoreUnreadable`` and is not touched.
+    files the database's mode), its directory too. An existing file must be a regular file
+    that starts with the SQLite header, or be empty with nothing beside it that could hold
+    data (a ``-wal`` or ``-journal`` file with content); anything else - a FIFO, a directory,
+    a symlink loop, another program's file - raises ``StoreUnreadable`` and is not touched.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        _check_header(path)
+        _check_existing(path)
     except OSError as exc:
         raise StoreUnreadable(f"cannot create the session database {path}: {exc.strerror}") from exc
     else:
         os.close(fd)
 
 
-def _check_header(path: Path) -> None:
+def _head(path: Path) -> CappedRead | None:
     try:
-        with open(path, "rb") as f:
-            head = f.read(len(_SQLITE_HEADER))
-    except OSError as exc:
-        raise StoreUnreadable(f"cannot read the session database {path}: {exc.strerror}") from exc
-    if head and head != _SQLITE_HEADER:
+        return read_bytes(path, _HEADER_BYTES)
+    except UnsafeFile as exc:
+        raise StoreUnreadable(
+            f"the session database {exc.path} {exc.reason}; it was left untouched"
+        ) from None
+
+
+def _check_existing(path: Path) -> None:
+    head = _head(path)
+    if head is None:  # a dangling symlink: SQLite would create a file we do not own
+        raise StoreUnreadable(
+            f"the session database {path} is a symbolic link to a file that does not exist; "
+            "fix or remove the link"
+        )
+    if not head.data:
+        if _holding_sidecar(path) is None:
+            return
+        # Another process creating the store writes its journal a moment before the header:
+        # give it that moment before calling the store damaged.
+        for _ in range(_SETTLE_CHECKS):
+            time.sleep(_SETTLE_SECONDS)
+            head = _head(path) or head
+            sidecar = _holding_sidecar(path)
+            if head.data or sidecar is None:
+                break
+        else:
+            raise StoreUnreadable(
+                f"the session database {path} is empty but {sidecar[0].name} beside it holds "
+                f"{sidecar[1]:,} bytes: the store looks damaged, not new, so it was left untouched "
+                "- restore it from a backup, or move all three files aside to start afresh"
+            )
+    if head.data and head.data[: len(_SQLITE_HEADER)] != _SQLITE_HEADER:
         raise StoreUnreadable(
             f"{path} is not a vigil session database (not an SQLite file); "
             "it was left untouched - move it aside or choose another path"
         )
+    if head.data:
+        _check_whole_pages(path, head)
+
+
+def _check_whole_pages(path: Path, head: CappedRead) -> None:
+    """An SQLite file is a whole number of pages: anything else was cut short (or is not one),
+    and SQLite would only find out after creating its journal files beside it."""
+    page_size = int.from_bytes(head.data[16:18], "big") if len(head.data) >= 18 else 0
+    page_size = 65536 if page_size == 1 else page_size
+    valid_size = 512 <= page_size <= 65536 and page_size & (page_size - 1) == 0
+    if len(head.data) < _HEADER_BYTES or not valid_size or head.size % page_size:
+        raise StoreUnreadable(
+            f"the session database {path} is damaged: {head.size:,} bytes is not a whole number "
+            "of database pages (the file was cut short or overwritten); it was left untouched "
+            "- restore it from a backup or move it aside"
+        )
+
+
+def new_sidecars(path: Path, existed: set[str]) -> list[Path]:
+    """The ``-wal``/``-shm``/``-journal`` files beside ``path`` not in ``existed`` (names)."""
+    return [
+        sidecar
+        for suffix in _SIDECARS
+        if (sidecar := path.with_name(path.name + suffix)).name not in existed and sidecar.exists()
+    ]
+
+
+def sidecar_names(path: Path) -> set[str]:
+    """The names of the ``-wal``/``-shm``/``-journal`` files beside ``path`` right now."""
+    return {path.name + suffix for suffix in _SIDECARS if path.with_name(path.name + suffix).exists()}
+
+
+def _holding_sidecar(path: Path) -> tuple[Path, int] | None:
+    """A ``-wal`` or ``-journal`` file beside ``path`` that holds data, with its size: next to
+    an empty database it means a damaged store, not a new one."""
+    for suffix in ("-wal", "-journal"):
+        sidecar = path.with_name(path.name + suffix)
+        try:
+            size = sidecar.lstat().st_size
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreUnreadable(f"cannot check {sidecar}: {exc.strerror}") from exc
+        if size:
+            return sidecar, size
+    return None
 
 
 def is_busy(exc: sqlite3.Error) -> bool:
