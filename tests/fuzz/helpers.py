@@ -38,14 +38,17 @@ def run(home: Path, *args: str, env: dict[str, str] | None = None, timeout: floa
 
 
 def assert_clean(exit_code: int, output: str, exception: BaseException | None = None) -> None:
-    """Exit 0, or exit 1 with one line starting ``Error:``; never a traceback."""
+    """Exit 0, exit 1 with one line starting ``Error:``, or a usage error (exit 2) whose last
+    line starts with ``Error:``; never a traceback."""
     if exception is not None and not isinstance(exception, SystemExit):
         raise AssertionError(f"uncaught {type(exception).__name__}: {exception}\n{output}") from exception
     assert "Traceback" not in output, output
-    assert exit_code in (0, 1), (exit_code, output)
+    assert exit_code in (0, 1, 2), (exit_code, output)
+    lines = [line for line in output.strip().splitlines() if line.strip()]
     if exit_code == 1:
-        lines = [line for line in output.strip().splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("Error: "), output
+    elif exit_code == 2:
+        assert lines and lines[-1].startswith("Error: "), output
 
 
 def assert_result(result: Result) -> None:

@@ -6,7 +6,6 @@ history, so every turn's request begins with the bytes of the previous one.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Iterable
 
 from vigil.models.base import ChatMessage
@@ -52,7 +51,7 @@ def unique_call_ids(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
             number += 1
             candidate = f"{base}_{number}"
         used.add(candidate)
-        unique.append(call if candidate == call.id else replace(call, id=candidate))
+        unique.append(call if candidate == call.id else call._replace(id=candidate))
     return tuple(unique)
 
 

@@ -40,8 +40,10 @@ class ArgumentRefused(click.ClickException):
 
 def shown(text: str, width: int = _SHOWN_WIDTH) -> str:
     """``text`` quoted for a message, cut to ``width`` characters so a huge value stays one
-    short line; undecodable bytes show as ``\\xff``."""
+    short line; undecodable bytes show as ``\\xff``, control characters and line breaks escaped."""
     printable = _UNDECODABLE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
+    if not printable.isprintable():
+        printable = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in printable)
     cut = printable if len(printable) <= width else printable[: width - 1] + "…"
     return f"'{cut}'"
 
