@@ -61,9 +61,14 @@ def test_reason_names_what_is_at_stake(command: str, words: str) -> None:
 
 def test_nesting_is_bounded() -> None:
     command = "rm -rf /"
-    for _ in range(12):
+    for _ in range(8):
         command = "sh -c " + _quote(command)
-    assert "cannot be parsed with confidence" in (danger.check(command) or "")
+    assert "nested more than 6 levels" in (danger.check(command) or "")
+
+
+def test_a_huge_command_line_is_not_parsed_but_counted_unsure() -> None:
+    command = " && ".join(["echo fine"] * 20_000)
+    assert "characters long" in (danger.check(command) or "")
 
 
 def test_nesting_within_the_bound_is_looked_through() -> None:
@@ -75,3 +80,10 @@ def test_nesting_within_the_bound_is_looked_through() -> None:
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+def test_a_pipeline_that_the_grammar_runs_on_past_a_newline_is_split_where_bash_splits_it() -> None:
+    # tree-sitter-bash read this as one pipeline redirecting to four files, without an error
+    lines = "awk '{print $1}' access.log | sort | uniq -c | sort -rn | head\nls 2>/dev/null\n"
+    assert danger.check(lines + lines.strip()) is None
+    assert "whole filesystem" in (danger.check(lines + "rm -rf /") or "")

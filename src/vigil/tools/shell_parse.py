@@ -78,6 +78,8 @@ class _Scope:
 @dataclass(slots=True)
 class _Walk:
     commands: list[SimpleCommand] = field(default_factory=list)
+    source: bytes = b""
+    """The bytes the tree was parsed from (``Node.text`` copies them on every call)."""
 
 
 _MAX_REPAIRS = 16
@@ -114,7 +116,8 @@ def _parse_bytes(data: bytes, nested: bool) -> list[SimpleCommand]:
     tree = Parser(_LANGUAGE).parse(data)
     if tree.root_node.has_error:
         raise ParseFailure(f"the shell syntax is incomplete or invalid near {_error_snippet(tree.root_node)!r}")
-    walk = _Walk()
+    _check_statements_end_at_newlines(tree.root_node, data)
+    walk = _Walk(source=data)
     _statement(tree.root_node, _Scope(variables={}, cwd=None, nested=nested), walk)
     return walk.commands
 
@@ -336,7 +339,7 @@ _ARGUMENT_TYPES = {
 
 
 def _command(node: Node, scope: _Scope, walk: _Walk, extra_args: list[list[Node]] | None = None) -> None:
-    _check_no_line_break(node)
+    _check_no_line_break(node, walk.source)
     groups: list[list[Node]] = []
     redirects: list[Redirect] = []
     previous_end = -1
@@ -380,21 +383,40 @@ def _command(node: Node, scope: _Scope, walk: _Walk, extra_args: list[list[Node]
     _track_set(command, scope)
 
 
-def _check_no_line_break(node: Node) -> None:
+def _check_no_line_break(node: Node, source: bytes) -> None:
     """A simple command never continues past an unescaped newline between its words.
 
     tree-sitter-bash sometimes reads ``... | head<newline>rm -rf /`` as ``head rm -rf /`` without
     reporting an error; bash runs ``rm`` as a command of its own.
     """
-    root = node
-    while root.parent is not None:
-        root = root.parent
-    source, base = root.text, root.start_byte
     children = node.children
     for before, after in zip(children, children[1:]):
         for offset in range(before.end_byte, after.start_byte):
-            if _unescaped_newline_at(source, offset - base):
+            if _unescaped_newline_at(source, offset):
                 raise _LineBreakInCommand(offset)
+
+
+# Nodes that bash ends at an unescaped newline between their parts (a pipeline may go on after
+# its `|`); tree-sitter-bash sometimes runs them on, e.g. ``a | head<newline>ls 2>/dev/null
+# <newline>awk ...`` became one pipeline with a redirect to four files.
+_ENDS_AT_NEWLINE = frozenset({"pipeline", "redirected_statement", "file_redirect"})
+_NEWLINE_MAY_FOLLOW = frozenset({"|", "|&"})
+
+
+def _check_statements_end_at_newlines(root: Node, source: bytes) -> None:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.type not in _ENDS_AT_NEWLINE:
+            continue
+        children = node.children
+        for before, after in zip(children, children[1:]):
+            if before.type in _NEWLINE_MAY_FOLLOW or "heredoc" in before.type or "heredoc" in after.type:
+                continue
+            for offset in range(before.end_byte, after.start_byte):
+                if _unescaped_newline_at(source, offset):
+                    raise _LineBreakInCommand(offset)
 
 
 def _unescaped_newline_at(source: bytes, index: int) -> bool:

@@ -38,6 +38,9 @@ from vigil.tools.shell_words import UNKNOWN, ParseFailure, SimpleCommand, Word
 from vigil.tools.shell_wrappers import WRAPPERS, Unsure, program_name, unwrap
 
 MAX_DEPTH = 6
+MAX_LENGTH = 100_000
+"""Characters a command line may have; longer ones (a model pasting a file into a here-document
+belongs in write_file) count as unsure rather than holding the turn while they are parsed."""
 UNSURE = "cannot be parsed with confidence: "
 SHELLS = frozenset("sh bash zsh dash ksh mksh ash yash fish csh tcsh busybox-sh".split())
 INTERPRETERS = frozenset("python python2 python3 perl ruby node nodejs php lua tclsh".split())
@@ -49,6 +52,8 @@ def check_line(source: str, depth: int = 0) -> str | None:
     """Why running ``source`` is dangerous (a short phrase), or ``None``."""
     if depth > MAX_DEPTH:
         return UNSURE + f"commands are nested more than {MAX_DEPTH} levels deep"
+    if len(source) > MAX_LENGTH:
+        return UNSURE + f"the command is {len(source):,} characters long (at most {MAX_LENGTH:,} are checked)"
     try:
         commands = parse(source, nested=depth > 0)
         for command in commands:
