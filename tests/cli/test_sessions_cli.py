@@ -105,8 +105,8 @@ def test_rename_and_delete(seeded: dict[str, str]) -> None:
     assert run_cli("sessions", "rename", "bbb", "Weekly report").exit_code == 0
     assert json.loads(run_cli("sessions", "show", "bbb", "--json").output)["title"] == "Weekly report"
     assert run_cli("sessions", "rename", "bbb", "   ").exit_code != 0
-    declined = run_cli("sessions", "delete", "bbb", input="n\n")
-    assert declined.exit_code == 1
+    refused = run_cli("sessions", "delete", "bbb", input="y\n")  # no terminal: nobody to ask
+    assert refused.exit_code == 1 and "--yes" in refused.output
     assert run_cli("sessions", "show", "bbb").exit_code == 0
     assert run_cli("sessions", "delete", "bbb", "--yes").exit_code == 0
     assert run_cli("sessions", "show", "bbb").exit_code == 1

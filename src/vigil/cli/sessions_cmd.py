@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from vigil.cli.arguments import SESSION_REF, WholeNumber
+from vigil.cli.confirm import confirm_or_refuse, yes_option
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, local_time, shorten, visible
 from vigil.export import (
@@ -201,18 +202,17 @@ def rename_cmd(app: AppContext, session: str, title: str) -> None:
 
 @sessions.command("delete")
 @click.argument("session", type=SESSION_REF)
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@yes_option
 @pass_app
 def delete_cmd(app: AppContext, session: str, yes: bool) -> None:
     """Delete a session and its messages (cannot be undone)."""
     store = app.store
     record = store.get_session(store.resolve_session(session))
-    if not yes:
-        click.confirm(
-            f"Delete session {record.id} ({record.message_count} messages, "
-            f"{visible(record.title or 'untitled')})?",
-            abort=True,
-            err=True,
-        )
+    confirm_or_refuse(
+        f"Delete session {record.id} ({record.message_count} messages, "
+        f"{visible(record.title or 'untitled')})?",
+        yes=yes,
+        action=f"delete session {record.id}",
+    )
     store.delete_session(record.id)
     console.print(f"Deleted session {record.id}.")
