@@ -20,6 +20,7 @@ from vigil.store import (
     StoreError,
     ToolCall,
 )
+from vigil.store.deletions import DELETED_KEY, Deleted
 from vigil.store.records import MetaSwap
 from vigil.usage import Usage
 
@@ -152,6 +153,57 @@ def test_delete_session(store: SessionStore) -> None:
     assert len(store.get_messages(other.id)) == 1
     with pytest.raises(SessionNotFound):
         store.delete_session(parent.id)
+
+
+def test_delete_sessions_goes_all_or_nothing_and_keeps_count(store: SessionStore) -> None:
+    root = store.create_session(source="cli")
+    child = store.create_session(source="cli", parent_id=root.id)
+    grandchild = store.create_session(source="cli", parent_id=child.id)
+    store.append_message(root.id, NewMessage("assistant", "one", usage=Usage(10, 20, 30, 40)))
+    say(store, child.id, "two")
+    say(store, child.id, "three")
+    assert store.get_meta(DELETED_KEY) is None
+    with pytest.raises(SessionNotFound):
+        store.delete_sessions([root.id, "abcabcabcabc"])
+    assert len(store.get_messages(root.id)) == 1 and store.get_meta(DELETED_KEY) is None
+    gone = store.delete_sessions([root.id, child.id, root.id])
+    assert gone == Deleted(sessions=2, messages=3, usage=Usage(10, 20, 30, 40))
+    assert store.get_session(grandchild.id).parent_id is None
+    store.delete_session(grandchild.id)
+    totals = Deleted.from_json(store.get_meta(DELETED_KEY).value)
+    assert totals == Deleted(sessions=3, messages=3, usage=Usage(10, 20, 30, 40))
+
+
+def test_concurrent_deletions_all_count(store_factory: StoreFactory) -> None:
+    first = store_factory()
+    ids = [first.create_session(source="cli").id for _ in range(8)]
+    stores = [store_factory() for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda s=s, mine=ids[i::4]: [s.delete_session(x) for x in mine])
+        for i, s in enumerate(stores)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert Deleted.from_json(first.get_meta(DELETED_KEY).value).sessions == 8
+
+
+def test_conversation_sessions_follow_parent_links_both_ways(store: SessionStore, clock: FakeClock) -> None:
+    root = store.create_session(source="cli")
+    tick(clock)
+    middle = store.create_session(source="cli", parent_id=root.id)
+    tick(clock)
+    branch = store.create_session(source="cli", parent_id=middle.id)
+    tick(clock)
+    head = store.create_session(source="cli", parent_id=middle.id)
+    alone = store.create_session(source="cli")
+    everyone = [root.id, middle.id, branch.id, head.id]
+    for member in everyone:
+        assert [s.id for s in store.conversation_sessions(member)] == everyone
+    assert [s.id for s in store.conversation_sessions(alone.id)] == [alone.id]
+    with pytest.raises(SessionNotFound):
+        store.conversation_sessions("abcabcabcabc")
 
 
 def test_list_sessions_most_recently_active_first(store: SessionStore, clock: FakeClock) -> None:

@@ -20,6 +20,7 @@ from vigil.export import (
     session_to_dict,
     write_private,
 )
+from vigil.store.records import SessionRecord
 
 
 MAX_LISTED = 100_000
@@ -202,17 +203,50 @@ def rename_cmd(app: AppContext, session: str, title: str) -> None:
 
 @sessions.command("delete")
 @click.argument("session", type=SESSION_REF)
+@click.option(
+    "--conversation",
+    is_flag=True,
+    help="Delete every session of its conversation (compression continuations and what they continue).",
+)
 @yes_option
 @pass_app
-def delete_cmd(app: AppContext, session: str, yes: bool) -> None:
-    """Delete a session and its messages (cannot be undone)."""
+def delete_cmd(app: AppContext, session: str, conversation: bool, yes: bool) -> None:
+    """Delete a session and its messages (cannot be undone).
+
+    A session that belongs to a compressed conversation (one that a continuation continues,
+    or a continuation itself) is deleted only with the rest of its conversation, with
+    --conversation: deleting one part alone would leave the conversation cut in two.
+    """
     store = app.store
     record = store.get_session(store.resolve_session(session))
-    confirm_or_refuse(
-        f"Delete session {record.id} ({record.message_count} messages, "
-        f"{visible(record.title or 'untitled')})?",
-        yes=yes,
-        action=f"delete session {record.id}",
-    )
-    store.delete_session(record.id)
-    console.print(f"Deleted session {record.id}.")
+    chain = store.conversation_sessions(record.id)
+    messages = sum(s.message_count for s in chain)
+    if len(chain) > 1 and not conversation:
+        raise click.ClickException(
+            f"session {record.id} is one of the {len(chain)} sessions of a conversation "
+            f"({_chain_text(chain)}); deleting it alone would cut the conversation: add "
+            f"--conversation to delete all {len(chain)} sessions ({messages} messages)"
+        )
+    title = visible(record.title or "untitled")
+    if len(chain) > 1:
+        question = f"Delete the conversation '{title}': {len(chain)} sessions, {messages} messages?"
+        action = f"delete the {len(chain)} sessions of this conversation"
+    else:
+        question = f"Delete session {record.id} ({record.message_count} messages, {title})?"
+        action = f"delete session {record.id}"
+    confirm_or_refuse(question, yes=yes, action=action)
+    gone = store.delete_sessions([s.id for s in chain])
+    if gone.sessions == 1:
+        console.print(f"Deleted session {record.id} ({gone.messages} messages).", markup=False)
+    else:
+        console.print(
+            f"Deleted the conversation: {gone.sessions} sessions, {gone.messages} messages.", markup=False
+        )
+
+
+def _chain_text(chain: list[SessionRecord], most: int = 6) -> str:
+    """The ids of a conversation's sessions, oldest first (the middle left out when long)."""
+    ids = [s.id for s in chain]
+    if len(ids) > most:
+        ids = ids[: most - 2] + ["…"] + ids[-1:]
+    return ", ".join(ids)
