@@ -21,6 +21,7 @@ from vigil.export import (
     write_private,
 )
 from vigil.store.records import SessionRecord
+from vigil.store.search_query import parse as parse_query
 
 
 MAX_LISTED = 100_000
@@ -125,10 +126,30 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
 def search_cmd(
     app: AppContext, query: tuple[str, ...], limit: int, session_ref: str | None, as_json: bool
 ) -> None:
-    """Full-text search over every message of this profile."""
+    """Full-text search over every message of this profile.
+
+    \b
+      pine cone         messages holding both words
+      '"pine cone"'     the phrase (quoted for the shell too)
+      pine*             words starting with pine: pines, pineapple
+      pine OR cedar     either word
+      pine NOT cone     pine, but not cone
+    OR and NOT are operators in capitals only; every other character is searched for as
+    text, never as syntax. A message that compression carried into a continuation is listed
+    once, under the newest session that holds it.
+    """
+    text = " ".join(query)
+    parsed = parse_query(text)
+    if not parsed.clauses:
+        raise click.ClickException("nothing to search for: give a word with letters or digits")
+    if not parsed.can_match:
+        raise click.ClickException(
+            "nothing to search for: NOT only leaves messages out; add a word to find, "
+            "e.g. pine NOT cone"
+        )
     store = app.store
     session_id = store.resolve_session(session_ref) if session_ref is not None else None
-    hits = store.search(" ".join(query), limit=limit, session_id=session_id)
+    hits = store.search(text, limit=limit, session_id=session_id)
     if as_json:
         echo_json(
             [

@@ -171,7 +171,12 @@ class SessionStore(Protocol):
     ) -> list[SearchHit]:
         """Full-text search over message content, best matches first.
 
-        ``query`` is plain words; they are matched as terms, never as query syntax.
+        ``query`` is read by ``search_query.parse``: words (all must match), ``"phrases"``,
+        ``prefix*``, ``OR`` and ``NOT``; any other text is matched as words, never as the
+        backend's query syntax, and no text is an error. A query with nothing to look for
+        (no searchable word, or only ``NOT``) finds nothing. Without ``session_id``, a message
+        carried into a compression continuation (``meta["copied_from"]``) is listed once,
+        under the newest session holding it.
         """
         ...
 

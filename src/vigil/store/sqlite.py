@@ -62,6 +62,13 @@ _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
 # Of several continuations of one session, the newest is the one started last.
 _NEWEST_CHILD_LAST = "ORDER BY started_at, rowid"
 _NEWEST_CHILD_FIRST = "ORDER BY started_at DESC, rowid DESC"
+# A message copied into a continuation is listed once, under the newest session holding it:
+# see postgres_search for why this look at the copy's canonical meta is exact.
+_NOT_CARRIED = (
+    "AND NOT EXISTS (SELECT 1 FROM sessions k JOIN messages c ON c.session_id = k.id"
+    " WHERE k.parent_id = m.session_id AND c.created_at = m.created_at"
+    """ AND instr(c.meta, '"copied_from":{"seq":' || m.seq || ',"session":"' || m.session_id || '"}') > 0)"""
+)
 
 
 class SQLiteStore:
@@ -434,7 +441,7 @@ class SQLiteStore:
         match = to_match_query(query)
         if match is None:
             return []
-        where, params = ("AND m.session_id = ?", [session_id]) if session_id is not None else ("", [])
+        where, params = ("AND m.session_id = ?", [session_id]) if session_id is not None else (_NOT_CARRIED, [])
         with self._db.read() as conn:
             rows = conn.execute(
                 "SELECT m.id, m.session_id, m.role, m.created_at, s.title,"
