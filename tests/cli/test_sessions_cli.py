@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.helpers import run_cli, run_vigil
+from tests.cli.helpers import is_clear_error, run_cli, run_vigil, state_digest
 from vigil.store import NewMessage, SQLiteStore, ToolCall
 from vigil.usage import Usage
 
@@ -105,8 +105,8 @@ def test_rename_and_delete(seeded: dict[str, str]) -> None:
     assert run_cli("sessions", "rename", "bbb", "Weekly report").exit_code == 0
     assert json.loads(run_cli("sessions", "show", "bbb", "--json").output)["title"] == "Weekly report"
     assert run_cli("sessions", "rename", "bbb", "   ").exit_code != 0
-    declined = run_cli("sessions", "delete", "bbb", input="n\n")
-    assert declined.exit_code == 1
+    refused = run_cli("sessions", "delete", "bbb", input="y\n")  # no terminal: nobody to ask
+    assert refused.exit_code == 1 and "--yes" in refused.output
     assert run_cli("sessions", "show", "bbb").exit_code == 0
     assert run_cli("sessions", "delete", "bbb", "--yes").exit_code == 0
     assert run_cli("sessions", "show", "bbb").exit_code == 1
@@ -153,3 +153,38 @@ def test_source_filter_applies_before_the_limit(seeded: dict[str, str], vigil_ho
     assert run_cli("sessions", "list", "-n", "-1").exit_code == 2
     usage = run_cli("usage")
     assert usage.exit_code == 0 and "[/]" in usage.output
+
+
+def test_deleting_part_of_a_compressed_conversation_is_refused_naming_it(
+    seeded: dict[str, str], vigil_home: Path
+) -> None:
+    before = state_digest(vigil_home)
+    for part in (seeded["first"], seeded["cont"]):
+        refused = run_cli("sessions", "delete", part, "--yes")
+        assert is_clear_error(refused), refused.output
+        assert seeded["first"] in refused.output and seeded["cont"] in refused.output
+        assert "--conversation" in refused.output and "6 messages" in refused.output
+    assert state_digest(vigil_home) == before
+
+
+def test_deleting_a_whole_conversation_says_what_went_and_usage_says_it_is_left_out(
+    seeded: dict[str, str],
+) -> None:
+    assert run_cli("usage", "--json").exit_code == 0
+    assert json.loads(run_cli("usage", "--json").output)["excluded_deleted"]["sessions"] == 0
+    assert "deleted" not in run_cli("usage").output
+    deleted = run_cli("sessions", "delete", seeded["cont"], "--conversation", "--yes")
+    assert deleted.exit_code == 0, deleted.output
+    assert "2 sessions, 6 messages" in deleted.output
+    assert [row["id"] for row in json.loads(run_cli("sessions", "list", "--json").output)] == [seeded["other"]]
+    assert run_cli("sessions", "show", seeded["first"]).exit_code == 1
+    data = json.loads(run_cli("usage", "--json").output)
+    assert data["total"]["input_tokens"] == 0 and data["total"]["sessions"] == 1
+    left_out = data["excluded_deleted"]
+    assert (left_out["sessions"], left_out["messages"], left_out["input_tokens"], left_out["output_tokens"]) == (
+        2, 6, 120, 18
+    )
+    assert "leaves out 2 deleted session(s)" in run_cli("usage").output
+    # a session of its own goes alone, and is counted too
+    assert "Deleted session" in run_cli("sessions", "delete", seeded["other"], "--conversation", "--yes").output
+    assert json.loads(run_cli("usage", "--json").output)["excluded_deleted"]["sessions"] == 3

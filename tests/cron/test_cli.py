@@ -54,7 +54,7 @@ def test_add_list_show_edit_pause_resume_remove() -> None:
     status = json.loads(run_cli("cron", "status", "--json").output)
     assert status["jobs"] == 2 and status["by_state"] == {"active": 2} and status["emergency_stop"] is None
 
-    assert "Removed cron job pulse" in run_cli("cron", "remove", "pulse").output
+    assert "Removed cron job pulse" in run_cli("cron", "remove", "pulse", "--yes").output
     gone = run_cli("cron", "show", "pulse")
     assert gone.exit_code == 1 and "no cron job named 'pulse'" in gone.output
 

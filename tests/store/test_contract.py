@@ -20,6 +20,7 @@ from vigil.store import (
     StoreError,
     ToolCall,
 )
+from vigil.store.deletions import DELETED_KEY, Deleted
 from vigil.store.records import MetaSwap
 from vigil.usage import Usage
 
@@ -152,6 +153,57 @@ def test_delete_session(store: SessionStore) -> None:
     assert len(store.get_messages(other.id)) == 1
     with pytest.raises(SessionNotFound):
         store.delete_session(parent.id)
+
+
+def test_delete_sessions_goes_all_or_nothing_and_keeps_count(store: SessionStore) -> None:
+    root = store.create_session(source="cli")
+    child = store.create_session(source="cli", parent_id=root.id)
+    grandchild = store.create_session(source="cli", parent_id=child.id)
+    store.append_message(root.id, NewMessage("assistant", "one", usage=Usage(10, 20, 30, 40)))
+    say(store, child.id, "two")
+    say(store, child.id, "three")
+    assert store.get_meta(DELETED_KEY) is None
+    with pytest.raises(SessionNotFound):
+        store.delete_sessions([root.id, "abcabcabcabc"])
+    assert len(store.get_messages(root.id)) == 1 and store.get_meta(DELETED_KEY) is None
+    gone = store.delete_sessions([root.id, child.id, root.id])
+    assert gone == Deleted(sessions=2, messages=3, usage=Usage(10, 20, 30, 40))
+    assert store.get_session(grandchild.id).parent_id is None
+    store.delete_session(grandchild.id)
+    totals = Deleted.from_json(store.get_meta(DELETED_KEY).value)
+    assert totals == Deleted(sessions=3, messages=3, usage=Usage(10, 20, 30, 40))
+
+
+def test_concurrent_deletions_all_count(store_factory: StoreFactory) -> None:
+    first = store_factory()
+    ids = [first.create_session(source="cli").id for _ in range(8)]
+    stores = [store_factory() for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda s=s, mine=ids[i::4]: [s.delete_session(x) for x in mine])
+        for i, s in enumerate(stores)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert Deleted.from_json(first.get_meta(DELETED_KEY).value).sessions == 8
+
+
+def test_conversation_sessions_follow_parent_links_both_ways(store: SessionStore, clock: FakeClock) -> None:
+    root = store.create_session(source="cli")
+    tick(clock)
+    middle = store.create_session(source="cli", parent_id=root.id)
+    tick(clock)
+    branch = store.create_session(source="cli", parent_id=middle.id)
+    tick(clock)
+    head = store.create_session(source="cli", parent_id=middle.id)
+    alone = store.create_session(source="cli")
+    everyone = [root.id, middle.id, branch.id, head.id]
+    for member in everyone:
+        assert [s.id for s in store.conversation_sessions(member)] == everyone
+    assert [s.id for s in store.conversation_sessions(alone.id)] == [alone.id]
+    with pytest.raises(SessionNotFound):
+        store.conversation_sessions("abcabcabcabc")
 
 
 def test_list_sessions_most_recently_active_first(store: SessionStore, clock: FakeClock) -> None:
@@ -472,7 +524,98 @@ def test_search_quotes_terms(store: SessionStore) -> None:
     say(store, session.id, "near the tomato or the potato")
     assert len(store.search('tomato"')) == 1
     assert len(store.search("NEAR( tomato OR")) == 1
-    assert store.search("tomato NOT potato") == []  # NOT is a word here, and it is not in the text
+    assert store.search("tomato NOT potato") == []  # the text holds potato
+    assert store.search("tomato NOT") == []  # NOT with nothing to leave out is the word "not"
+    assert len(store.search("potato OR")) == 1  # and OR the word "or", which the text holds
+
+
+def _texts(store: SessionStore, query: str) -> set[str]:
+    by_id = {m.id: m.content for s in store.list_sessions() for m in store.get_messages(s.id)}
+    return {by_id[h.message_id] for h in store.search(query, limit=100)}
+
+
+FOREST = [
+    "a pine cone fell",
+    "the cone of a pine",
+    "pineapple on pizza",
+    "three pines and a cedar",
+    "my spine aches",
+    "a birch or two",
+    "Pine needles everywhere",
+]
+
+
+def test_search_prefix_or_not_and_phrases(store: SessionStore) -> None:
+    session = store.create_session(source="cli")
+    for text in FOREST:
+        say(store, session.id, text)
+    assert _texts(store, "pine*") == set(FOREST) - {"my spine aches", "a birch or two"}
+    assert _texts(store, "pinea*") == {"pineapple on pizza"}
+    assert _texts(store, '"pine co"*') == {"a pine cone fell"}
+    assert _texts(store, '"pine cone"') == {"a pine cone fell"}
+    assert _texts(store, "pine cone") == {"a pine cone fell", "the cone of a pine"}
+    assert _texts(store, "cedar OR birch") == {"three pines and a cedar", "a birch or two"}
+    assert _texts(store, "pizza OR cedar OR birch") == {
+        "pineapple on pizza", "three pines and a cedar", "a birch or two"
+    }
+    assert _texts(store, "pine NOT cone") == {"three pines and a cedar", "Pine needles everywhere"}
+    assert _texts(store, 'pine* NOT "pine cone" NOT pizza OR needles') == {
+        "the cone of a pine", "three pines and a cedar"
+    }
+    assert _texts(store, "NOT cone pine") == {"three pines and a cedar", "Pine needles everywhere"}
+    assert _texts(store, "pine* cedar OR pizza") == {"three pines and a cedar", "pineapple on pizza"}
+    # only in capitals and only with something to work on are OR and NOT operators
+    assert _texts(store, "birch or") == {"a birch or two"}
+    assert _texts(store, "cedar or birch") == set()
+    assert _texts(store, "birch OR") == {"a birch or two"}
+    assert store.search("NOT cone") == []  # nothing to look for
+
+
+def test_search_lists_a_carried_message_once_under_the_newest_session(
+    store: SessionStore, clock: FakeClock
+) -> None:
+    """Compression copies the recent messages into the continuation (keeping their time and
+    noting where they came from); a search shows each such message once."""
+    root = store.create_session(source="cli")
+    say(store, root.id, "the walrus question")
+    carried = store.get_messages(root.id)[0]
+    say(store, root.id, "an older walrus aside")
+    store.end_session(root.id, "compression")
+    chain = [root.id]
+    for _ in range(2):
+        tick(clock)
+        child = store.create_session(source="cli", parent_id=chain[-1])
+        store.append_message(child.id, NewMessage("summary", "summary"))
+        store.append_message(
+            child.id,
+            NewMessage("user", carried.content, meta={"copied_from": {"session": chain[-1], "seq": carried.seq}}),
+            created_at=carried.created_at,
+        )
+        carried = store.get_messages(child.id)[-1]
+        chain.append(child.id)
+        store.end_session(child.id, "compression")
+    hits = store.search("walrus")
+    assert sorted((h.session_id, h.message_id) for h in hits) == sorted(
+        [(chain[-1], carried.id), (root.id, store.get_messages(root.id)[1].id)]
+    )
+    # within one session, its own messages are all there
+    assert len(store.search("walrus", session_id=root.id)) == 2
+    assert len(store.search("question", session_id=chain[1])) == 1
+    # the same words typed again are a message of their own, not a copy
+    say(store, chain[1], "the walrus question")
+    assert len(store.search("question")) == 2
+
+
+_QUERY_PIECES = st.sampled_from(
+    ["OR", "NOT", '"', "*", "pine", "pine*", '"pine cone"', "(", ")", "AND", "NEAR", ":", "-", "^",
+     "'", "\\", "_", "é", "²", "\u0301", "«", "\x00", "\ufdd0", "a:b*", '"a b"*', "**", "OR*", "x"]
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.one_of(_QUERY_PIECES, st.text(max_size=4)), max_size=8), glue=st.sampled_from([" ", "", "  "]))
+def test_search_never_fails_on_operator_soup(store: SessionStore, pieces: list[str], glue: str) -> None:
+    assert isinstance(store.search(glue.join(pieces)), list)
 
 
 def test_search_blank_query(store: SessionStore) -> None:

@@ -22,14 +22,15 @@ from rich.markup import escape as _escape_markup
 from rich.table import Table
 
 from vigil.cli.arguments import NON_EMPTY, NonEmptyText, WholeNumber
+from vigil.cli.confirm import confirm_or_refuse, yes_option
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten, visible
 from vigil.cli.signals import Stopped, run_stoppable, say
 from vigil.clock import Clock, FakeClock, SystemClock
 from vigil.schedule import estop
-from vigil.schedule.cron_errors import CronError
+from vigil.schedule.cron_errors import CronError, JobNotFound
 from vigil.schedule.cron_format import error_lines, job_line, job_lines, job_to_json, next_text, run_line, run_to_json
-from vigil.schedule.cron_jobs import MAX_REPEAT, JobSpec, new_job
+from vigil.schedule.cron_jobs import MAX_REPEAT, JobSpec, job_key, new_job
 from vigil.schedule.cron_repo import CronRepo
 from vigil.schedule.cron_schedule import default_zone, format_instant
 
@@ -234,11 +235,20 @@ def resume_cmd(app: AppContext, name: str) -> None:
 
 @cron.command("remove")
 @click.argument("name")
+@yes_option
 @pass_app
 @_friendly
-def remove_cmd(app: AppContext, name: str) -> None:
+def remove_cmd(app: AppContext, name: str, yes: bool) -> None:
     """Delete a job and its run log (sessions of past runs and saved answers stay)."""
-    _, removed = _repo(app).remove(name)
+    repo = _repo(app)
+    if repo.store.get_meta(job_key(name)) is None:  # a damaged record can be removed too
+        raise JobNotFound(name)
+    confirm_or_refuse(
+        f"Remove cron job '{visible(name)}' and its run log?",
+        yes=yes,
+        action=f"remove cron job '{visible(name)}'",
+    )
+    _, removed = repo.remove(name)
     console.print(f"Removed cron job {_shown(name)} ({removed} run record(s) deleted).")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -154,8 +155,55 @@ cli.commands = LazyCommands(COMMANDS, _prepare)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli.main(prog_name="vigil")
+    """Console-script entry point.
+
+    Output cut short because its reader left (``vigil sessions list | head -3``) ends quietly
+    with exit code 0, as in ``git log | head``: the reader has what it wanted. click and rich
+    each catch the broken pipe themselves and exit 1, so the pipe is also checked afterwards.
+    """
+    stdout_pipe = _pipe_probe(sys.stdout)
+    try:
+        try:
+            cli.main(prog_name="vigil")
+        finally:
+            sys.stdout.flush()  # here, not at interpreter exit, where a failure cannot be caught
+    except BrokenPipeError:
+        _end_quietly()
+    except SystemExit as exc:
+        if exc.code not in (0, None) and _reader_left(stdout_pipe):
+            _end_quietly()
+        raise
+
+
+def _pipe_probe(stream: Any) -> int | None:
+    """A duplicate of ``stream``'s descriptor when it is a pipe or socket (it keeps pointing at
+    the pipe after rich moves the descriptor itself to /dev/null), else ``None``."""
+    import stat
+
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return None
+    return os.dup(stream.fileno()) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+
+
+def _reader_left(probe: int | None) -> bool:
+    """Whether nobody reads the pipe ``probe`` writes to any more (poll reports an error)."""
+    import select
+
+    if probe is None or not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(probe, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _end_quietly() -> None:
+    # Whatever is still buffered goes nowhere, so that the final flush at exit cannot fail.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    raise SystemExit(0)
 
 
 if __name__ == "__main__":  # pragma: no cover

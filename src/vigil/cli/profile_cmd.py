@@ -6,6 +6,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from vigil.cli.confirm import confirm_or_refuse, yes_option
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json
 from vigil.profiles import (
@@ -89,7 +90,7 @@ def show_cmd(app: AppContext, name: str | None, as_json: bool) -> None:
 
 @profile.command("delete")
 @click.argument("name")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@yes_option
 @pass_app
 def delete_cmd(app: AppContext, name: str, yes: bool) -> None:
     """Delete a named profile with all its sessions and files."""
@@ -98,9 +99,10 @@ def delete_cmd(app: AppContext, name: str, yes: bool) -> None:
         raise click.ClickException("the default profile cannot be deleted")
     if not target.exists:
         raise click.ClickException(f"profile '{name}' does not exist")
-    if not yes:
-        click.confirm(
-            f"Delete profile '{name}' and everything in {target.home}?", abort=True, err=True
-        )
+    confirm_or_refuse(
+        f"Delete profile '{name}' and everything in {target.home}?",
+        yes=yes,
+        action=f"delete profile '{name}'",
+    )
     delete_profile(name)
     console.print(f"Deleted profile '{name}'.")

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from vigil.cli.arguments import SESSION_REF, WholeNumber
+from vigil.cli.confirm import confirm_or_refuse, yes_option
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, local_time, shorten, visible
 from vigil.export import (
@@ -19,6 +20,8 @@ from vigil.export import (
     session_to_dict,
     write_private,
 )
+from vigil.store.records import SessionRecord
+from vigil.store.search_query import parse as parse_query
 
 
 MAX_LISTED = 100_000
@@ -123,10 +126,30 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
 def search_cmd(
     app: AppContext, query: tuple[str, ...], limit: int, session_ref: str | None, as_json: bool
 ) -> None:
-    """Full-text search over every message of this profile."""
+    """Full-text search over every message of this profile.
+
+    \b
+      pine cone         messages holding both words
+      '"pine cone"'     the phrase (quoted for the shell too)
+      pine*             words starting with pine: pines, pineapple
+      pine OR cedar     either word
+      pine NOT cone     pine, but not cone
+    OR and NOT are operators in capitals only; every other character is searched for as
+    text, never as syntax. A message that compression carried into a continuation is listed
+    once, under the newest session that holds it.
+    """
+    text = " ".join(query)
+    parsed = parse_query(text)
+    if not parsed.clauses:
+        raise click.ClickException("nothing to search for: give a word with letters or digits")
+    if not parsed.can_match:
+        raise click.ClickException(
+            "nothing to search for: NOT only leaves messages out; add a word to find, "
+            "e.g. pine NOT cone"
+        )
     store = app.store
     session_id = store.resolve_session(session_ref) if session_ref is not None else None
-    hits = store.search(" ".join(query), limit=limit, session_id=session_id)
+    hits = store.search(text, limit=limit, session_id=session_id)
     if as_json:
         echo_json(
             [
@@ -201,18 +224,50 @@ def rename_cmd(app: AppContext, session: str, title: str) -> None:
 
 @sessions.command("delete")
 @click.argument("session", type=SESSION_REF)
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--conversation",
+    is_flag=True,
+    help="Delete every session of its conversation (compression continuations and what they continue).",
+)
+@yes_option
 @pass_app
-def delete_cmd(app: AppContext, session: str, yes: bool) -> None:
-    """Delete a session and its messages (cannot be undone)."""
+def delete_cmd(app: AppContext, session: str, conversation: bool, yes: bool) -> None:
+    """Delete a session and its messages (cannot be undone).
+
+    A session that belongs to a compressed conversation (one that a continuation continues,
+    or a continuation itself) is deleted only with the rest of its conversation, with
+    --conversation: deleting one part alone would leave the conversation cut in two.
+    """
     store = app.store
     record = store.get_session(store.resolve_session(session))
-    if not yes:
-        click.confirm(
-            f"Delete session {record.id} ({record.message_count} messages, "
-            f"{visible(record.title or 'untitled')})?",
-            abort=True,
-            err=True,
+    chain = store.conversation_sessions(record.id)
+    messages = sum(s.message_count for s in chain)
+    if len(chain) > 1 and not conversation:
+        raise click.ClickException(
+            f"session {record.id} is one of the {len(chain)} sessions of a conversation "
+            f"({_chain_text(chain)}); deleting it alone would cut the conversation: add "
+            f"--conversation to delete all {len(chain)} sessions ({messages} messages)"
         )
-    store.delete_session(record.id)
-    console.print(f"Deleted session {record.id}.")
+    title = visible(record.title or "untitled")
+    if len(chain) > 1:
+        question = f"Delete the conversation '{title}': {len(chain)} sessions, {messages} messages?"
+        action = f"delete the {len(chain)} sessions of this conversation"
+    else:
+        question = f"Delete session {record.id} ({record.message_count} messages, {title})?"
+        action = f"delete session {record.id}"
+    confirm_or_refuse(question, yes=yes, action=action)
+    gone = store.delete_sessions([s.id for s in chain])
+    if gone.sessions == 1:
+        console.print(f"Deleted session {record.id} ({gone.messages} messages).", markup=False)
+    else:
+        console.print(
+            f"Deleted the conversation: {gone.sessions} sessions, {gone.messages} messages.", markup=False
+        )
+
+
+def _chain_text(chain: list[SessionRecord], most: int = 6) -> str:
+    """The ids of a conversation's sessions, oldest first (the middle left out when long)."""
+    ids = [s.id for s in chain]
+    if len(ids) > most:
+        ids = ids[: most - 2] + ["…"] + ids[-1:]
+    return ", ".join(ids)

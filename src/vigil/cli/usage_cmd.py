@@ -9,6 +9,7 @@ from rich.table import Table
 from vigil.cli.arguments import SESSION_REF, WholeNumber
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten
+from vigil.store.deletions import DELETED_KEY, Deleted
 from vigil.usage import Usage
 
 
@@ -30,13 +31,18 @@ def _row(usage: Usage) -> dict[str, float | int]:
 @pass_app
 def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool) -> None:
     """Show tokens used (uncached input, cache read, cache write, output) and the cache hit
-    ratio, per session and in total."""
+    ratio, per session and in total.
+
+    The total counts the sessions that exist; when sessions were deleted, a line below it
+    (and "excluded_deleted" in --json) says how much they took with them.
+    """
     store = app.store
     if session_ref is not None:
         sessions = [store.get_session(store.resolve_session(session_ref))]
     else:
         sessions = store.list_sessions()
     total = sum((s.usage for s in sessions), Usage())
+    deleted = _deleted(app) if session_ref is None else Deleted()
     shown = sessions if session_ref is not None or not limit else sessions[:limit]
     if as_json:
         echo_json(
@@ -45,6 +51,7 @@ def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool) -
                     {"id": s.id, "title": s.title, "model": s.model, **_row(s.usage)} for s in shown
                 ],
                 "total": {**_row(total), "sessions": len(sessions)},
+                "excluded_deleted": deleted.to_json(),
             }
         )
         return
@@ -71,6 +78,20 @@ def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool) -
         style="bold",
     )
     console.print(table)
+    if deleted.sessions:
+        u = deleted.usage
+        console.print(
+            f"The total leaves out {deleted.sessions} deleted session(s): {deleted.messages:,} messages, "
+            f"{u.prompt_tokens:,} prompt and {u.output_tokens:,} output tokens.",
+            style="dim",
+            markup=False,
+        )
+
+
+def _deleted(app: AppContext) -> Deleted:
+    """What sessions deleted so far took with them (counted by the store as they went)."""
+    entry = app.store.get_meta(DELETED_KEY)
+    return Deleted.from_json(None if entry is None else entry.value)
 
 
 COMMANDS = [usage]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Protocol, Sequence, Union, runtime_checkable
 
+from vigil.store.deletions import Deleted
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
@@ -122,7 +123,26 @@ class SessionStore(Protocol):
         ...
 
     def delete_session(self, session_id: str) -> None:
-        """Delete a session and its messages. Children keep existing with no parent."""
+        """Delete a session and its messages. Children keep existing with no parent.
+
+        Like :meth:`delete_sessions`, the deletion is added to the totals under
+        ``deletions.DELETED_KEY``."""
+        ...
+
+    def delete_sessions(self, session_ids: Sequence[str]) -> Deleted:
+        """Delete these sessions and their messages in one transaction and return what went.
+
+        Raises ``SessionNotFound`` (deleting nothing) when any of them does not exist. Sessions
+        left whose parent went keep existing with no parent. What went is added, in the same
+        transaction, to the running totals under ``deletions.DELETED_KEY`` in ``state_meta``,
+        so that totals over the remaining sessions can say what they leave out.
+        """
+        ...
+
+    def conversation_sessions(self, session_id: str) -> list[SessionRecord]:
+        """Every session linked to ``session_id`` by parent links, oldest start first: its
+        oldest ancestor and everything that descends from it (continuations and their
+        continuations). A session without links is alone in its list."""
         ...
 
     def parent_chain(self, session_id: str) -> list[SessionRecord]:
@@ -151,7 +171,12 @@ class SessionStore(Protocol):
     ) -> list[SearchHit]:
         """Full-text search over message content, best matches first.
 
-        ``query`` is plain words; they are matched as terms, never as query syntax.
+        ``query`` is read by ``search_query.parse``: words (all must match), ``"phrases"``,
+        ``prefix*``, ``OR`` and ``NOT``; any other text is matched as words, never as the
+        backend's query syntax, and no text is an error. A query with nothing to look for
+        (no searchable word, or only ``NOT``) finds nothing. Without ``session_id``, a message
+        carried into a compression continuation (``meta["copied_from"]``) is listed once,
+        under the newest session holding it.
         """
         ...
 

@@ -19,6 +19,7 @@ from vigil.store.checks import (
     check_prompt,
 )
 from vigil.store.conversations import COMPRESSION, collapse
+from vigil.store.deletions import DELETED_KEY, TOTALS_OF_SESSIONS, Deleted, deleted_of_row
 from vigil.store.errors import AmbiguousSession, SessionNotFound, StoreError
 from vigil.store.ids import check_session_id, is_session_ref, new_session_id, prompt_hash
 from vigil.store import postgres_meta as meta
@@ -287,12 +288,64 @@ class PostgresStore:
             raise SessionNotFound(session_id)
 
     def delete_session(self, session_id: str) -> None:
-        # The foreign keys do the rest: messages go (and their search entries with them),
-        # children stay with no parent.
+        self.delete_sessions([session_id])
+
+    def delete_sessions(self, session_ids: Sequence[str]) -> Deleted:
+        wanted = list(dict.fromkeys(session_ids))
+        now = self._clock.now()
         with self._db.write() as conn:
-            deleted = self._run(conn, "DELETE FROM {s}.sessions WHERE id = %s", (session_id,)).rowcount
-        if not deleted:
+            # Locks the rows, so what is counted is exactly what is deleted.
+            found = self._run(
+                conn, "SELECT id FROM {s}.sessions WHERE id = ANY(%s) FOR UPDATE", (wanted,)
+            ).fetchall()
+            missing = set(wanted) - {r["id"] for r in found}
+            if missing:
+                raise SessionNotFound(min(missing))
+            gone = deleted_of_row(
+                self._run(
+                    conn, f"SELECT {TOTALS_OF_SESSIONS} FROM {{s}}.sessions WHERE id = ANY(%s)", (wanted,)
+                ).fetchone()
+            )
+            # The foreign keys do the rest: messages go (and their search entries with them),
+            # children stay with no parent.
+            self._run(conn, "DELETE FROM {s}.sessions WHERE id = ANY(%s)", (wanted,))
+            self._add_deleted(conn, gone, now)
+        return gone
+
+    def _add_deleted(self, conn: psycopg.Connection[Any], gone: Deleted, now: float) -> None:
+        """Add ``gone`` to the totals in ``state_meta``, its row locked: concurrent deletions
+        queue here instead of overwriting each other's counts."""
+        run = partial(self._run, conn)
+        run(
+            "INSERT INTO {s}.state_meta (key, value, updated_at) VALUES (%s, '{}', %s)"
+            " ON CONFLICT (key) DO NOTHING",
+            (DELETED_KEY, now),
+        )
+        row = run("SELECT value FROM {s}.state_meta WHERE key = %s FOR UPDATE", (DELETED_KEY,)).fetchone()
+        try:
+            before = json.loads(row["value"])
+        except ValueError:
+            before = None
+        meta.put(run, DELETED_KEY, canonical_json((gone + Deleted.from_json(before)).to_json()), now)
+
+    def conversation_sessions(self, session_id: str) -> list[SessionRecord]:
+        with self._db.read() as conn:
+            rows = self._run(
+                conn,
+                "WITH RECURSIVE up AS ("
+                " SELECT id, parent_id, 0 AS depth, ARRAY[id] AS path FROM {s}.sessions WHERE id = %s"
+                " UNION ALL SELECT p.id, p.parent_id, u.depth + 1, u.path || p.id"
+                " FROM up u JOIN {s}.sessions p ON p.id = u.parent_id WHERE p.id <> ALL (u.path)"
+                "), root AS (SELECT id FROM up ORDER BY depth DESC LIMIT 1),"
+                " down AS (SELECT id FROM root UNION"
+                " SELECT s.id FROM {s}.sessions s JOIN down d ON s.parent_id = d.id)"
+                f" SELECT {_SESSION_COLUMNS} FROM {{s}}.sessions WHERE id IN (SELECT id FROM down)"
+                f" {_OLDEST_START_FIRST}",
+                (session_id,),
+            ).fetchall()
+        if not rows:
             raise SessionNotFound(session_id)
+        return [session_from_row(r, lenient=True) for r in rows]
 
     def parent_chain(self, session_id: str) -> list[SessionRecord]:
         with self._db.read() as conn:

@@ -1,29 +1,39 @@
 """Full-text search over messages in PostgreSQL, with the meaning SQLite's store gives it.
 
-A query is plain words: every whitespace-separated chunk must match (as a phrase, when
-punctuation splits it into several words, like ``a:b``), and nothing in it is ever read as
-query syntax. Chunks are handed to PostgreSQL as an array parameter and each goes through
-``phraseto_tsquery``, which has no syntax to misread; quoting is never needed.
+The query language is parsed once, in ``search_query``; here each term becomes a tsquery
+built by functions that have no syntax to misread: ``phraseto_tsquery`` for words and phrases
+(a chunk that punctuation splits, like ``a:b``, is a phrase, as in SQLite), and for the last
+word of a prefix term ``to_tsquery`` of nothing but letters and digits followed by ``:*``. The
+operators (``&&``, ``||``, ``!!``, ``<->``) are written here around parameters; user text only
+ever travels as a parameter.
 """
 
 from __future__ import annotations
 
-import re
-
 from vigil.store.postgres_conn import Run
 from vigil.store.postgres_migrations import INDEXED_CHARS, SEARCH_CONFIG
 from vigil.store.records import SearchHit
+from vigil.store.search_query import Clause, SearchQuery, Term, parse, words_of
 
-_WORDISH = re.compile(r"\w")
 _HEADLINE = "StartSel=«, StopSel=», MinWords=8, MaxWords=16, ShortWord=0"
 _RANK_NORMALISATION = 1  # divide by 1 + log(length): a long message is not better for being long
+_CONFIG = f"'{SEARCH_CONFIG}'::regconfig"
 
+# A message copied into a continuation (compression keeps recent messages verbatim, see
+# agent/compression) is listed once, under the newest session holding it. The copy's meta is
+# canonical JSON (sorted keys, no spaces) holding "copied_from":{"seq":N,"session":"ID"}; user
+# text inside meta is JSON-escaped, so it cannot spell that with bare quotes. The copy keeps the
+# original's created_at, which narrows the look cheaply first.
+_NOT_CARRIED = """
+    AND NOT EXISTS (
+        SELECT 1 FROM {s}.sessions k JOIN {s}.messages c ON c.session_id = k.id
+        WHERE k.parent_id = m.session_id AND c.created_at = m.created_at
+          AND pg_catalog.strpos(c.meta,
+                '"copied_from":{"seq":' || m.seq || ',"session":"' || m.session_id || '"}') > 0)
+"""
+_IN_SESSION = "AND m.session_id = %s"
 _SEARCH = f"""
-    WITH q AS (
-        SELECT {{s}}.all_of(
-            pg_catalog.phraseto_tsquery('{SEARCH_CONFIG}'::regconfig, {{s}}.search_text(w))) AS query
-        FROM pg_catalog.unnest(%s::text[]) AS w
-    ), best AS (
+    WITH q AS (SELECT {{query}} AS query), best AS (
         SELECT m.id, pg_catalog.ts_rank(m.words, q.query, {_RANK_NORMALISATION}) AS rank
         FROM {{s}}.messages m, q
         WHERE m.words @@ q.query {{where}}
@@ -31,33 +41,54 @@ _SEARCH = f"""
         LIMIT %s
     )
     SELECT m.id, m.session_id, m.role, m.created_at, s.title,
-        pg_catalog.ts_headline('{SEARCH_CONFIG}'::regconfig, pg_catalog.left(m.content, {INDEXED_CHARS}),
+        pg_catalog.ts_headline({_CONFIG}, pg_catalog.left(m.content, {INDEXED_CHARS}),
             q.query, %s) AS snippet
     FROM best JOIN {{s}}.messages m ON m.id = best.id JOIN {{s}}.sessions s ON s.id = m.session_id, q
     ORDER BY best.rank DESC, m.id DESC
 """
-_IN_SESSION = "AND m.session_id = %s"
 
 
-def search_words(query: str) -> list[str]:
-    """The chunks of ``query`` that can match something, each once, in order.
+def to_tsquery_sql(query: SearchQuery) -> tuple[str, list[str]] | None:
+    """An SQL expression of type tsquery for ``query`` and its parameters, in order; ``None``
+    when the query can match nothing."""
+    if not query.can_match:
+        return None
+    params: list[str] = []
+    wanted = " && ".join(_clause(c, params) for c in query.wanted)
+    unwanted = "".join(f" && !!{_clause(c, params)}" for c in query.unwanted)
+    return f"({wanted}{unwanted})", params
 
-    Chunks with no letter or digit are dropped; so is NUL (a separator, as in SQLite).
-    """
-    chunks = query.replace("\x00", " ").split()
-    return list(dict.fromkeys(c for c in chunks if _WORDISH.search(c)))
+
+def _clause(clause: Clause, params: list[str]) -> str:
+    return "(" + " || ".join(_term(t, params) for t in clause.terms) + ")"
+
+
+def _term(term: Term, params: list[str]) -> str:
+    if not term.prefix:
+        params.append(term.text)
+        return f"pg_catalog.phraseto_tsquery({_CONFIG}, {{s}}.search_text(%s))"
+    words = words_of(term)  # never empty: parse keeps only terms with a letter or digit
+    head, last = words[:-1], words[-1]
+    prefix = f"pg_catalog.to_tsquery({_CONFIG}, %s)"
+    if not head:
+        params.append(last + ":*")
+        return prefix
+    params.extend([" ".join(head), last + ":*"])
+    return f"pg_catalog.tsquery_phrase(pg_catalog.phraseto_tsquery({_CONFIG}, %s), {prefix})"
 
 
 def search_messages(run: Run, query: str, limit: int, session_id: str | None) -> list[SearchHit]:
-    """Messages matching every word of ``query``, best first (see ``SessionStore.search``)."""
-    words = search_words(query)
-    if not words or limit == 0:
+    """Messages matching ``query``, best first (see ``SessionStore.search``)."""
+    built = to_tsquery_sql(parse(query))
+    if built is None or limit == 0:
         return []
+    expression, params = built
+    statement = _SEARCH.replace("{query}", expression)
     if session_id is None:
-        statement, params = _SEARCH.replace("{where}", ""), (words, limit, _HEADLINE)
+        statement, where = statement.replace("{where}", _NOT_CARRIED), []
     else:
-        statement, params = _SEARCH.replace("{where}", _IN_SESSION), (words, session_id, limit, _HEADLINE)
-    rows = run(statement, params).fetchall()
+        statement, where = statement.replace("{where}", _IN_SESSION), [session_id]
+    rows = run(statement, (*params, *where, limit, _HEADLINE)).fetchall()
     return [
         SearchHit(
             session_id=r["session_id"],

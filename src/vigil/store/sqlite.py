@@ -19,6 +19,7 @@ from vigil.store.checks import (
     check_prompt,
 )
 from vigil.store.conversations import COMPRESSION, collapse
+from vigil.store.deletions import DELETED_KEY, TOTALS_OF_SESSIONS, Deleted, deleted_of_row
 from vigil.store.errors import (
     AmbiguousSession,
     SchemaTooNew,
@@ -61,6 +62,13 @@ _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
 # Of several continuations of one session, the newest is the one started last.
 _NEWEST_CHILD_LAST = "ORDER BY started_at, rowid"
 _NEWEST_CHILD_FIRST = "ORDER BY started_at DESC, rowid DESC"
+# A message copied into a continuation is listed once, under the newest session holding it:
+# see postgres_search for why this look at the copy's canonical meta is exact.
+_NOT_CARRIED = (
+    "AND NOT EXISTS (SELECT 1 FROM sessions k JOIN messages c ON c.session_id = k.id"
+    " WHERE k.parent_id = m.session_id AND c.created_at = m.created_at"
+    """ AND instr(c.meta, '"copied_from":{"seq":' || m.seq || ',"session":"' || m.session_id || '"}') > 0)"""
+)
 
 
 class SQLiteStore:
@@ -289,12 +297,47 @@ class SQLiteStore:
                 raise SessionNotFound(session_id)
 
     def delete_session(self, session_id: str) -> None:
+        self.delete_sessions([session_id])
+
+    def delete_sessions(self, session_ids: Sequence[str]) -> Deleted:
+        wanted = canonical_json(list(dict.fromkeys(session_ids)))
+        in_set = "IN (SELECT value FROM json_each(?))"
+        now = self._clock.now()
         with self._db.write() as conn:
-            if not _exists(conn, session_id):
-                raise SessionNotFound(session_id)
-            conn.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = ?", (session_id,))
-            conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))  # triggers clean FTS
-            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            for session_id in json.loads(wanted):
+                if not _exists(conn, session_id):
+                    raise SessionNotFound(session_id)
+            gone = deleted_of_row(
+                conn.execute(f"SELECT {TOTALS_OF_SESSIONS} FROM sessions WHERE id {in_set}", (wanted,)).fetchone()
+            )
+            conn.execute(
+                f"UPDATE sessions SET parent_id = NULL WHERE parent_id {in_set} AND id NOT {in_set}",
+                (wanted, wanted),
+            )
+            conn.execute(f"DELETE FROM messages WHERE session_id {in_set}", (wanted,))  # triggers clean FTS
+            conn.execute(f"DELETE FROM sessions WHERE id {in_set}", (wanted,))
+            before = meta.get(conn, DELETED_KEY)
+            total = gone + Deleted.from_json(None if before is None else before.value)
+            meta.put(conn, DELETED_KEY, canonical_json(total.to_json()), now)
+        return gone
+
+    def conversation_sessions(self, session_id: str) -> list[SessionRecord]:
+        with self._db.read() as conn:
+            root = _session_row(conn, session_id)
+            seen = {root["id"]}
+            while root["parent_id"] is not None and root["parent_id"] not in seen:
+                parent = _find_session_row(conn, root["parent_id"])
+                if parent is None:
+                    break
+                root = parent
+                seen.add(root["id"])
+            rows = conn.execute(
+                "WITH RECURSIVE down(id) AS (SELECT ? UNION SELECT s.id FROM sessions s JOIN down d"
+                f" ON s.parent_id = d.id) SELECT {_SESSION_COLUMNS} FROM sessions"
+                f" WHERE id IN (SELECT id FROM down) {_NEWEST_CHILD_LAST}",
+                (root["id"],),
+            ).fetchall()
+        return [session_from_row(r, lenient=True) for r in rows]
 
     def parent_chain(self, session_id: str) -> list[SessionRecord]:
         chain: list[SessionRecord] = []
@@ -404,7 +447,7 @@ class SQLiteStore:
         match = to_match_query(query)
         if match is None:
             return []
-        where, params = ("AND m.session_id = ?", [session_id]) if session_id is not None else ("", [])
+        where, params = ("AND m.session_id = ?", [session_id]) if session_id is not None else (_NOT_CARRIED, [])
         with self._db.read() as conn:
             rows = conn.execute(
                 "SELECT m.id, m.session_id, m.role, m.created_at, s.title,"
