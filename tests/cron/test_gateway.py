@@ -30,6 +30,17 @@ from vigil.testing.fake_model import FakeModelServer
 GATEWAY = "from vigil.cli.main import main; main()"
 
 
+def _add_job_already_due(name: str, prompt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Add a one-shot job whose time passed 30 s ago (added on a clock frozen a minute back, so
+    `cron add` accepts it): the gateway finds it due at start-up, well inside its 2-minute grace,
+    however slowly the machine runs — no race against the wall clock."""
+    now = time.time()
+    at = datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    monkeypatch.setenv("VIGIL_CRON_NOW", str(now - 60))
+    assert run_cli("cron", "add", name, "-s", at, "--prompt", prompt).exit_code == 0
+    monkeypatch.delenv("VIGIL_CRON_NOW")
+
+
 def _gateway_until_a_run_ends(env: dict[str, str]) -> tuple[str, list[dict], str, str, int]:
     """Start `vigil gateway run`, wait until its first cron run has finished, stop it with
     SIGTERM; return the banner line, the run log, the rest of stdout, stderr and the exit code."""
@@ -53,9 +64,10 @@ def _gateway_until_a_run_ends(env: dict[str, str]) -> tuple[str, list[dict], str
     return banner, runs, out, err, process.returncode
 
 
-def test_gateway_process_runs_due_jobs_until_sigterm(fake_model: FakeModelServer, vigil_home: Path) -> None:
-    soon = datetime.fromtimestamp(time.time() + 2, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    assert run_cli("cron", "add", "soon", "-s", soon, "--prompt", "wake up").exit_code == 0
+def test_gateway_process_runs_due_jobs_until_sigterm(
+    fake_model: FakeModelServer, vigil_home: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _add_job_already_due("soon", "wake up", monkeypatch)
     fake_model.queue("Good morning.")
     env = {**os.environ, "VIGIL_HOME": str(vigil_home), "OPENAI_BASE_URL": fake_model.base_url,
            "OPENAI_API_KEY": fake_model.api_key}
@@ -88,10 +100,11 @@ async def test_serve_on_a_fake_clock(
     assert scheduler.stats.claims == 1 and "stopped" in lines[-1]
 
 
-def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(vigil_home: Path) -> None:
+def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(
+    vigil_home: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The README's first command: `vigil gateway run` on embedded defaults, nothing configured."""
-    soon = datetime.fromtimestamp(time.time() + 1, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    assert run_cli("cron", "add", "early", "-s", soon, "--prompt", "hello").exit_code == 0
+    _add_job_already_due("early", "hello", monkeypatch)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     env["VIGIL_HOME"] = str(vigil_home)
     banner, runs, out, err, code = _gateway_until_a_run_ends(env)
