@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ from tests.cli.helpers import run_cli
 from tests.cron.conftest import START, AddJob, MakeRunner, settle
 from vigil.clock import FakeClock
 from vigil.config import Settings
+from vigil.gateway.activity import GatewayActivity
 from vigil.gateway.run import GatewayConfig, serve
 from vigil.models.lazy import LazyModelClient
 from vigil.profiles import Profile
@@ -77,6 +80,15 @@ def test_gateway_process_runs_due_jobs_until_sigterm(
     assert "stopped (1 cron run(s) started)" in out
     runs = json.loads(run_cli("cron", "runs", "--json").output)
     assert [(r["job"], r["status"], r["answer"]) for r in runs] == [("soon", "ok", "Good morning.")]
+    said = (banner + out).splitlines()
+    started = [line for line in said if "cron run started: soon (scheduled for " in line]
+    ended = [line for line in said if "cron run ended: soon — ok in " in line]
+    assert len(started) == 1 and len(ended) == 1 and said.index(started[0]) < said.index(ended[0]), said
+    assert re.search(r"ok in \d+\.\ds, session \w+", ended[0]), ended
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z+\-0-9]+ ", line) for line in said), said
+    log = vigil_home / "logs" / "gateway.log"
+    assert log.read_text().splitlines() == said  # the same lines, in the profile's log
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
 async def test_serve_on_a_fake_clock(
@@ -87,17 +99,39 @@ async def test_serve_on_a_fake_clock(
     runner = await make_runner()  # for its client only
     stop = asyncio.Event()
     lines: list[str] = []
-    task = asyncio.create_task(serve(store=store, profile=profile, settings=Settings(), client=runner.client,
+    task = asyncio.create_task(serve(store=store, profile=profile, settings=Settings(timezone="UTC"), client=runner.client,
                                      stop=stop, announce=lines.append, clock=clock,
                                      config=GatewayConfig(poll_interval=0, stop_grace=5)))
     while not lines:
         await asyncio.sleep(0.01)
-    assert "1 job(s) armed, next at 2026-03-02T08:01:00Z (in 1m)" in lines[0]
+    assert lines[0].startswith("2026-03-02 08:00:00 UTC vigil gateway:")
+    assert "1 job(s) armed, next at 2026-03-02 08:01 UTC (in 1m)" in lines[0]
     await clock.set(START + 60)
     await fake_model.wait_for_requests_async(1)
+    while not any("cron run ended" in line for line in lines):
+        await asyncio.sleep(0.01)
     stop.set()
     scheduler = await task
     assert scheduler.stats.claims == 1 and "stopped" in lines[-1]
+    assert "2026-03-02 08:01:00 UTC cron run started: tick (scheduled for 2026-03-02 08:01 UTC)" in lines
+    assert [line for line in lines if "cron run ended: tick — ok in " in line]
+    assert (profile.logs_dir / "gateway.log").read_text().splitlines() == lines
+
+
+def test_the_gateway_log_rotates_and_stays_private(tmp_path: Path) -> None:
+    said: list[str] = []
+    log = tmp_path / "logs" / "gateway.log"
+    activity = GatewayActivity(said.append, log, clock=FakeClock(START), zone="Europe/Berlin", max_bytes=400, backups=2)
+    try:
+        for n in range(40):
+            activity.say(f"line {n:02d} " + "x" * 40)
+    finally:
+        activity.close()
+    files = sorted(p.name for p in log.parent.iterdir())
+    assert files == ["gateway.log", "gateway.log.1", "gateway.log.2"]
+    assert all(stat.S_IMODE((log.parent / name).stat().st_mode) == 0o600 for name in files)
+    assert all(p.stat().st_size <= 400 for p in log.parent.iterdir())
+    assert log.read_text().splitlines()[-1] == said[-1] == "2026-03-02 09:00:00 CET line 39 " + "x" * 40
 
 
 def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(
@@ -112,6 +146,8 @@ def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(
     assert code == 0, err
     assert "no model is configured yet" in err
     assert runs[0]["status"] == "failed" and "No model is configured" in json.dumps(runs[0])
+    ended = [line for line in out.splitlines() if "cron run ended: early — failed in " in line]
+    assert len(ended) == 1 and "ModelNotConfigured: No model is configured" in ended[0], out
 
 
 async def test_without_a_model_a_job_backs_off_1_2_4_minutes_and_cron_explains_why(
