@@ -292,7 +292,10 @@ def runs_cmd(app: AppContext, name: str | None, limit: int, as_json: bool) -> No
         return
     zones = {job.name: job.schedule.tz for job in repo.list()}
     fallback = default_zone(app.settings.timezone)
-    table = Table("when", "job", "status", "session", "output / detail", box=None)
+    table = Table(box=None)
+    for column in ("when", "job", "status", "session"):
+        table.add_column(column, no_wrap=column != "job")  # a cut status would hide a delivery problem
+    table.add_column("output / detail", overflow="fold")  # long paths fold instead of squeezing the rest
     for r in records:
         tz = zones.get(r.job, fallback)
         status = run_status(r) + (f" (+{r.coalesced} coalesced)" if r.coalesced else "")
