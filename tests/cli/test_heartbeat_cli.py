@@ -6,7 +6,9 @@ import json
 import os
 import re
 import sys
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pexpect
 import pytest
@@ -55,6 +57,29 @@ def test_set_status_pause_resume_clear_from_the_shell(session_id: str) -> None:
     assert cleared.output == "♥ Heartbeat cleared (every 15m, fired 0 times).\n"
     assert json.loads(run_cli("heartbeat", "list", "--json").output) == []
     assert "No heartbeats" in run_cli("heartbeat", "list").output
+
+
+def test_shell_times_carry_the_profiles_zone(session_id: str, vigil_home: Path) -> None:
+    """`vigil heartbeat set/status/resume/list` name the zone of every time, like `cron list`."""
+    (vigil_home / "config.yaml").write_text("timezone: Asia/Tokyo\n")
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d JST"
+    done = run_cli("heartbeat", "set", "-s", session_id, "15m", "check the CI run").output
+    assert re.search(rf"First fire at {stamp} \(in 15m\)", done), done
+    due = json.loads(run_cli("heartbeat", "list", "--json").output)[0]["next_fire"]
+    tokyo = datetime.fromtimestamp(due, ZoneInfo("Asia/Tokyo"))
+    assert f"at {tokyo:%Y-%m-%d %H:%M:%S} JST (in 15m)" in done  # the zone's wall clock, not the machine's
+    soon = r"\(in \d+m(\d+s)?\)"  # wall-clock seconds pass between the commands
+    assert re.search(rf"next fire: at {stamp} {soon}", run_cli("heartbeat", "status", "-s", session_id).output)
+    run_cli("heartbeat", "pause", "-s", session_id)
+    assert re.search(rf"next fire at {stamp} {soon}", run_cli("heartbeat", "resume", "-s", session_id).output)
+    table = run_cli("heartbeat", "list").output
+    assert re.search(rf"\d{{4}}-\d\d-\d\d \d\d:\d\d JST {soon}", table), table
+
+
+def test_without_a_configured_zone_times_name_the_machines_zone(session_id: str) -> None:
+    machine = datetime.now().astimezone().strftime("%Z")
+    status = run_cli("heartbeat", "set", "-s", session_id, "15m", "check").output
+    assert re.search(rf"First fire at \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d {re.escape(machine)} \(in 15m\)", status)
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,45 @@ def test_run_now_does_not_disturb_the_schedule(
     assert [(r["kind"], r["status"]) for r in runs] == [("manual", "ok")]
 
 
+def test_run_without_a_model_records_the_failed_run_with_the_hint(vigil_home: Path) -> None:
+    run_cli("cron", "add", "j", "-s", "every 1h", "--prompt", "say hi")
+    result = run_vigil("cron", "run", "j", home=vigil_home, env={NOW_ENV: str(START + 60)})
+    assert result.returncode == 1 and "No model is configured" in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    runs = json.loads(run_cli("cron", "runs", "j", "--json").output)
+    assert [(r["kind"], r["status"]) for r in runs] == [("manual", "failed")]
+    assert "No model is configured" in runs[0]["error"] and "vigil config set model" in runs[0]["error"]
+    table = run_cli("cron", "runs").output
+    assert "failed" in table and "ModelNotConfigu" in table
+    job = jobs()[0]
+    assert (job["last_status"], job["failures"], job["next_due"]) == ("failed", 0, START + 3600)  # no back-off
+
+
+def test_platform_targets_warn_at_add_and_show_needs_gateway_in_the_tables(
+    fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    added = run_cli("cron", "add", "ping", "-s", "every 1h", "--prompt", "p", "--deliver", "slack:C0123ABC")
+    assert added.exit_code == 0 and "Added cron job ping" in added.output
+    assert "slack is not configured" in added.stderr and "kept locally in cron/output/ping/" in added.stderr
+    quiet = run_cli("cron", "add", "home", "-s", "every 1h", "--prompt", "p")
+    assert quiet.exit_code == 0 and "not configured" not in quiet.stderr
+    edited = run_cli("cron", "edit", "home", "--deliver", "telegram:@my_channel")
+    assert edited.exit_code == 0 and "telegram is not configured" in edited.stderr
+    scripted = run_cli("cron", "add", "bot", "-s", "every 1h", "--prompt", "p", "--deliver", "web", "--json")
+    assert "web is not configured" in json.loads(scripted.stdout)["warnings"][0] and scripted.stderr == ""
+
+    for name, value in model_env(fake_model).items():
+        monkeypatch.setenv(name, value)
+    fake_model.queue("pong")
+    ran = run_cli("cron", "run", "ping")
+    assert ran.exit_code == 0 and "pong" in ran.stdout
+    assert "ok, needs-gateway" in ran.stderr and "needs the gateway's slack adapter" in ran.stderr
+    runs = run_cli("cron", "runs").output
+    assert "ok, needs-gateway" in runs and "slack" in runs
+    listed = [line for line in run_cli("cron", "list").output.splitlines() if line.split()[:1] == ["ping"]]
+    assert listed and "ok, needs-gateway" in listed[0]
+
+
 def test_tick_needs_a_model_only_when_something_is_due(vigil_home: Path) -> None:
     run_cli("cron", "add", "j", "-s", "every 1h", "--prompt", "p")
     idle = run_vigil("cron", "tick", home=vigil_home, env={NOW_ENV: str(START + 60)})

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ from tests.cli.helpers import run_cli
 from tests.cron.conftest import START, AddJob, MakeRunner, settle
 from vigil.clock import FakeClock
 from vigil.config import Settings
+from vigil.gateway.activity import GatewayActivity
 from vigil.gateway.run import GatewayConfig, serve
 from vigil.models.lazy import LazyModelClient
 from vigil.profiles import Profile
@@ -28,6 +31,17 @@ from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 
 GATEWAY = "from vigil.cli.main import main; main()"
+
+
+def _add_job_already_due(name: str, prompt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Add a one-shot job whose time passed 30 s ago (added on a clock frozen a minute back, so
+    `cron add` accepts it): the gateway finds it due at start-up, well inside its 2-minute grace,
+    however slowly the machine runs — no race against the wall clock."""
+    now = time.time()
+    at = datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    monkeypatch.setenv("VIGIL_CRON_NOW", str(now - 60))
+    assert run_cli("cron", "add", name, "-s", at, "--prompt", prompt).exit_code == 0
+    monkeypatch.delenv("VIGIL_CRON_NOW")
 
 
 def _gateway_until_a_run_ends(env: dict[str, str]) -> tuple[str, list[dict], str, str, int]:
@@ -53,9 +67,10 @@ def _gateway_until_a_run_ends(env: dict[str, str]) -> tuple[str, list[dict], str
     return banner, runs, out, err, process.returncode
 
 
-def test_gateway_process_runs_due_jobs_until_sigterm(fake_model: FakeModelServer, vigil_home: Path) -> None:
-    soon = datetime.fromtimestamp(time.time() + 2, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    assert run_cli("cron", "add", "soon", "-s", soon, "--prompt", "wake up").exit_code == 0
+def test_gateway_process_runs_due_jobs_until_sigterm(
+    fake_model: FakeModelServer, vigil_home: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _add_job_already_due("soon", "wake up", monkeypatch)
     fake_model.queue("Good morning.")
     env = {**os.environ, "VIGIL_HOME": str(vigil_home), "OPENAI_BASE_URL": fake_model.base_url,
            "OPENAI_API_KEY": fake_model.api_key}
@@ -65,6 +80,15 @@ def test_gateway_process_runs_due_jobs_until_sigterm(fake_model: FakeModelServer
     assert "stopped (1 cron run(s) started)" in out
     runs = json.loads(run_cli("cron", "runs", "--json").output)
     assert [(r["job"], r["status"], r["answer"]) for r in runs] == [("soon", "ok", "Good morning.")]
+    said = (banner + out).splitlines()
+    started = [line for line in said if "cron run started: soon (scheduled for " in line]
+    ended = [line for line in said if "cron run ended: soon — ok in " in line]
+    assert len(started) == 1 and len(ended) == 1 and said.index(started[0]) < said.index(ended[0]), said
+    assert re.search(r"ok in \d+\.\ds, session \w+", ended[0]), ended
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z+\-0-9]+ ", line) for line in said), said
+    log = vigil_home / "logs" / "gateway.log"
+    assert log.read_text().splitlines() == said  # the same lines, in the profile's log
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
 async def test_serve_on_a_fake_clock(
@@ -75,23 +99,46 @@ async def test_serve_on_a_fake_clock(
     runner = await make_runner()  # for its client only
     stop = asyncio.Event()
     lines: list[str] = []
-    task = asyncio.create_task(serve(store=store, profile=profile, settings=Settings(), client=runner.client,
+    task = asyncio.create_task(serve(store=store, profile=profile, settings=Settings(timezone="UTC"), client=runner.client,
                                      stop=stop, announce=lines.append, clock=clock,
                                      config=GatewayConfig(poll_interval=0, stop_grace=5)))
     while not lines:
         await asyncio.sleep(0.01)
-    assert "1 job(s) armed, next at 2026-03-02T08:01:00Z (in 1m)" in lines[0]
+    assert lines[0].startswith("2026-03-02 08:00:00 UTC vigil gateway:")
+    assert "1 job(s) armed, next at 2026-03-02 08:01 UTC (in 1m)" in lines[0]
     await clock.set(START + 60)
     await fake_model.wait_for_requests_async(1)
+    while not any("cron run ended" in line for line in lines):
+        await asyncio.sleep(0.01)
     stop.set()
     scheduler = await task
     assert scheduler.stats.claims == 1 and "stopped" in lines[-1]
+    assert "2026-03-02 08:01:00 UTC cron run started: tick (scheduled for 2026-03-02 08:01 UTC)" in lines
+    assert [line for line in lines if "cron run ended: tick — ok in " in line]
+    assert (profile.logs_dir / "gateway.log").read_text().splitlines() == lines
 
 
-def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(vigil_home: Path) -> None:
+def test_the_gateway_log_rotates_and_stays_private(tmp_path: Path) -> None:
+    said: list[str] = []
+    log = tmp_path / "logs" / "gateway.log"
+    activity = GatewayActivity(said.append, log, clock=FakeClock(START), zone="Europe/Berlin", max_bytes=400, backups=2)
+    try:
+        for n in range(40):
+            activity.say(f"line {n:02d} " + "x" * 40)
+    finally:
+        activity.close()
+    files = sorted(p.name for p in log.parent.iterdir())
+    assert files == ["gateway.log", "gateway.log.1", "gateway.log.2"]
+    assert all(stat.S_IMODE((log.parent / name).stat().st_mode) == 0o600 for name in files)
+    assert all(p.stat().st_size <= 400 for p in log.parent.iterdir())
+    assert log.read_text().splitlines()[-1] == said[-1] == "2026-03-02 09:00:00 CET line 39 " + "x" * 40
+
+
+def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(
+    vigil_home: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The README's first command: `vigil gateway run` on embedded defaults, nothing configured."""
-    soon = datetime.fromtimestamp(time.time() + 1, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    assert run_cli("cron", "add", "early", "-s", soon, "--prompt", "hello").exit_code == 0
+    _add_job_already_due("early", "hello", monkeypatch)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     env["VIGIL_HOME"] = str(vigil_home)
     banner, runs, out, err, code = _gateway_until_a_run_ends(env)
@@ -99,6 +146,8 @@ def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(vigil_
     assert code == 0, err
     assert "no model is configured yet" in err
     assert runs[0]["status"] == "failed" and "No model is configured" in json.dumps(runs[0])
+    ended = [line for line in out.splitlines() if "cron run ended: early — failed in " in line]
+    assert len(ended) == 1 and "ModelNotConfigured: No model is configured" in ended[0], out
 
 
 async def test_without_a_model_a_job_backs_off_1_2_4_minutes_and_cron_explains_why(

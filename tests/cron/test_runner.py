@@ -7,11 +7,15 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.cli.helpers import run_cli
 from tests.cron.conftest import START, AddJob, MakeRunner
 from vigil.agent.turn import Agent
 from vigil.clock import FakeClock
 from vigil.profiles import Profile
 from vigil.schedule import estop
+from vigil.schedule.cron_delivery import DeliveryResult, DeliveryRouter, Outgoing
 from vigil.schedule.cron_format import job_lines
 from vigil.schedule.cron_repo import CronRepo
 from vigil.store import SQLiteStore
@@ -131,6 +135,31 @@ async def test_gateway_targets_need_the_gateway(
     assert record is not None and record.status == "ok"
     assert record.delivery and record.delivery["status"] == "needs-gateway"
     assert "needs the gateway" in record.delivery["detail"] and Path(record.delivery["path"]).exists()
+
+
+class _DownPlatform:
+    """A platform adapter whose service is down (no real adapter exists yet)."""
+
+    async def deliver(self, message: Outgoing) -> DeliveryResult:
+        raise ConnectionError("telegram answered 502 Bad Gateway")
+
+
+async def test_a_failed_delivery_shows_in_the_cron_tables(
+    fake_model: FakeModelServer, repo: CronRepo, add_job: AddJob, make_runner: MakeRunner, clock: FakeClock,
+    profile: Profile, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    add_job("ping", "every 1h", deliver="telegram:@my_channel")
+    router = DeliveryRouter(profile.cron_output_dir)
+    router.register("telegram", _DownPlatform())
+    runner = await make_runner(router=router)
+    fake_model.queue("pong")
+    record = await runner.execute(repo.claim_manual("ping"))
+    assert record is not None and record.delivery and record.delivery["status"] == "failed"
+    monkeypatch.setenv("VIGIL_CRON_NOW", str(clock.now()))
+    runs = run_cli("cron", "runs").output
+    assert "ok, delivery failed" in runs and "Bad Gateway" in runs
+    listed = [line for line in run_cli("cron", "list").output.splitlines() if line.split()[:1] == ["ping"]]
+    assert listed and "ok, delivery failed" in listed[0]
 
 
 async def test_a_failing_model_is_recorded_and_backs_off(

@@ -9,6 +9,7 @@ import pytest
 
 from tests.runtime.conftest import Runtime, RuntimeFactory
 from vigil.agent.events import TextDelta
+from vigil.config import Settings
 from vigil.runtime.conversation_events import TurnEnded
 from vigil.schedule.heartbeat_text import NO_BUSYWORK, heartbeat_message
 from vigil.testing.fake_model import FakeModelServer
@@ -254,3 +255,15 @@ async def test_a_heartbeat_turn_never_asks_for_approval_even_in_a_front_end_that
     assert asked == []
     [result] = [m for m in rt.store.get_messages(rt.session_id) if m.role == "tool"]
     assert result.content.startswith("refused:") and "no one can approve" in result.content
+
+
+async def test_slash_times_carry_the_profiles_zone(make_runtime: RuntimeFactory) -> None:
+    """Like the cron lists, times are shown in the profile's zone, named (T0 is 08:00 UTC)."""
+    rt = await make_runtime(settings=Settings(timezone="Asia/Tokyo"))
+    await rt.send("hello")
+    done = await rt.command("/hb every 15m watch the deploy")
+    assert "First fire at 2027-01-15 17:15:00 JST (in 15m)" in done
+    await rt.advance(15 * MIN)
+    status = await rt.command("/heartbeat status")
+    assert "next fire: at 2027-01-15 17:30:00 JST (in 15m)" in status
+    assert "last fire: at 2027-01-15 17:15:00 JST (now)" in status

@@ -1,9 +1,11 @@
 """One process running a heartbeat scheduler on a shared state.db, for the multi-process test.
 
-    python -m tests.schedule.mp_worker DB SESSION ORIGIN_REAL ORIGIN_FAKE FACTOR SECONDS
+    python -m tests.schedule.mp_worker DB SESSION ORIGIN_FAKE FACTOR SECONDS
 
-Both processes use the same scaled clock (fake time = ORIGIN_FAKE + (real - ORIGIN_REAL) x
-FACTOR), so a 60 s interval passes in 60/FACTOR real seconds. Each fire that reaches
+Once started up it prints ``{"ready": owner}`` and reads ORIGIN_REAL (epoch seconds) from
+stdin: the test sends it when both processes are ready, so a slow start under load never
+eats into the run. Both processes use the same scaled clock (fake time = ORIGIN_FAKE + (real -
+ORIGIN_REAL) x FACTOR), so a 60 s interval passes in 60/FACTOR real seconds. Each fire that reaches
 execution prints one JSON line: owner, fake time, fire count, due time. At the end one more
 line reports what this process's engine did and the fake time it stopped at.
 """
@@ -40,9 +42,11 @@ class ScaledClock:
         await asyncio.sleep(max(0.0, when - self.now()) / self.factor)
 
 
-async def main(db: str, session_id: str, origin_real: float, origin_fake: float, factor: float, seconds: float) -> None:
-    clock = ScaledClock(origin_real, origin_fake, factor)
+async def main(db: str, session_id: str, origin_fake: float, factor: float, seconds: float) -> None:
     store = SQLiteStore(db)
+    print(json.dumps({"ready": PROCESS_OWNER}), flush=True)
+    origin_real = float(sys.stdin.readline())
+    clock = ScaledClock(origin_real, origin_fake, factor)
     scheduler = HeartbeatScheduler(store, clock=clock, poll_interval=30)
 
     def run(reservation: Reservation) -> None:
@@ -73,5 +77,5 @@ async def main(db: str, session_id: str, origin_real: float, origin_fake: float,
 
 
 if __name__ == "__main__":
-    db, sid, real, fake, factor, seconds = sys.argv[1:7]
-    asyncio.run(main(db, sid, float(real), float(fake), float(factor), float(seconds)))
+    db, sid, fake, factor, seconds = sys.argv[1:6]
+    asyncio.run(main(db, sid, float(fake), float(factor), float(seconds)))

@@ -15,11 +15,11 @@ from vigil.store import SQLiteStore
 
 SID = "aaaaaaaaaaaa"
 INTERVAL = 60
-FACTOR = 120.0  # a 60 s interval passes in half a real second
-RUN_SECONDS = 3.2
+FACTOR = 60.0  # a 60 s interval passes in one real second
+RUN_SECONDS = 6.2
 LATE = 30.0
-"""How late (fake seconds, a quarter of a real second) a fire may be: well under an interval,
-so a lost slot (a gap of two intervals) or a double fire can never pass for lateness."""
+"""How late (fake seconds, half a real second) a fire may be: well under an interval, so a
+lost slot (a gap of two intervals) or a double fire can never pass for lateness."""
 
 
 def test_two_processes_fire_each_slot_exactly_once(db_path: Path) -> None:
@@ -27,17 +27,26 @@ def test_two_processes_fire_each_slot_exactly_once(db_path: Path) -> None:
     origin_fake = 1_800_000_000.0
     heartbeat = Heartbeat.create(SID, "watch", INTERVAL, origin_fake)
     store.set_meta(heartbeat_key(SID), heartbeat.to_json())
-    origin_real = time.time() + 1.0  # both processes are up before the shared clock starts
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "src")])}
-    args = [str(db_path), SID, repr(origin_real), repr(origin_fake), repr(FACTOR), repr(RUN_SECONDS)]
+    args = [str(db_path), SID, repr(origin_fake), repr(FACTOR), repr(RUN_SECONDS)]
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.schedule.mp_worker", *args],
-            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         for _ in range(2)
     ]
+    # The shared clock starts once both processes are up, however long their start-up took.
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdin is not None
+        ready = proc.stdout.readline()
+        assert "ready" in ready, proc.communicate(timeout=60)[1]
+    origin_real = time.time() + 0.2
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(f"{origin_real!r}\n")
+        proc.stdin.flush()
     outputs = [p.communicate(timeout=60) for p in procs]
     for proc, (_, err) in zip(procs, outputs):
         assert proc.returncode == 0, err

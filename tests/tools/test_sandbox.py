@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -185,7 +186,12 @@ async def test_network_is_on_unless_configured_off(bwrap, run, listener: _Listen
         assert result.content.startswith("exit code: 1\n") and "connected\n" not in result.content
         assert "ConnectionRefusedError" in result.content  # its own empty loopback, not the host's
         assert result.content.endswith(", no network]")
-    await asyncio.sleep(0.3)  # let the accept loop count
+    # The listener's thread counts the accept when the scheduler lets it run: under load that
+    # can take a while, so wait for it (with the network off, the refusal above already shows
+    # the connection never reached the host; the pause only gives a stray one time to show).
+    deadline = time.monotonic() + (10 if network else 0.3)
+    while listener.accepted < 1 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
     assert listener.accepted == (1 if network else 0)
 
 

@@ -29,12 +29,17 @@ from vigil.cli.signals import Stopped, run_stoppable, say
 from vigil.clock import Clock, FakeClock, SystemClock
 from vigil.schedule import estop
 from vigil.schedule.cron_errors import CronError, JobNotFound
-from vigil.schedule.cron_format import error_lines, job_line, job_lines, job_to_json, next_text, run_line, run_to_json
+from vigil.schedule.cron_delivery import parse_target, unconfigured_warning
+from vigil.schedule.cron_format import (
+    delivery_problem, error_lines, job_line, job_lines, job_to_json, next_text, run_line, run_output, run_status,
+    run_to_json,
+)
 from vigil.schedule.cron_jobs import MAX_REPEAT, JobSpec, job_key, new_job
 from vigil.schedule.cron_repo import CronRepo
 from vigil.schedule.cron_schedule import default_zone, format_instant
 
 if TYPE_CHECKING:
+    from vigil.schedule.cron_jobs import CronJob
     from vigil.schedule.cron_repo import Claim
     from vigil.schedule.cron_runner import CronRunner
     from vigil.schedule.cron_runs import RunRecord
@@ -132,15 +137,28 @@ def add_cmd(app: AppContext, name: str, schedule: str, prompt: str, tz: str | No
     job = new_job(name, spec, now=repo.clock.now(), default_tz=default_zone(app.settings.timezone),
                   skills_dir=app.profile.skills_dir)
     repo.add(job)
+    warning = unconfigured_warning(parse_target(job.deliver), job.name)
     if as_json:
-        echo_json(job_to_json(job, repo.clock.now()))
+        echo_json(_with_warning(job_to_json(job, repo.clock.now()), warning))
     else:
         console.print(f"Added cron job [bold]{_shown(job.name)}[/bold]: {_shown(job.schedule.describe())} — "
                       f"next run {_shown(next_text(job, repo.clock.now()))}")
+        _say_warning(warning)
     from vigil.tools import sandbox
 
     if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
         click.echo(f"vigil cron: {warning}", err=True)
+
+
+# A platform target cannot be served yet: add and edit say so at once, not at the first run.
+def _say_warning(warning: str | None) -> None:
+    if warning:
+        click.echo(f"vigil cron: {visible(warning)}", err=True)
+
+
+def _with_warning(data: dict[str, Any], warning: str | None) -> dict[str, Any]:
+    """``--json`` output carries the warning as ``warnings`` (stdout stays one JSON document)."""
+    return {**data, "warnings": [warning]} if warning else data
 
 
 @cron.command("edit")
@@ -166,9 +184,11 @@ def edit_cmd(app: AppContext, name: str, schedule: str | None, prompt: str | Non
         raise click.UsageError("nothing to change: give at least one option (see --help)")
     repo = _repo(app)
     job = repo.edit(name, spec, skills_dir=app.profile.skills_dir)
+    warning = None if deliver is None else unconfigured_warning(parse_target(job.deliver), job.name)
     if as_json:
-        echo_json(job_to_json(job, repo.clock.now()))
+        echo_json(_with_warning(job_to_json(job, repo.clock.now()), warning))
         return
+    _say_warning(warning)
     console.print(f"Changed: {_shown(job_line(job, repo.clock.now()))}")
 
 
@@ -189,10 +209,19 @@ def list_cmd(app: AppContext, as_json: bool) -> None:
         return
     table = Table("name", "schedule", "next run", "last run", "state", box=None)
     for job in jobs:
-        last = "-" if job.last_run_at is None else f"{job.last_status} {format_instant(job.last_run_at, job.schedule.tz)}"
+        last = "-" if job.last_run_at is None else f"{_last_status(repo, job)} {format_instant(job.last_run_at, job.schedule.tz)}"
         table.add_row(_shown(job.name), _shown(job.schedule.describe()), _shown(next_text(job, now)),
                       _shown(last), job.state + (f" ({job.failures} failures)" if job.failures else ""))
     console.print(table)
+
+
+def _last_status(repo: CronRepo, job: CronJob) -> str | None:
+    """The last run's status, with ``needs-gateway`` or ``delivery failed`` when its answer did
+    not reach a platform target (only those jobs' run logs are read: local delivery cannot)."""
+    if job.last_status not in ("ok", "silent") or parse_target(job.deliver).platform == "local":
+        return job.last_status
+    latest = repo.runs.list(job.name, limit=1)
+    return run_status(latest[0]) if latest else job.last_status
 
 
 @cron.command("show")
@@ -273,12 +302,15 @@ def runs_cmd(app: AppContext, name: str | None, limit: int, as_json: bool) -> No
         return
     zones = {job.name: job.schedule.tz for job in repo.list()}
     fallback = default_zone(app.settings.timezone)
-    table = Table("when", "job", "status", "session", "output / detail", box=None)
+    table = Table(box=None)
+    for column in ("when", "job", "status", "session"):
+        table.add_column(column, no_wrap=column != "job")  # a cut status would hide a delivery problem
+    table.add_column("output / detail", overflow="fold")  # long paths fold instead of squeezing the rest
     for r in records:
         tz = zones.get(r.job, fallback)
-        out = (r.delivery or {}).get("path") or r.error or r.detail
-        status = r.status + (f" (+{r.coalesced} coalesced)" if r.coalesced else "")
-        table.add_row(format_instant(r.when, tz), _shown(r.job), status, r.session_id or "-", _shown(shorten(out, 90)))
+        status = run_status(r) + (f" (+{r.coalesced} coalesced)" if r.coalesced else "")
+        table.add_row(format_instant(r.when, tz), _shown(r.job), status, r.session_id or "-",
+                      _shown(shorten(run_output(r), 90)))
     console.print(table)
 
 
@@ -349,13 +381,18 @@ def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
     else:
         click.echo(record.answer or "")
         path = (record.delivery or {}).get("path")
-        click.echo(f"{record.status}; session {record.session_id}" + (f"; saved to {path}" if path else ""), err=True)
+        click.echo(f"{run_status(record)}; session {record.session_id}" + (f"; saved to {path}" if path else ""),
+                   err=True)
+        if delivery_problem(record) is not None:
+            click.echo(f"vigil cron: {visible(run_output(record))}", err=True)
     if record.status == "failed":
         sys.exit(1)
 
 
 async def _run_now(app: AppContext, repo: CronRepo, name: str) -> RunRecord | None:
-    async with _runner(app, repo) as runner:
+    # Without a model the run still happens and fails with the configuration hint, recorded
+    # in the run log like a scheduled run's failure (a manual run starts no back-off).
+    async with _runner(app, repo, connect_lazily=True) as runner:
         claim = await asyncio.to_thread(repo.claim_manual, name)
         return await runner.execute(claim)
 
@@ -411,18 +448,23 @@ async def _tick(app: AppContext, repo: CronRepo) -> TickReport:
 class _runner:
     """``async with _runner(app, repo) as runner``: a CronRunner with its model client."""
 
-    def __init__(self, app: AppContext, repo: CronRepo) -> None:
-        self.app, self.repo = app, repo
+    def __init__(self, app: AppContext, repo: CronRepo, *, connect_lazily: bool = False) -> None:
+        self.app, self.repo, self.connect_lazily = app, repo, connect_lazily
 
     async def __aenter__(self) -> CronRunner:
-        from vigil.models.base import ModelError
+        from vigil.models.base import ModelClient, ModelError
         from vigil.models.factory import build_client
+        from vigil.models.lazy import LazyModelClient
         from vigil.schedule.cron_runner import CronRunner
 
-        try:
-            self.client = await build_client(self.app.settings.model)
-        except ModelError as exc:
-            raise click.ClickException(str(exc)) from None
+        self.client: ModelClient
+        if self.connect_lazily:
+            self.client = LazyModelClient(self.app.settings.model)
+        else:
+            try:
+                self.client = await build_client(self.app.settings.model)
+            except ModelError as exc:
+                raise click.ClickException(str(exc)) from None
         return CronRunner(repo=self.repo, client=self.client, profile=self.app.profile,
                           settings=self.app.settings, clock=self.repo.clock)
 

@@ -23,6 +23,9 @@ def gateway() -> None:
 def run_cmd(app: AppContext) -> None:
     """Run in the foreground until Ctrl-C or SIGTERM, running due cron jobs.
 
+    Prints a line as each run starts and ends (status, duration); the same lines go to
+    logs/gateway.log in the profile (rotated at 5 MB, three old files kept).
+
     Works with no messaging platform and even before a model is configured (a job that fires
     without one fails with a hint, and is retried with back-off)."""
     asyncio.run(_run(app))

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from vigil.cli.arguments import SESSION_REF
 from vigil.cli.context import AppContext, pass_app
-from vigil.cli.render import console, echo_json, err_console, local_time, relative, shorten
+from vigil.cli.render import console, echo_json, err_console, relative, shorten
 from vigil.clock import SystemClock
 from vigil.runtime.heartbeat_commands import (
     HeartbeatCommand,
@@ -29,6 +29,7 @@ from vigil.runtime.slash import CommandReply
 from vigil.schedule import estop
 from vigil.schedule.heartbeat import Heartbeat
 from vigil.schedule.heartbeat_repo import HeartbeatRepo, Listed
+from vigil.schedule.heartbeat_text import format_time
 from vigil.schedule.intervals import format_interval
 
 FIRES_ONLY_WHEN_OPEN = (
@@ -58,7 +59,7 @@ def _resolve(app: AppContext, ref: str) -> str:
 def _run(app: AppContext, ref: str, command: HeartbeatCommand) -> tuple[str, CommandReply]:
     session_id = _resolve(app, ref)
     repo = HeartbeatRepo(app.store, SystemClock())
-    return session_id, apply_command(repo, session_id, command, _wording(session_id))
+    return session_id, apply_command(repo, session_id, command, _wording(session_id), app.settings.timezone)
 
 
 def _show(reply: CommandReply) -> None:
@@ -114,7 +115,8 @@ def list_heartbeats(app: AppContext, as_json: bool) -> None:
             table.add_row(escape(item.session_id), "?", "damaged", "-", "-", escape(shorten(item.error, 40)))
             continue
         table.add_row(
-            h.session_id, format_interval(h.interval), h.status, _next_fire(h, now), str(h.fire_count),
+            h.session_id, format_interval(h.interval), h.status, _next_fire(h, now, app.settings.timezone),
+            str(h.fire_count),
             escape(shorten(h.prompt, 40)),
         )
     console.print(table)
@@ -193,11 +195,11 @@ _simple("resume", "Start again; the timer restarts from now (no stale fire).")
 _simple("clear", "Delete the heartbeat.")
 
 
-def _next_fire(h: Heartbeat, now: float) -> str:
+def _next_fire(h: Heartbeat, now: float, zone: str | None) -> str:
     if not h.active or h.next_due is None:
         return "-"
     try:
-        when = local_time(h.next_due)
+        when = format_time(h.next_due, zone, seconds=False)
     except (OverflowError, ValueError, OSError):
         return "out of range"
     if h.next_due <= now:

@@ -1,7 +1,8 @@
 """``vigil gateway run``: the long-running process of a profile.
 
 With no messaging platform configured (the only case so far) it is a pure scheduler: it runs
-due cron jobs until SIGINT, SIGTERM or SIGHUP (the terminal it runs in closing). Platform adapters, their routing and the heartbeats of
+due cron jobs until SIGINT, SIGTERM or SIGHUP (the terminal it runs in closing), saying what it
+does on stdout and in ``logs/gateway.log`` (``activity``). Platform adapters, their routing and the heartbeats of
 gateway conversations join here as they arrive.
 """
 
@@ -15,13 +16,14 @@ from typing import Callable
 
 from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
+from vigil.gateway.activity import LOG_NAME, GatewayActivity
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
 from vigil.schedule.cron_format import relative
 from vigil.schedule.cron_repo import CronRepo
 from vigil.schedule.cron_runner import CronRunner
 from vigil.schedule.cron_scheduler import POLL_INTERVAL, CronScheduler
-from vigil.schedule.cron_schedule import iso_utc
+from vigil.schedule.cron_schedule import default_zone, format_instant
 from vigil.store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -48,27 +50,38 @@ async def serve(
     clock: Clock | None = None,
     config: GatewayConfig = GatewayConfig(),
 ) -> CronScheduler:
-    """Serve until ``stop`` is set; ``announce`` receives the start-up and shut-down lines.
+    """Serve until ``stop`` is set; ``announce`` receives every line the gateway says (start-up,
+    each cron run's start and end, shut-down), which also go to ``logs/gateway.log``.
 
     Returns the scheduler (its ``stats`` say what ran)."""
     clock = clock or SystemClock()
-    repo = CronRepo(store, clock)
-    runner = CronRunner(repo=repo, client=client, profile=profile, settings=settings, clock=clock)
-    scheduler = CronScheduler(repo, runner.execute, clock=clock, poll_interval=config.poll_interval)
-    armed = await scheduler.start()
-    upcoming = scheduler.engine.next_due()
-    when = "" if upcoming is None else f", next at {iso_utc(upcoming)} ({relative(upcoming - clock.now())})"
-    announce(
-        f"vigil gateway: profile '{profile.name}' — serving the cron scheduler "
-        f"({armed} job(s) armed{when}); no messaging platform is configured. "
-        "Stop with Ctrl-C or SIGTERM."
-    )
+    zone = default_zone(settings.timezone)
+    activity = GatewayActivity(announce, profile.logs_dir / LOG_NAME, clock=clock, zone=zone)
     try:
-        await stop.wait()
+        repo = CronRepo(store, clock)
+        runner = CronRunner(repo=repo, client=client, profile=profile, settings=settings, clock=clock)
+        scheduler = CronScheduler(
+            repo, activity.cron_runs(runner.execute), clock=clock, poll_interval=config.poll_interval
+        )
+        armed = await scheduler.start()
+        upcoming = scheduler.engine.next_due()
+        when = (
+            "" if upcoming is None
+            else f", next at {format_instant(upcoming, zone)} ({relative(upcoming - clock.now())})"
+        )
+        activity.say(
+            f"vigil gateway: profile '{profile.name}' — serving the cron scheduler "
+            f"({armed} job(s) armed{when}); no messaging platform is configured. "
+            f"Stop with Ctrl-C or SIGTERM. Log: {profile.logs_dir / LOG_NAME}"
+        )
+        try:
+            await stop.wait()
+        finally:
+            await scheduler.stop(config.stop_grace)
+            activity.say(f"vigil gateway: stopped ({scheduler.stats.claims} cron run(s) started).")
+        return scheduler
     finally:
-        await scheduler.stop(config.stop_grace)
-        announce(f"vigil gateway: stopped ({scheduler.stats.claims} cron run(s) started).")
-    return scheduler
+        activity.close()
 
 
 async def run_until_signalled(

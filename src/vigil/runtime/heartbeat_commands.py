@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Awaitable, Callable, Sequence
 
 from vigil.runtime.slash import CommandReply, ConversationControl
 from vigil.schedule import estop
 from vigil.schedule.heartbeat import Heartbeat, HeartbeatError, NoHeartbeat
 from vigil.schedule.heartbeat_repo import HeartbeatRepo
+from vigil.schedule.heartbeat_text import format_time
 from vigil.schedule.intervals import IntervalError, format_interval, parse_interval
 
 SUBCOMMANDS = ("every", "status", "pause", "resume", "clear")
@@ -105,9 +105,11 @@ def input_error_reply(error: HeartbeatInputError, wording: Wording = SLASH) -> C
 
 
 def apply_command(
-    repo: HeartbeatRepo, session_id: str | None, command: HeartbeatCommand, wording: Wording = SLASH
+    repo: HeartbeatRepo, session_id: str | None, command: HeartbeatCommand, wording: Wording = SLASH,
+    zone: str | None = None,
 ) -> CommandReply:
     """Carry out a validated command on ``session_id``'s heartbeat (synchronous: store calls).
+    Times in the reply are shown in ``zone`` (the profile's ``timezone``; ``None``: the machine's).
 
     A damaged record can be replaced (``every``) or removed (``clear``); the other commands
     answer with a one-line error that says how to remove it.
@@ -116,7 +118,7 @@ def apply_command(
     if command.action == "every":
         assert session_id is not None and command.interval is not None and command.prompt is not None
         new, replaced = repo.set(session_id, command.prompt, command.interval)
-        return CommandReply(set_message(new, replaced, now))
+        return CommandReply(set_message(new, replaced, now, zone))
     try:
         existing = repo.get(session_id) if session_id is not None else None
     except HeartbeatError as exc:
@@ -130,7 +132,7 @@ def apply_command(
         )
     if command.action == "status":
         stopped = estop.status(repo.store) is not None
-        return CommandReply(status_message(existing, now, stopped, wording))
+        return CommandReply(status_message(existing, now, stopped, wording, zone))
     if existing is None or session_id is None:
         return CommandReply(_none_message(command.action, wording), is_error=command.action != "clear")
     try:
@@ -144,7 +146,7 @@ def apply_command(
             )
         if command.action == "resume":
             heartbeat, changed = repo.resume(session_id)
-            when = describe_time(heartbeat.next_due, now)
+            when = describe_time(heartbeat.next_due, now, zone)
             if not changed:
                 return CommandReply(f"{HEART} Heartbeat is already active; next fire {when}.")
             return CommandReply(f"{HEART} Heartbeat resumed ({_every(heartbeat)}): next fire {when}.")
@@ -175,7 +177,8 @@ async def heartbeat_slash(control: ConversationControl, args: str) -> CommandRep
             return CommandReply("No conversation yet: send a message first.", is_error=True)
         session_id = await ensure()
     repo = _repo_of(control)
-    return await asyncio.to_thread(apply_command, repo, session_id, command)
+    zone = getattr(getattr(control, "settings", None), "timezone", None)
+    return await asyncio.to_thread(apply_command, repo, session_id, command, SLASH, zone)
 
 
 def _repo_of(control: Any) -> HeartbeatRepo:
@@ -186,17 +189,18 @@ def _repo_of(control: Any) -> HeartbeatRepo:
 
 
 # -- wording -----------------------------------------------------------------------------------
-def set_message(new: Heartbeat, replaced: Heartbeat | None, now: float) -> str:
+def set_message(new: Heartbeat, replaced: Heartbeat | None, now: float, zone: str | None = None) -> str:
     """``♥ Heartbeat set (every 15m): <prompt, shortened>`` plus when it first fires."""
     lines = [f"{HEART} Heartbeat set ({_every(new)}): {shorten(new.prompt)}"]
     if replaced is not None:
         lines.append(f"  It replaces the previous heartbeat ({_every(replaced)}: {shorten(replaced.prompt, 40)}).")
-    lines.append(f"  First fire {describe_time(new.next_due, now)}, when the conversation is idle.")
+    lines.append(f"  First fire {describe_time(new.next_due, now, zone)}, when the conversation is idle.")
     return "\n".join(lines)
 
 
 def status_message(
-    heartbeat: Heartbeat | None, now: float, stopped: bool = False, wording: Wording = SLASH
+    heartbeat: Heartbeat | None, now: float, stopped: bool = False, wording: Wording = SLASH,
+    zone: str | None = None,
 ) -> str:
     """Interval, prompt, state, next fire (absolute and relative), fire count, last fire."""
     if heartbeat is None:
@@ -204,12 +208,12 @@ def status_message(
     state = "active" if heartbeat.active else "paused"
     if heartbeat.active:
         overdue = heartbeat.next_due is not None and heartbeat.next_due <= now
-        next_fire = describe_time(heartbeat.next_due, now) + (
+        next_fire = describe_time(heartbeat.next_due, now, zone) + (
             " — due now; it fires when the conversation is idle" if overdue else ""
         )
     else:
         next_fire = f"none while paused ({wording.resume} restarts the timer)"
-    last = describe_time(heartbeat.last_fire, now) if heartbeat.last_fire is not None else "never"
+    last = describe_time(heartbeat.last_fire, now, zone) if heartbeat.last_fire is not None else "never"
     lines = [
         f"{HEART} Heartbeat ({_every(heartbeat)}) — {state}",
         f"  prompt:    {shorten(heartbeat.prompt, 200)}",
@@ -221,13 +225,13 @@ def status_message(
     return "\n".join(lines)
 
 
-def describe_time(epoch: float | None, now: float) -> str:
-    """``at 2026-11-30 14:05:00 (in 14m)`` in local time, or ``-``. A time no date can show
-    (a damaged or absurd record) is described, not fatal."""
+def describe_time(epoch: float | None, now: float, zone: str | None = None) -> str:
+    """``at 2026-11-30 14:05:00 CET (in 14m)`` in ``zone`` (``None``: the machine's), or ``-``.
+    A time no date can show (a damaged or absurd record) is described, not fatal."""
     if epoch is None:
         return "-"
     try:
-        stamp = datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+        stamp = format_time(epoch, zone)
     except (OverflowError, ValueError, OSError):
         return f"at an impossible time ({epoch!r} s since 1970)"
     delta = epoch - now

@@ -71,6 +71,22 @@ def parse_target(text: str) -> Target:
     raise InvalidJob(f"invalid delivery target '{raw}': {_TARGET_HELP}")
 
 
+def unconfigured_warning(target: Target, job: str) -> str | None:
+    """What ``cron add/edit --deliver`` should warn about: a platform target that nothing can
+    deliver to yet (no messaging platform is configurable so far). ``None`` for ``local``."""
+    if target.platform == LOCAL:
+        return None
+    return (
+        f"warning: {target.platform} is not configured (vigil cannot configure messaging platforms "
+        f"yet), so runs of {job} cannot be delivered to {target}; each run's output is kept locally "
+        f"in cron/output/{job}/ until it is (`vigil cron runs {job}` shows them as needs-gateway)"
+    )
+
+
+UNDELIVERED = ("needs-gateway", "failed")
+"""Delivery statuses that mean the answer did not reach its target (it is still archived)."""
+
+
 def is_silent(answer: str) -> bool:
     """Whether the agent chose not to deliver anything (the answer starts with ``[SILENT]``)."""
     return answer.lstrip().startswith(SILENT_MARKER)

@@ -114,15 +114,41 @@ def job_to_json(job: CronJob, now: float) -> dict[str, Any]:
     return data
 
 
+def delivery_problem(record: RunRecord) -> str | None:
+    """``needs-gateway`` or ``delivery failed`` when the run's answer did not reach its target."""
+    status = (record.delivery or {}).get("status")
+    if status == "needs-gateway":
+        return "needs-gateway"
+    if status == "failed":
+        return "delivery failed"
+    return None
+
+
+def run_status(record: RunRecord) -> str:
+    """The status column of ``vigil cron runs``: ``ok``, ``ok, needs-gateway``, ``failed`` ..."""
+    problem = delivery_problem(record)
+    return record.status if problem is None else f"{record.status}, {problem}"
+
+
+def run_output(record: RunRecord) -> str:
+    """What a run produced or why not: the saved file, or the delivery problem, error or detail."""
+    delivery = record.delivery or {}
+    if delivery_problem(record) is not None and delivery.get("detail"):
+        return str(delivery["detail"])
+    return str(delivery.get("path") or record.error or record.detail or "")
+
+
 def run_line(record: RunRecord, tz: str) -> str:
     """One line of ``vigil cron runs``."""
     when = format_instant(record.when, tz)
-    parts = [when, record.job, record.status]
+    parts = [when, record.job, run_status(record)]
     if record.coalesced:
         parts.append(f"+{record.coalesced} coalesced")
     if record.session_id:
         parts.append(f"session {record.session_id}")
-    if record.delivery and record.delivery.get("path"):
+    if delivery_problem(record) is not None:
+        parts.append(run_output(record))
+    elif record.delivery and record.delivery.get("path"):
         parts.append(str(record.delivery["path"]))
     if record.error:
         parts.append(" ".join(record.error.split()))

@@ -7,6 +7,9 @@ that front ends show; the last paragraph keeps the agent from doing busywork.
 
 from __future__ import annotations
 
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 from vigil.schedule.heartbeat import Heartbeat
 from vigil.schedule.intervals import format_interval
 
@@ -32,3 +35,12 @@ def heartbeat_message(heartbeat: Heartbeat) -> str:
 def is_heartbeat_message(text: str | None) -> bool:
     """Whether a stored user message was injected by a heartbeat."""
     return bool(text) and text.startswith(HEADER_PREFIX)  # type: ignore[union-attr]
+
+
+def format_time(epoch: float, zone: str | None = None, *, seconds: bool = True) -> str:
+    """``2026-11-30 14:05:00 CET``: a heartbeat time as people see it, with its zone, like the
+    cron lists. ``zone`` is the profile's ``timezone`` setting (``None``: this machine's zone).
+
+    Raises ``OverflowError``, ``ValueError`` or ``OSError`` for a time no date can show."""
+    local = datetime.fromtimestamp(epoch, ZoneInfo(zone)) if zone else datetime.fromtimestamp(epoch).astimezone()
+    return local.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")

@@ -3,7 +3,8 @@
 A real HTTP server on loopback (uvicorn in a background thread) speaking the OpenAI chat
 completions API and the Anthropic Messages API, streaming and not, with tool calls; replies
 are scripted by the test (``scripting``) and prompt-cache usage is simulated
-(``prefix_cache``). Run ``python -m vigil.testing.fake_model --port 8765`` to serve one by hand.
+(``prefix_cache``). Run ``python -m vigil.testing --port 8765`` to serve one by hand
+(``--help`` says how to script its replies).
 """
 
 from __future__ import annotations
@@ -262,17 +263,42 @@ def _vanish(server: uvicorn.Server) -> None:
             transport.abort()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Serve a fake model until interrupted."""
+_DESCRIPTION = """\
+Serve a fake model on loopback: the OpenAI chat completions API (POST /v1/chat/completions)
+and the Anthropic Messages API (POST /v1/messages), streaming and not, plus GET /v1/models in
+either dialect, with simulated prompt-cache usage. It needs no key of any provider: point vigil
+(or any OpenAI/Anthropic SDK) at the base URL it prints, with the key it prints."""
+
+_EPILOG = """\
+Replies are scripted with --rule (first match wins, in the order given) and --reply (every
+other answer). Try vigil against it, without any provider key:
+  export OPENAI_BASE_URL=<the printed OpenAI base URL>  OPENAI_API_KEY=<the printed key>
+  vigil chat -q "hello"
+"""
+
+
+def _rule(text: str) -> tuple[str, str]:
+    """``TEXT=REPLY`` of ``--rule``."""
+    contains, sep, reply = text.partition("=")
+    if not sep or not contains:
+        raise argparse.ArgumentTypeError(f"expected TEXT=REPLY, got {text!r}")
+    return contains, reply
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m vigil.testing.fake_model") -> int:
+    """Serve a fake model until interrupted (SIGINT or SIGTERM)."""
     parser = argparse.ArgumentParser(
-        prog="python -m vigil.testing.fake_model",
-        description="Serve a fake OpenAI/Anthropic-compatible model with prefix-cache accounting.",
+        prog=prog, description=_DESCRIPTION, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
-    parser.add_argument("--api-key", default="test-key")
-    parser.add_argument("--model", action="append", help="a model name to offer (repeatable)")
-    parser.add_argument("--reply", default="ok", help="the text of every answer")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="the port; 0 picks a free one (default)")
+    parser.add_argument("--api-key", default="test-key", help="the key clients must send (default test-key)")
+    parser.add_argument("--model", action="append", help="a model name to offer (repeatable; default fake-model)")
+    parser.add_argument("--reply", default="ok", help="the text of every answer no rule matches (default ok)")
+    parser.add_argument(
+        "--rule", action="append", type=_rule, default=[], metavar="TEXT=REPLY",
+        help="answer REPLY when the last user message contains TEXT (repeatable)",
+    )
     args = parser.parse_args(argv)
 
     server = FakeModelServer(
@@ -282,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         models=args.model or ["fake-model"],
         default_reply=args.reply,
     )
+    for contains, reply in args.rule:
+        server.rule(contains=contains, reply=reply)
     try:
         server.start()
     except (OSError, RuntimeError) as exc:
@@ -290,6 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"OpenAI base URL:    {server.base_url}")
     print(f"Anthropic base URL: {server.anthropic_base_url}")
     print(f"API key: {server.api_key}   models: {', '.join(server.models)}")
+    print(f"Try vigil with: OPENAI_BASE_URL={server.base_url} OPENAI_API_KEY={server.api_key} vigil chat -q hello")
     print("Serving; press Ctrl-C to stop.", flush=True)
 
     stopping = threading.Event()

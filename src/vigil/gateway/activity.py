@@ -1,0 +1,105 @@
+"""What the gateway says as it works: one line per event, on stdout and in ``logs/gateway.log``.
+
+Every cron run gets a line when it starts and one when it ends (status and duration). The
+same lines, time-stamped with their zone, go to the profile's ``logs/gateway.log``, rotated by
+size and private to the user (run lines name jobs and quote errors).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from vigil.clock import Clock
+from vigil.schedule.cron_format import run_status
+from vigil.schedule.cron_repo import Claim
+from vigil.schedule.cron_runs import MANUAL, RunRecord
+from vigil.schedule.cron_schedule import format_instant
+
+LOG_NAME = "gateway.log"
+MAX_BYTES = 5 * 1024 * 1024
+"""Rotate ``gateway.log`` past this size ..."""
+BACKUPS = 3
+"""... keeping this many older files (``gateway.log.1`` .. ``.3``)."""
+
+Execute = Callable[[Claim], Awaitable[RunRecord | None]]
+
+
+class _PrivateRotatingFileHandler(RotatingFileHandler):
+    """A RotatingFileHandler whose files (the first and every one after a rotation) are 0600."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)  # a file left by an older version may be wider
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+class GatewayActivity:
+    """Announces gateway events to ``announce`` (stdout) and to the rotated log file."""
+
+    def __init__(
+        self,
+        announce: Callable[[str], None],
+        log_path: Path,
+        *,
+        clock: Clock,
+        zone: str,
+        max_bytes: int = MAX_BYTES,
+        backups: int = BACKUPS,
+    ) -> None:
+        self.announce = announce
+        self.clock = clock
+        self.zone = zone
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._handler = _PrivateRotatingFileHandler(
+            log_path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+        )
+        self._handler.setFormatter(logging.Formatter("%(message)s"))
+
+    def say(self, text: str) -> None:
+        """One line, time-stamped with its zone, to stdout and to the log file."""
+        line = f"{format_instant(self.clock.now(), self.zone, seconds=True)} {text}"
+        self.announce(line)
+        # Straight to the handler, not through a logger: these lines are the gateway's report,
+        # not diagnostics, and must not depend on how the root logger is configured.
+        self._handler.handle(logging.makeLogRecord({"msg": line, "levelno": logging.INFO, "levelname": "INFO"}))
+
+    def close(self) -> None:
+        self._handler.close()
+
+    def cron_runs(self, execute: Execute) -> Execute:
+        """``execute`` with a line when each run starts and one when it ends."""
+
+        async def logged(claim: Claim) -> RunRecord | None:
+            job = claim.job
+            if claim.running.kind == MANUAL:
+                what = "run by hand"
+            else:
+                what = f"scheduled for {format_instant(claim.running.occurrence, job.schedule.tz)}"
+            self.say(f"cron run started: {job.name} ({what})")
+            started = time.monotonic()
+            try:
+                record = await execute(claim)
+            except BaseException:
+                self.say(f"cron run ended: {job.name} — stopped after {_took(started)}")
+                raise
+            if record is None:
+                self.say(f"cron run given back: {job.name} (not started; it stays due)")
+                return record
+            line = f"cron run ended: {job.name} — {run_status(record)} in {_took(started)}"
+            if record.session_id:
+                line += f", session {record.session_id}"
+            if record.error:
+                line += f": {record.error.splitlines()[0]}"
+            self.say(line)
+            return record
+
+        return logged
+
+
+def _took(started: float) -> str:
+    return f"{time.monotonic() - started:.1f}s"
