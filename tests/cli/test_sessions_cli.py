@@ -188,3 +188,13 @@ def test_deleting_a_whole_conversation_says_what_went_and_usage_says_it_is_left_
     # a session of its own goes alone, and is counted too
     assert "Deleted session" in run_cli("sessions", "delete", seeded["other"], "--conversation", "--yes").output
     assert json.loads(run_cli("usage", "--json").output)["excluded_deleted"]["sessions"] == 3
+
+
+def test_times_in_lists_show_and_search_carry_the_profiles_zone(seeded: dict[str, str], vigil_home: Path) -> None:
+    assert run_cli("config", "set", "timezone", "Asia/Tokyo").exit_code == 0
+    listed = run_cli("sessions", "list")
+    assert listed.exit_code == 0 and " JST" in listed.output
+    shown = run_cli("sessions", "show", seeded["first"])
+    assert shown.exit_code == 0 and "JST" in shown.output.split("started", 1)[1].split("\n", 1)[0]
+    found = run_cli("sessions", "search", "postgres")
+    assert found.exit_code == 0 and " JST " in found.output

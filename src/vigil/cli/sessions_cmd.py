@@ -12,7 +12,7 @@ from rich.table import Table
 from vigil.cli.arguments import SESSION_REF, WholeNumber
 from vigil.cli.confirm import confirm_or_refuse, yes_option
 from vigil.cli.context import AppContext, pass_app
-from vigil.cli.render import console, echo_json, local_time, shorten, visible
+from vigil.cli.render import console, echo_json, shorten, visible
 from vigil.export import (
     export_jsonl,
     export_markdown,
@@ -28,6 +28,18 @@ MAX_LISTED = 100_000
 """The most sessions ``sessions list -n`` shows (0 shows all)."""
 MAX_HITS = 10_000
 """The most matches ``sessions search -n`` shows."""
+
+
+def _when(app: AppContext, epoch: float | None) -> str:
+    """A stored time as people read it, in the profile's zone and naming it (``-`` if none)."""
+    if epoch is None:
+        return "-"
+    from vigil.schedule.heartbeat_text import format_time
+
+    try:
+        return format_time(epoch, app.settings.timezone, seconds=False)
+    except (OverflowError, ValueError, OSError):
+        return "(a time no date can show)"
 
 
 @click.group()
@@ -72,7 +84,7 @@ def list_cmd(app: AppContext, limit: int, source: str | None, as_json: bool) -> 
         ended = " [dim](ended)[/dim]" if s.end_reason else ""
         table.add_row(
             s.id,
-            local_time(s.updated_at),
+            _when(app, s.updated_at),
             escape(s.source),
             str(s.message_count),
             escape(shorten(s.title, 50)) + marks + ended,
@@ -97,14 +109,14 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
         return
     console.print(f"[bold]{escape(visible(record.title or 'untitled'))}[/bold]  {record.id}")
     console.print(
-        f"source {record.source} · started {local_time(record.started_at)} · "
+        f"source {record.source} · started {_when(app, record.started_at)} · "
         f"{record.message_count} messages · model {visible(record.model or '-')}",
         markup=False,
     )
     if record.parent_id:
         console.print(f"continues {record.parent_id}", markup=False)
     if record.end_reason:
-        console.print(f"ended {local_time(record.ended_at)} ({record.end_reason})", markup=False)
+        console.print(f"ended {_when(app, record.ended_at)} ({record.end_reason})", markup=False)
     console.print()
     for m in messages:
         text = m.content or ""
@@ -170,7 +182,7 @@ def search_cmd(
         return
     for h in hits:
         console.print(
-            f"[bold]{h.session_id}[/bold] {local_time(h.created_at)} {h.role:<9} "
+            f"[bold]{h.session_id}[/bold] {_when(app, h.created_at)} {h.role:<9} "
             f"{escape(shorten(h.snippet, 110))}"
         )
 
