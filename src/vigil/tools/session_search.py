@@ -25,7 +25,7 @@ class SessionSearchTool(Tool):
     parameters = {
         "type": "object",
         "properties": {
-            "query": {"type": "string", "description": "Words to look for (plain words, no syntax)."},
+            "query": {"type": "string", "description": "Words to look for; \"quoted phrases\", prefix* and the operators OR and NOT (in capitals) work too."},
             "limit": {
                 "type": "integer",
                 "description": f"Maximum number of matches (default {DEFAULT_LIMIT}, at most {MAX_LIMIT}).",
