@@ -4,7 +4,8 @@ The prompt stays open while the conversation runtime works in the background, so
 turn appears on screen by itself (``patch_stdout``, active while the prompt is open, prints
 it above the prompt). A message the
 person sends is waited for with the prompt hidden, as before; Ctrl-C interrupts the running
-turn.
+turn. At an empty prompt the first Ctrl-C says how to leave and a second within two seconds
+leaves, as Ctrl-D does.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import signal
 import stat
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -34,6 +36,9 @@ from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, Outc
 from vigil.schedule.intervals import format_interval
 
 console = Console(highlight=False)
+
+LEAVE_WINDOW = 2.0
+"""Seconds within which a second Ctrl-C at an empty prompt leaves the REPL."""
 
 
 class SlashCompleter(Completer):
@@ -101,6 +106,7 @@ class Repl:
         self._streaming = False  # this turn's answer is written as it arrives
         self._streamed = False  # a line of streamed text is open
         self._streamed_any = False
+        self._ctrl_c_at: float | None = None  # when Ctrl-C last hit an empty prompt
         self.session: PromptSession[str] = PromptSession(
             history=private_history(profile.history_path),
             completer=SlashCompleter(self.controller.registry.names()),
@@ -157,12 +163,14 @@ class Repl:
                 with patch_stdout(raw=True):
                     text = await self.session.prompt_async("you › ")
             except KeyboardInterrupt:
-                self.conversation.interrupt()  # stops a heartbeat turn running under the prompt
+                if self._leaves_on_interrupt():
+                    return
                 continue
             except EOFError:
                 return
             finally:
                 self._prompt_open = False
+            self._ctrl_c_at = None
             if not text.strip():
                 continue
             outcome = await self._submit(text)
@@ -173,6 +181,24 @@ class Repl:
                     console.print(f"[{style}]{escape(reply.text)}[/{style}]")
                 if reply.action == "quit":
                     return
+
+    def _leaves_on_interrupt(self) -> bool:
+        """Ctrl-C at the prompt: it stops a heartbeat turn running under the prompt, or
+        drops the draft; at an empty prompt the first one says how to leave and a second
+        within :data:`LEAVE_WINDOW` seconds leaves."""
+        if self.conversation.interrupt():
+            self._ctrl_c_at = None
+            return False
+        # The buffer still holds what was on the line when Ctrl-C ended the prompt.
+        if self.session.default_buffer.text.strip():
+            self._ctrl_c_at = None
+            return False
+        now = time.monotonic()
+        if self._ctrl_c_at is not None and now - self._ctrl_c_at <= LEAVE_WINDOW:
+            return True
+        self._ctrl_c_at = now
+        console.print("[dim]Press Ctrl-C again or Ctrl-D to leave.[/dim]")
+        return False
 
     async def _submit(self, text: str) -> Outcome:
         """Hand the line to the conversation and wait for it; Ctrl-C withdraws or interrupts it."""
