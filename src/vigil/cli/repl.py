@@ -5,7 +5,8 @@ turn appears on screen by itself (``patch_stdout``, active while the prompt is o
 it above the prompt). A message the
 person sends is waited for with the prompt hidden, as before; Ctrl-C interrupts the running
 turn. At an empty prompt the first Ctrl-C says how to leave and a second within two seconds
-leaves, as Ctrl-D does.
+leaves, as Ctrl-D does. Every keystroke is reported to the conversation, so that a due
+heartbeat waits while a half-typed line is on the prompt (the toolbar says so).
 """
 
 from __future__ import annotations
@@ -115,8 +116,23 @@ class Repl:
             bottom_toolbar=self._toolbar,
             refresh_interval=5.0,
         )
+        buffer = self.session.default_buffer
+        buffer.on_text_changed += self._on_keystroke
+        buffer.on_cursor_position_changed += self._on_keystroke
         conversation.listeners.append(self._on_event)
         self.controller.agent.approve = self._approve
+
+    def _on_keystroke(self, buffer) -> None:  # type: ignore[no-untyped-def]
+        """A half-typed line holds a due heartbeat back (see ``Conversation.drafting``)."""
+        if not self._prompt_open:
+            return
+        waiting = self.conversation.heartbeat_waiting_for_draft
+        if buffer.text.strip():
+            self.conversation.drafting()
+        else:
+            self.conversation.draft_cleared()
+        if waiting != self.conversation.heartbeat_waiting_for_draft:
+            self.session.app.invalidate()  # the toolbar says what the heartbeat waits for
 
     def _toolbar(self) -> str:
         session = self.controller.session_id or "new conversation"
@@ -134,6 +150,8 @@ class Repl:
         if heartbeat is None:
             return ""
         every = format_interval(heartbeat.interval)
+        if self.conversation.heartbeat_waiting_for_draft:
+            return " · ♥ due, waiting for your draft (send or clear it)"
         if scheduler.emergency_stopped:
             return f" · ♥ {every} on emergency stop"
         if not heartbeat.active or heartbeat.next_due is None:
@@ -163,15 +181,18 @@ class Repl:
                 with patch_stdout(raw=True):
                     text = await self.session.prompt_async("you › ")
             except KeyboardInterrupt:
+                self.conversation.draft_cleared()
                 if self._leaves_on_interrupt():
                     return
                 continue
             except EOFError:
+                self.conversation.draft_cleared()
                 return
             finally:
                 self._prompt_open = False
             self._ctrl_c_at = None
             if not text.strip():
+                self.conversation.draft_cleared()
                 continue
             outcome = await self._submit(text)
             if outcome.reply is not None:
@@ -203,6 +224,7 @@ class Repl:
     async def _submit(self, text: str) -> Outcome:
         """Hand the line to the conversation and wait for it; Ctrl-C withdraws or interrupts it."""
         future = self.conversation.submit(text)
+        self.conversation.draft_cleared()  # after submit: the sent draft goes before the heartbeat
         loop = asyncio.get_running_loop()
 
         def interrupt() -> None:
