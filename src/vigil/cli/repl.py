@@ -167,10 +167,48 @@ class Repl:
         )
         if self.controller.session_id:
             console.print(f"[dim]Resumed session {self.controller.session_id}[/dim]")
+            await asyncio.to_thread(self._show_recap, self.controller.session_id)
         await self._loop()
         if self.controller.session_id:
+            await asyncio.to_thread(self._mark_closed, self.controller.session_id)
             console.print(f"[dim]Conversation kept: vigil chat --resume {self.controller.session_id}[/dim]")
         return 0
+
+    def _show_recap(self, session_id: str) -> None:
+        """The last exchange, and the heartbeat turns nobody saw (see :mod:`vigil.cli.recap`)."""
+        from vigil.cli.recap import SHOWN_HEARTBEATS, build_recap
+        from vigil.store import StoreError
+
+        try:
+            recap = build_recap(self.controller.store, session_id)
+        except StoreError as exc:
+            console.print(f"[yellow]No recap: {escape(str(exc))}[/yellow]")
+            return
+        width = max(40, console.width - 12)
+        if recap.last is not None:
+            console.print(f"[dim]Last exchange ({local_time(recap.last.at)}):[/dim]")
+            console.print(f"  [bold]you:[/bold] {escape(shorten(recap.last.asked, width))}")
+            console.print(f"  [cyan]vigil:[/cyan] {escape(shorten(recap.last.answer or '(no answer)', width))}")
+        unseen = recap.unseen_heartbeats
+        if unseen:
+            turns = "turn" if len(unseen) == 1 else "turns"
+            console.print(
+                f"[magenta]♥ {len(unseen)} heartbeat {turns} fired while the conversation was not open:[/magenta]"
+            )
+            if len(unseen) > SHOWN_HEARTBEATS:
+                console.print(f"  [dim]… {len(unseen) - SHOWN_HEARTBEATS} earlier not shown[/dim]")
+            for beat in unseen[-SHOWN_HEARTBEATS:]:
+                answer = shorten(beat.answer or "(no answer)", width - 18)
+                console.print(f"  [magenta]♥[/magenta] [dim]{local_time(beat.at)}[/dim] {escape(answer)}")
+
+    def _mark_closed(self, session_id: str) -> None:
+        from vigil.cli.recap import mark_closed
+        from vigil.store import StoreError
+
+        try:
+            mark_closed(self.controller.store, session_id, self.controller.agent.clock.now())
+        except StoreError:  # only the next recap is less precise
+            pass
 
     async def _loop(self) -> None:
         while True:
