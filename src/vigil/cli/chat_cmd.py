@@ -39,11 +39,10 @@ def chat(
     as it happens; leave with /quit or Ctrl-D and pick it up again with --continue.
 
     \b
-    Standard input:
-      echo "question" | vigil chat -q -   the whole input is one message
-      vigil chat < questions.txt          one turn per non-blank line, as if typed at the
-                                          prompt (/commands work, /quit stops); answers on
-                                          stdout, no prompt is shown
+    Standard input (no prompt is shown, answers go to stdout):
+      echo "question" | vigil chat -q -   all of it is one message
+      vigil chat < questions.txt          one turn per non-blank line, as if
+                                          typed at the prompt (/quit stops)
 
     Without a terminal nobody can approve a dangerous command: such runs are unattended and
     their commands run sandboxed.
