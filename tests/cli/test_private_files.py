@@ -115,7 +115,19 @@ def test_a_history_path_that_is_not_a_file_is_one_clear_line(
     vigil_home.mkdir(parents=True, exist_ok=True)
     history = vigil_home / "repl_history"
     os.mkfifo(history) if kind == "fifo" else history.mkdir()
-    env = {"OPENAI_BASE_URL": fake_model.base_url, "OPENAI_API_KEY": fake_model.api_key}
-    result = run_vigil("chat", home=vigil_home, env=env, timeout=30)
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert result.stderr.strip().startswith(f"Error: cannot use the REPL history {history}:")
+    env = {
+        **os.environ,
+        "VIGIL_HOME": str(vigil_home),
+        "OPENAI_BASE_URL": fake_model.base_url,
+        "OPENAI_API_KEY": fake_model.api_key,
+        "TERM": "xterm",
+    }
+    # the REPL (and so its history) exists only on a terminal: a pipe is read line by line
+    child = pexpect.spawn(sys.executable, ["-m", "vigil.cli.main", "chat"], env=env, encoding="utf-8", timeout=30)
+    try:
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=False)
+    output = child.before.replace("\r\n", "\n")
+    assert child.exitstatus == 1 and "Traceback" not in output, output
+    assert output.strip().startswith(f"Error: cannot use the REPL history {history}:")

@@ -21,7 +21,7 @@ from vigil.runtime.controller import ConversationController
 
 
 @click.command()
-@click.option("-q", "--query", help="Ask one question, print the answer and exit.")
+@click.option("-q", "--query", help="Ask one question, print the answer and exit ('-': read it from standard input).")
 @click.option("-r", "--resume", "resume_ref", metavar="ID", type=SESSION_REF, help="Continue a stored conversation (id or prefix).")
 @click.option("-c", "--continue", "continue_latest", is_flag=True, help="Continue the latest conversation.")
 @click.option("--no-stream", is_flag=True, help="Print answers whole instead of streaming them.")
@@ -37,15 +37,34 @@ def chat(
 
     Without -q this opens the interactive REPL (type /help there). The conversation is stored
     as it happens; leave with /quit or Ctrl-D and pick it up again with --continue.
+
+    \b
+    Standard input (no prompt is shown, answers go to stdout):
+      echo "question" | vigil chat -q -   all of it is one message
+      vigil chat < questions.txt          one turn per non-blank line, as if
+                                          typed at the prompt (/quit stops)
+
+    Without a terminal nobody can approve a dangerous command: such runs are unattended and
+    their commands run sandboxed.
     """
     if resume_ref is not None and continue_latest:
         raise click.UsageError("use either --resume or --continue, not both")
     if query is not None and not query.strip():
         raise click.UsageError("the question given with -q is empty")
+    stdin = click.get_binary_stream("stdin")
+    piped = False
+    if query == "-":
+        from vigil.cli.chat_stdin import read_message
+
+        query = read_message(stdin)
+    elif query is None and not stdin.isatty():
+        piped = True
     # The REPL handles Ctrl-C itself (it interrupts the running turn); SIGTERM and SIGHUP stop it.
-    signals = STOP_SIGNALS if query is not None else (signal.SIGTERM, signal.SIGHUP)
+    signals = STOP_SIGNALS if query is not None or piped else (signal.SIGTERM, signal.SIGHUP)
     try:
-        exit_code = run_stoppable(_chat(app, query, resume_ref, continue_latest, not no_stream), signals=signals)
+        exit_code = run_stoppable(
+            _chat(app, query, resume_ref, continue_latest, not no_stream, piped=piped), signals=signals
+        )
     except Stopped as stop:
         _say(f"[yellow]Stopped by {stop.name}.[/yellow]")
         sys.exit(stop.exit_code)
@@ -61,7 +80,13 @@ def _say(markup: str) -> None:
 
 
 async def _chat(
-    app: AppContext, query: str | None, resume_ref: str | None, continue_latest: bool, stream: bool
+    app: AppContext,
+    query: str | None,
+    resume_ref: str | None,
+    continue_latest: bool,
+    stream: bool,
+    *,
+    piped: bool = False,
 ) -> int:
     store = app.store
     session_id: str | None = None
@@ -77,7 +102,7 @@ async def _chat(
     except ModelError as exc:
         raise click.ClickException(str(exc)) from None
     approve = None
-    if query is None:
+    if query is None and not piped:
         from vigil.cli.repl import ask_approval
 
         approve = ask_approval
@@ -90,6 +115,8 @@ async def _chat(
     try:
         if query is not None:
             return await _one_shot(controller, query, stream)
+        if piped:
+            return await _piped(controller, stream)
         return await _interactive(app, controller, stream)
     finally:
         await client.aclose()
@@ -128,6 +155,45 @@ async def _interactive(app: AppContext, controller: ConversationController, stre
 
 
 async def _one_shot(controller: ConversationController, query: str, stream: bool) -> int:
+    code = await _answer(controller, query, stream)
+    if code != 1 and controller.session_id:
+        err_console.print(f"[dim]session {controller.session_id}[/dim]")
+    return code
+
+
+async def _piped(controller: ConversationController, stream: bool) -> int:
+    """One turn per non-blank line of standard input (see :mod:`vigil.cli.chat_stdin`).
+    A failed turn stops the run (exit 1; later lines are not sent); the exit code is
+    otherwise the worst one seen (2: a turn ended without an answer)."""
+    from vigil.cli.chat_stdin import lines_of
+
+    worst = 0
+    async for line in lines_of(click.get_binary_stream("stdin")):
+        if not line.strip():
+            continue
+        if controller.is_command(line):
+            reply = await controller.command(line)
+            if reply.is_error:
+                err_console.print(f"[red]{escape(reply.text)}[/red]")
+                worst = max(worst, 1)
+            elif reply.text:
+                click.echo(reply.text)
+            if reply.action == "quit":
+                break
+            continue
+        code = await _answer(controller, line, stream)
+        if code == 1:
+            err_console.print("[dim]the rest of standard input was not sent[/dim]")
+            return 1
+        worst = max(worst, code)
+    if controller.session_id:
+        err_console.print(f"[dim]session {controller.session_id}[/dim]")
+    return worst
+
+
+async def _answer(controller: ConversationController, query: str, stream: bool) -> int:
+    """Run one turn and print its answer on stdout: 0 answered, 2 ended without an answer,
+    1 failed (said on stderr)."""
     streamed = stream and sys.stdout.isatty()
     wrote: list[str] = []
 
@@ -156,7 +222,6 @@ async def _one_shot(controller: ConversationController, query: str, stream: bool
         sys.stdout.write("\n")
     else:
         click.echo(result.answer)
-    err_console.print(f"[dim]session {result.session_id}[/dim]")
     return 0 if result.stop == "answered" else 2
 
 

@@ -4,7 +4,9 @@ The prompt stays open while the conversation runtime works in the background, so
 turn appears on screen by itself (``patch_stdout``, active while the prompt is open, prints
 it above the prompt). A message the
 person sends is waited for with the prompt hidden, as before; Ctrl-C interrupts the running
-turn.
+turn. At an empty prompt the first Ctrl-C says how to leave and a second within two seconds
+leaves, as Ctrl-D does. Every keystroke is reported to the conversation, so that a due
+heartbeat waits while a half-typed line is on the prompt (the toolbar says so).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import signal
 import stat
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -34,6 +37,9 @@ from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, Outc
 from vigil.schedule.intervals import format_interval
 
 console = Console(highlight=False)
+
+LEAVE_WINDOW = 2.0
+"""Seconds within which a second Ctrl-C at an empty prompt leaves the REPL."""
 
 
 class SlashCompleter(Completer):
@@ -101,6 +107,7 @@ class Repl:
         self._streaming = False  # this turn's answer is written as it arrives
         self._streamed = False  # a line of streamed text is open
         self._streamed_any = False
+        self._ctrl_c_at: float | None = None  # when Ctrl-C last hit an empty prompt
         self.session: PromptSession[str] = PromptSession(
             history=private_history(profile.history_path),
             completer=SlashCompleter(self.controller.registry.names()),
@@ -109,8 +116,23 @@ class Repl:
             bottom_toolbar=self._toolbar,
             refresh_interval=5.0,
         )
+        buffer = self.session.default_buffer
+        buffer.on_text_changed += self._on_keystroke
+        buffer.on_cursor_position_changed += self._on_keystroke
         conversation.listeners.append(self._on_event)
         self.controller.agent.approve = self._approve
+
+    def _on_keystroke(self, buffer) -> None:  # type: ignore[no-untyped-def]
+        """A half-typed line holds a due heartbeat back (see ``Conversation.drafting``)."""
+        if not self._prompt_open:
+            return
+        waiting = self.conversation.heartbeat_waiting_for_draft
+        if buffer.text.strip():
+            self.conversation.drafting()
+        else:
+            self.conversation.draft_cleared()
+        if waiting != self.conversation.heartbeat_waiting_for_draft:
+            self.session.app.invalidate()  # the toolbar says what the heartbeat waits for
 
     def _toolbar(self) -> str:
         session = self.controller.session_id or "new conversation"
@@ -128,6 +150,8 @@ class Repl:
         if heartbeat is None:
             return ""
         every = format_interval(heartbeat.interval)
+        if self.conversation.heartbeat_waiting_for_draft:
+            return " · ♥ due, waiting for your draft (send or clear it)"
         if scheduler.emergency_stopped:
             return f" · ♥ {every} on emergency stop"
         if not heartbeat.active or heartbeat.next_due is None:
@@ -143,10 +167,48 @@ class Repl:
         )
         if self.controller.session_id:
             console.print(f"[dim]Resumed session {self.controller.session_id}[/dim]")
+            await asyncio.to_thread(self._show_recap, self.controller.session_id)
         await self._loop()
         if self.controller.session_id:
+            await asyncio.to_thread(self._mark_closed, self.controller.session_id)
             console.print(f"[dim]Conversation kept: vigil chat --resume {self.controller.session_id}[/dim]")
         return 0
+
+    def _show_recap(self, session_id: str) -> None:
+        """The last exchange, and the heartbeat turns nobody saw (see :mod:`vigil.cli.recap`)."""
+        from vigil.cli.recap import SHOWN_HEARTBEATS, build_recap
+        from vigil.store import StoreError
+
+        try:
+            recap = build_recap(self.controller.store, session_id)
+        except StoreError as exc:
+            console.print(f"[yellow]No recap: {escape(str(exc))}[/yellow]")
+            return
+        width = max(40, console.width - 12)
+        if recap.last is not None:
+            console.print(f"[dim]Last exchange ({local_time(recap.last.at)}):[/dim]")
+            console.print(f"  [bold]you:[/bold] {escape(shorten(recap.last.asked, width))}")
+            console.print(f"  [cyan]vigil:[/cyan] {escape(shorten(recap.last.answer or '(no answer)', width))}")
+        unseen = recap.unseen_heartbeats
+        if unseen:
+            turns = "turn" if len(unseen) == 1 else "turns"
+            console.print(
+                f"[magenta]♥ {len(unseen)} heartbeat {turns} fired while the conversation was not open:[/magenta]"
+            )
+            if len(unseen) > SHOWN_HEARTBEATS:
+                console.print(f"  [dim]… {len(unseen) - SHOWN_HEARTBEATS} earlier not shown[/dim]")
+            for beat in unseen[-SHOWN_HEARTBEATS:]:
+                answer = shorten(beat.answer or "(no answer)", width - 18)
+                console.print(f"  [magenta]♥[/magenta] [dim]{local_time(beat.at)}[/dim] {escape(answer)}")
+
+    def _mark_closed(self, session_id: str) -> None:
+        from vigil.cli.recap import mark_closed
+        from vigil.store import StoreError
+
+        try:
+            mark_closed(self.controller.store, session_id, self.controller.agent.clock.now())
+        except StoreError:  # only the next recap is less precise
+            pass
 
     async def _loop(self) -> None:
         while True:
@@ -157,13 +219,18 @@ class Repl:
                 with patch_stdout(raw=True):
                     text = await self.session.prompt_async("you › ")
             except KeyboardInterrupt:
-                self.conversation.interrupt()  # stops a heartbeat turn running under the prompt
+                self.conversation.draft_cleared()
+                if self._leaves_on_interrupt():
+                    return
                 continue
             except EOFError:
+                self.conversation.draft_cleared()
                 return
             finally:
                 self._prompt_open = False
+            self._ctrl_c_at = None
             if not text.strip():
+                self.conversation.draft_cleared()
                 continue
             outcome = await self._submit(text)
             if outcome.reply is not None:
@@ -174,9 +241,28 @@ class Repl:
                 if reply.action == "quit":
                     return
 
+    def _leaves_on_interrupt(self) -> bool:
+        """Ctrl-C at the prompt: it stops a heartbeat turn running under the prompt, or
+        drops the draft; at an empty prompt the first one says how to leave and a second
+        within :data:`LEAVE_WINDOW` seconds leaves."""
+        if self.conversation.interrupt():
+            self._ctrl_c_at = None
+            return False
+        # The buffer still holds what was on the line when Ctrl-C ended the prompt.
+        if self.session.default_buffer.text.strip():
+            self._ctrl_c_at = None
+            return False
+        now = time.monotonic()
+        if self._ctrl_c_at is not None and now - self._ctrl_c_at <= LEAVE_WINDOW:
+            return True
+        self._ctrl_c_at = now
+        console.print("[dim]Press Ctrl-C again or Ctrl-D to leave.[/dim]")
+        return False
+
     async def _submit(self, text: str) -> Outcome:
         """Hand the line to the conversation and wait for it; Ctrl-C withdraws or interrupts it."""
         future = self.conversation.submit(text)
+        self.conversation.draft_cleared()  # after submit: the sent draft goes before the heartbeat
         loop = asyncio.get_running_loop()
 
         def interrupt() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 from datetime import datetime
 
 from vigil.runtime.heartbeat_commands import heartbeat_slash
@@ -103,13 +104,53 @@ def _skills(control: ConversationControl, _args: str) -> CommandReply:
     return CommandReply("\n".join(["Skills:"] + [f"  {n} — {d}" for n, d in skills]))
 
 
-def _model(control: ConversationControl, args: str) -> CommandReply:
+MODEL_LIST_TIMEOUT = 10.0
+"""Seconds /model waits for the endpoint's model list before switching unchecked."""
+
+
+async def _model(control: ConversationControl, args: str) -> CommandReply:
     if not args:
         return CommandReply(f"Model: {control.model_name()}")
-    control.set_model(args.split()[0])
-    return CommandReply(
-        f"Model switched to {control.model_name()} (the stored system prompt stays; no refresh needed)."
+    name = args.split()[0]
+    offered, why_unchecked = await _offered_models(control)
+    if offered is not None and name not in offered:
+        close = difflib.get_close_matches(name, offered, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        shown = ", ".join(offered[:10]) + (f" and {len(offered) - 10} more" if len(offered) > 10 else "")
+        return CommandReply(
+            f"The endpoint has no model named {name!r}: the model stays {control.model_name()}.{hint} "
+            f"It offers: {shown}.",
+            is_error=True,
+        )
+    control.set_model(name)
+    checked = (
+        "the endpoint lists it"
+        if offered is not None
+        else f"the name could not be checked: {why_unchecked}"
     )
+    return CommandReply(
+        f"Model switched to {control.model_name()} ({checked}; the stored system prompt stays, "
+        "no refresh needed)."
+    )
+
+
+async def _offered_models(control: ConversationControl) -> tuple[list[str] | None, str]:
+    """The endpoint's model list, or ``None`` and why it could not be had."""
+    from vigil.models.base import ModelError
+
+    agent = getattr(control, "agent", None)
+    list_models = getattr(getattr(agent, "client", None), "list_models", None)
+    if list_models is None:
+        return None, "this client has no model list"
+    try:
+        offered = await asyncio.wait_for(list_models(), MODEL_LIST_TIMEOUT)
+    except asyncio.TimeoutError:
+        return None, f"the endpoint did not list its models within {MODEL_LIST_TIMEOUT:g} s"
+    except ModelError as exc:
+        return None, f"the endpoint offers no model list ({_short(str(exc), 120)})"
+    if not offered:
+        return None, "the endpoint's model list is empty"
+    return list(offered), ""
 
 
 def _quit(_control: ConversationControl, _args: str) -> CommandReply:

@@ -8,6 +8,11 @@ therefore fires once, right after it; a user message waiting in the queue goes f
 one that arrives while the heartbeat's turn is being prepared: the fire is confirmed only
 just before the agent begins executing (:mod:`vigil.runtime.heartbeat_attempt`).
 
+A front end with a line editor reports the person's draft (:meth:`Conversation.drafting`,
+:meth:`Conversation.draft_cleared`): while a half-typed line is there, a due heartbeat waits
+(it is not claimed, so nothing is counted) until the draft is sent or cleared, or until
+:data:`DRAFT_QUIET` seconds pass without a keystroke.
+
 The runtime knows nothing about terminals or platforms; front ends subscribe to its events.
 """
 
@@ -37,6 +42,9 @@ from vigil.schedule.heartbeat_text import heartbeat_header, heartbeat_message
 from vigil.schedule.scheduler import HeartbeatScheduler
 
 log = logging.getLogger(__name__)
+
+DRAFT_QUIET = 120.0
+"""Seconds without a keystroke after which a draft no longer holds a due heartbeat back."""
 
 URGENT_COMMANDS = frozenset({"stop"})
 """Commands that interrupt the running turn and jump the queue: waiting behind the very turn
@@ -72,6 +80,7 @@ class Conversation:
         self._attempt: HeartbeatAttempt | None = None
         self._worker: asyncio.Task[None] | None = None
         self._tracked: str | None = None
+        self._draft_timer: asyncio.Task[None] | None = None  # runs while a draft holds heartbeats
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -93,6 +102,7 @@ class Conversation:
             if not item.future.done():
                 item.future.cancel()
         self._queue.clear()
+        self._stop_draft_timer()
         if self.scheduler is not None and self._tracked is not None:
             self.scheduler.disown(self._tracked, self)
         self._tracked = None
@@ -118,8 +128,19 @@ class Conversation:
 
     @property
     def idle(self) -> bool:
-        """Nothing runs, nothing waits, and no heartbeat is about to fire."""
-        return self._idle.is_set() and not self._queue and not self._heartbeat_wanted
+        """Nothing runs, nothing waits, and no heartbeat is about to fire (one held back by
+        a draft is not about to fire)."""
+        return self._idle.is_set() and not self._queue and not (self._heartbeat_wanted and not self.draft_held)
+
+    @property
+    def draft_held(self) -> bool:
+        """A draft at the front end holds heartbeats back."""
+        return self._draft_timer is not None
+
+    @property
+    def heartbeat_waiting_for_draft(self) -> bool:
+        """A heartbeat is due and waits for the person's draft to be sent or cleared."""
+        return self._heartbeat_wanted and self.draft_held
 
     async def wait_idle(self) -> None:
         """Return once :attr:`idle` holds."""
@@ -165,6 +186,34 @@ class Conversation:
         if self._current is not None and self._current.future is future:
             self.interrupt()
 
+    def drafting(self) -> None:
+        """The person typed into a non-empty draft: hold heartbeats back for another
+        :data:`DRAFT_QUIET` seconds."""
+        self._stop_draft_timer()
+        quiet_until = self.controller.agent.clock.now() + DRAFT_QUIET
+        self._draft_timer = asyncio.ensure_future(self._draft_quiet(quiet_until))
+
+    def draft_cleared(self) -> None:
+        """The draft was sent or emptied: a heartbeat that waited for it may fire."""
+        if self._draft_timer is not None:
+            self._stop_draft_timer()
+            self._release_heartbeat()
+
+    async def _draft_quiet(self, until: float) -> None:
+        await self.controller.agent.clock.sleep_until(until)
+        self._draft_timer = None  # the keyboard has been quiet long enough
+        self._release_heartbeat()
+
+    def _stop_draft_timer(self) -> None:
+        timer, self._draft_timer = self._draft_timer, None
+        if timer is not None and timer is not asyncio.current_task():
+            timer.cancel()
+
+    def _release_heartbeat(self) -> None:
+        if self._heartbeat_wanted:
+            self._idle.clear()
+            self._wake.set()
+
     # -- HeartbeatTarget ------------------------------------------------------------------------
     def heartbeat_due(self, session_id: str) -> None:
         """Called by the scheduler: fire at the next idle moment (never interrupts)."""
@@ -180,7 +229,7 @@ class Conversation:
             if self._queue:
                 self._idle.clear()
                 await self._process(self._queue.popleft())
-            elif self._heartbeat_wanted:
+            elif self._heartbeat_wanted and not self.draft_held:
                 self._idle.clear()
                 self._heartbeat_wanted = False
                 await self._fire_heartbeat()
@@ -251,6 +300,9 @@ class Conversation:
             if error is not None:
                 log.warning("heartbeat turn not started, slot refunded: %s", error)
             await attempt.give_back(failed=error is not None)
+            if self.draft_held and error is None:
+                # Declined because the person started typing: it fires once the draft is done.
+                self._heartbeat_wanted = True
             ended = None
         await self._track(refresh=False)
         if ended is None:
@@ -282,6 +334,8 @@ class Conversation:
         if refusal is not None:
             log.info("heartbeat of %s refunded: %s", session_id, refusal)
             await attempt.give_back()
+            if self.draft_held:
+                self._heartbeat_wanted = True
             return
         await self._turn(HEARTBEAT, text, attempt)
 
@@ -290,6 +344,8 @@ class Conversation:
         it may). Checked before the turn starts and again just before it executes."""
         if self._queue:
             return "user input is waiting (it goes first)"
+        if self.draft_held:
+            return "the person is typing (a heartbeat waits for the draft)"
         if self._worker is None:
             return "the conversation is closing"
         if self.scheduler is None or not self.scheduler.owns(session_id):
