@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import signal
 import sys
+from typing import BinaryIO
 
 import click
 from rich.markup import escape
@@ -51,7 +53,7 @@ def chat(
         raise click.UsageError("use either --resume or --continue, not both")
     if query is not None and not query.strip():
         raise click.UsageError("the question given with -q is empty")
-    stdin = click.get_binary_stream("stdin")
+    stdin = _binary_stdin()
     piped = False
     if query == "-":
         from vigil.cli.chat_stdin import read_message
@@ -168,7 +170,7 @@ async def _piped(controller: ConversationController, stream: bool) -> int:
     from vigil.cli.chat_stdin import lines_of
 
     worst = 0
-    async for line in lines_of(click.get_binary_stream("stdin")):
+    async for line in lines_of(_binary_stdin()):
         if not line.strip():
             continue
         if controller.is_command(line):
@@ -223,6 +225,12 @@ async def _answer(controller: ConversationController, query: str, stream: bool) 
     else:
         click.echo(result.answer)
     return 0 if result.stop == "answered" else 2
+
+
+def _binary_stdin() -> BinaryIO:
+    """Standard input as bytes (an empty stream when the process has none)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    return stream if stream is not None else io.BytesIO()
 
 
 COMMANDS = [chat]
