@@ -63,7 +63,7 @@ _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
 _NEWEST_CHILD_LAST = "ORDER BY started_at, rowid"
 _NEWEST_CHILD_FIRST = "ORDER BY started_at DESC, rowid DESC"
 # A message copied into a continuation is listed once, under the newest session holding it:
-# see postgres_search for why this look at the copy's canonical meta is exact.
+# see postgres/search.py for why this look at the copy's canonical meta is exact.
 _NOT_CARRIED = (
     "AND NOT EXISTS (SELECT 1 FROM sessions k JOIN messages c ON c.session_id = k.id"
     " WHERE k.parent_id = m.session_id AND c.created_at = m.created_at"
