@@ -12,7 +12,7 @@ from vigil.config import Settings
 from vigil.profiles import Profile
 from vigil.runtime.controller import ConversationController
 from vigil.schedule import cron_slash
-from vigil.schedule.cron_repo import CronRepo
+from vigil.schedule.cron.repo import CronRepo
 from vigil.store import SQLiteStore
 from vigil.store.records import ToolCall
 from vigil.tools.base import ToolContext
