@@ -64,9 +64,9 @@ from vigil.schedule.cron.repo import Claim, CronRepo
 from vigil.schedule.cron.runs import RunRecord
 from vigil.schedule.cron.schedule import Schedule, parse_schedule
 from vigil.schedule.cron.scheduler import CronScheduler
-from vigil.schedule.heartbeat import Heartbeat, heartbeat_key
-from vigil.schedule.heartbeat_repo import Reservation
-from vigil.schedule.scheduler import DirectTarget, HeartbeatScheduler
+from vigil.schedule.heartbeat.record import Heartbeat, heartbeat_key
+from vigil.schedule.heartbeat.repo import Reservation
+from vigil.schedule.heartbeat.scheduler import DirectTarget, HeartbeatScheduler
 from vigil.store import SQLiteStore, StoreError
 from vigil.store.records import MetaSwap
 

@@ -17,7 +17,7 @@ from vigil.profiles import get_profile
 from vigil.schedule.cron.repo import CronRepo
 from vigil.schedule.cron_runner import CronRunner
 from vigil.schedule.cron.scheduler import CronScheduler
-from vigil.schedule.heartbeat_repo import PROCESS_OWNER
+from vigil.schedule.heartbeat.repo import PROCESS_OWNER
 from vigil.store import SQLiteStore
 
 

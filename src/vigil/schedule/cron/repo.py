@@ -24,7 +24,7 @@ from vigil.schedule.cron.errors import CronError, DamagedJob, JobBusy, JobExists
 from vigil.schedule.cron.jobs import JOB_PREFIX, CronJob, JobSpec, Running, edited_job, job_key
 from vigil.schedule.cron.plan import OwnerAlive
 from vigil.schedule.cron.runs import INTERRUPTED, RUNNING, RunLog, RunRecord, stamp_of
-from vigil.schedule.heartbeat_repo import PROCESS_OWNER, owner_alive
+from vigil.schedule.heartbeat.repo import PROCESS_OWNER, owner_alive
 from vigil.store import SessionNotFound, SessionStore, StoreError
 from vigil.store.records import MetaSwap
 
