@@ -41,7 +41,7 @@ from vigil.schedule.cron.schedule import default_zone, format_instant
 if TYPE_CHECKING:
     from vigil.schedule.cron.jobs import CronJob
     from vigil.schedule.cron.repo import Claim
-    from vigil.schedule.cron_runner import CronRunner
+    from vigil.runtime.cron_runner import CronRunner
     from vigil.schedule.cron.runs import RunRecord
     from vigil.schedule.cron.scheduler import TickReport
 
@@ -455,7 +455,7 @@ class _runner:
         from vigil.models.base import ModelClient, ModelError
         from vigil.models.factory import build_client
         from vigil.models.lazy import LazyModelClient
-        from vigil.schedule.cron_runner import CronRunner
+        from vigil.runtime.cron_runner import CronRunner
 
         self.client: ModelClient
         if self.connect_lazily:

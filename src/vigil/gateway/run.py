@@ -21,7 +21,7 @@ from vigil.models.base import ModelClient
 from vigil.profiles import Profile
 from vigil.schedule.cron.format import relative
 from vigil.schedule.cron.repo import CronRepo
-from vigil.schedule.cron_runner import CronRunner
+from vigil.runtime.cron_runner import CronRunner
 from vigil.schedule.cron.scheduler import POLL_INTERVAL, CronScheduler
 from vigil.schedule.cron.schedule import default_zone, format_instant
 from vigil.store import SessionStore

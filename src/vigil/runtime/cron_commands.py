@@ -8,7 +8,7 @@
     /cron add NAME "SCHEDULE" PROMPT...
     /cron pause|resume|remove NAME
 
-Register with ``registry.register(cron_slash.COMMAND)``.
+Register with ``registry.register(cron_commands.COMMAND)``.
 """
 
 from __future__ import annotations
