@@ -58,15 +58,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vigil.clock import FakeClock, SystemClock
-from vigil.schedule.cron_errors import CronError
-from vigil.schedule.cron_jobs import JobSpec, job_key, new_job
-from vigil.schedule.cron_repo import Claim, CronRepo
-from vigil.schedule.cron_runs import RunRecord
-from vigil.schedule.cron_schedule import Schedule, parse_schedule
-from vigil.schedule.cron_scheduler import CronScheduler
-from vigil.schedule.heartbeat import Heartbeat, heartbeat_key
-from vigil.schedule.heartbeat_repo import Reservation
-from vigil.schedule.scheduler import DirectTarget, HeartbeatScheduler
+from vigil.schedule.cron.errors import CronError
+from vigil.schedule.cron.jobs import JobSpec, job_key, new_job
+from vigil.schedule.cron.repo import Claim, CronRepo
+from vigil.schedule.cron.runs import RunRecord
+from vigil.schedule.cron.schedule import Schedule, parse_schedule
+from vigil.schedule.cron.scheduler import CronScheduler
+from vigil.schedule.heartbeat.record import Heartbeat, heartbeat_key
+from vigil.schedule.heartbeat.repo import Reservation
+from vigil.schedule.heartbeat.scheduler import DirectTarget, HeartbeatScheduler
 from vigil.store import SQLiteStore, StoreError
 from vigil.store.records import MetaSwap
 

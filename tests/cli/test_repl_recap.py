@@ -11,7 +11,7 @@ import pexpect
 import pytest
 
 from tests.cli.helpers import run_vigil
-from vigil.schedule.heartbeat_text import heartbeat_header
+from vigil.schedule.heartbeat.text import heartbeat_header
 from vigil.store import NewMessage, SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 

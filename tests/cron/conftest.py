@@ -16,10 +16,10 @@ from vigil.config import ModelSettings, Settings
 from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile
-from vigil.schedule.cron_jobs import CronJob, JobSpec, new_job
-from vigil.schedule.cron_repo import CronRepo
-from vigil.schedule.cron_runner import CronRunner
-from vigil.schedule.cron_scheduler import CronScheduler
+from vigil.schedule.cron.jobs import CronJob, JobSpec, new_job
+from vigil.schedule.cron.repo import CronRepo
+from vigil.runtime.cron_runner import CronRunner
+from vigil.schedule.cron.scheduler import CronScheduler
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from tests.cron.conftest import START, AddJob, at
 from vigil.clock import FakeClock
-from vigil.schedule import cron_plan
-from vigil.schedule.cron_errors import JobBusy
-from vigil.schedule.cron_format import backoff_text
-from vigil.schedule.cron_jobs import JobSpec, new_job
-from vigil.schedule.cron_repo import Claim, CronRepo
-from vigil.schedule.cron_runs import FAILED, KEEP_PER_JOB, OK, RunRecord
+from vigil.schedule.cron import plan as cron_plan
+from vigil.schedule.cron.errors import JobBusy
+from vigil.schedule.cron.format import backoff_text
+from vigil.schedule.cron.jobs import JobSpec, new_job
+from vigil.schedule.cron.repo import Claim, CronRepo
+from vigil.schedule.cron.runs import FAILED, KEEP_PER_JOB, OK, RunRecord
 from vigil.store import SQLiteStore
 
 

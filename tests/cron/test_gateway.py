@@ -24,9 +24,9 @@ from vigil.gateway.activity import GatewayActivity
 from vigil.gateway.run import GatewayConfig, serve
 from vigil.models.lazy import LazyModelClient
 from vigil.profiles import Profile
-from vigil.schedule.cron_repo import CronRepo
-from vigil.schedule.cron_runner import CronRunner
-from vigil.schedule.cron_scheduler import CronScheduler
+from vigil.schedule.cron.repo import CronRepo
+from vigil.runtime.cron_runner import CronRunner
+from vigil.schedule.cron.scheduler import CronScheduler
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.cron.conftest import START, AddJob
-from vigil.schedule.cron_repo import CronRepo
+from vigil.schedule.cron.repo import CronRepo
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 

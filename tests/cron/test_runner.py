@@ -15,9 +15,9 @@ from vigil.agent.turn import Agent
 from vigil.clock import FakeClock
 from vigil.profiles import Profile
 from vigil.schedule import estop
-from vigil.schedule.cron_delivery import DeliveryResult, DeliveryRouter, Outgoing
-from vigil.schedule.cron_format import job_lines
-from vigil.schedule.cron_repo import CronRepo
+from vigil.schedule.cron.delivery import DeliveryResult, DeliveryRouter, Outgoing
+from vigil.schedule.cron.format import job_lines
+from vigil.schedule.cron.repo import CronRepo
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cron.conftest import START, at
-from vigil.schedule.cron_errors import ScheduleError
-from vigil.schedule.cron_schedule import GRACE_MAX, GRACE_MIN, Schedule, parse_schedule, resolve_zone
+from vigil.schedule.cron.errors import ScheduleError
+from vigil.schedule.cron.schedule import GRACE_MAX, GRACE_MIN, Schedule, parse_schedule, resolve_zone
 
 
 def occurrences(schedule: Schedule, start: float, end: float) -> list[float]:

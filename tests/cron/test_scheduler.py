@@ -11,10 +11,10 @@ from tests.cron.conftest import START, AddJob, MakeRunner, at, settle
 from vigil.clock import FakeClock
 from vigil.profiles import Profile
 from vigil.schedule import estop
-from vigil.schedule.cron_jobs import JobSpec, new_job
-from vigil.schedule.cron_repo import Claim, CronRepo
-from vigil.schedule.cron_runs import RunRecord
-from vigil.schedule.cron_scheduler import CronScheduler
+from vigil.schedule.cron.jobs import JobSpec, new_job
+from vigil.schedule.cron.repo import Claim, CronRepo
+from vigil.schedule.cron.runs import RunRecord
+from vigil.schedule.cron.scheduler import CronScheduler
 from vigil.schedule.engine import MAX_SLEEP
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer

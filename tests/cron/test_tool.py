@@ -11,8 +11,8 @@ from vigil.agent.turn import Agent
 from vigil.config import Settings
 from vigil.profiles import Profile
 from vigil.runtime.controller import ConversationController
-from vigil.schedule import cron_slash
-from vigil.schedule.cron_repo import CronRepo
+from vigil.runtime import cron_commands
+from vigil.schedule.cron.repo import CronRepo
 from vigil.store import SQLiteStore
 from vigil.store.records import ToolCall
 from vigil.tools.base import ToolContext
@@ -57,17 +57,17 @@ class _Control:
 
 async def test_slash_command(store: SQLiteStore, profile: Profile) -> None:
     control = _Control(store, profile, Settings())
-    assert "No cron jobs" in (await cron_slash.handle(control, "")).text  # type: ignore[arg-type]
-    reply = await cron_slash.handle(control, 'add morning "0 7 * * *" Summarize my inbox')  # type: ignore[arg-type]
+    assert "No cron jobs" in (await cron_commands.handle(control, "")).text  # type: ignore[arg-type]
+    reply = await cron_commands.handle(control, 'add morning "0 7 * * *" Summarize my inbox')  # type: ignore[arg-type]
     assert not reply.is_error and "Added cron job morning" in reply.text
     job = CronRepo(store).get("morning")
     assert job.prompt == "Summarize my inbox" and job.schedule.expr == "0 7 * * *"
-    assert "paused" in (await cron_slash.handle(control, "pause morning")).text  # type: ignore[arg-type]
-    assert "Summarize my inbox" in (await cron_slash.handle(control, "show morning")).text  # type: ignore[arg-type]
-    assert (await cron_slash.handle(control, "show nothing")).is_error  # type: ignore[arg-type]
-    assert (await cron_slash.handle(control, 'add bad "every 1s" p')).is_error  # type: ignore[arg-type]
-    assert "Removed" in (await cron_slash.handle(control, "remove morning")).text  # type: ignore[arg-type]
-    assert cron_slash.COMMAND.name == "cron"
+    assert "paused" in (await cron_commands.handle(control, "pause morning")).text  # type: ignore[arg-type]
+    assert "Summarize my inbox" in (await cron_commands.handle(control, "show morning")).text  # type: ignore[arg-type]
+    assert (await cron_commands.handle(control, "show nothing")).is_error  # type: ignore[arg-type]
+    assert (await cron_commands.handle(control, 'add bad "every 1s" p')).is_error  # type: ignore[arg-type]
+    assert "Removed" in (await cron_commands.handle(control, "remove morning")).text  # type: ignore[arg-type]
+    assert cron_commands.COMMAND.name == "cron"
 
 
 async def test_slash_add_through_the_controller_uses_the_configured_zone(

@@ -14,10 +14,10 @@ from vigil.clock import FakeClock
 from vigil.config import ModelSettings, Settings
 from vigil.models.factory import build_client
 from vigil.profiles import get_profile
-from vigil.schedule.cron_repo import CronRepo
-from vigil.schedule.cron_runner import CronRunner
-from vigil.schedule.cron_scheduler import CronScheduler
-from vigil.schedule.heartbeat_repo import PROCESS_OWNER
+from vigil.schedule.cron.repo import CronRepo
+from vigil.runtime.cron_runner import CronRunner
+from vigil.schedule.cron.scheduler import CronScheduler
+from vigil.schedule.heartbeat.repo import PROCESS_OWNER
 from vigil.store import SQLiteStore
 
 

@@ -20,8 +20,8 @@ from vigil.profiles import Profile
 from vigil.runtime.controller import ConversationController
 from vigil.runtime.conversation import Conversation
 from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, Outcome, TurnBegan, TurnEnded
-from vigil.schedule.heartbeat import Heartbeat
-from vigil.schedule.scheduler import HeartbeatScheduler
+from vigil.schedule.heartbeat.record import Heartbeat
+from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 

@@ -11,9 +11,9 @@ import pytest
 
 from tests.runtime.conftest import Runtime, RuntimeFactory
 from vigil.schedule import estop
-from vigil.schedule.heartbeat_repo import HeartbeatRepo, Reservation
-from vigil.schedule.heartbeat_text import is_heartbeat_message
-from vigil.schedule.scheduler import HOLD_OFF, HeartbeatScheduler
+from vigil.schedule.heartbeat.repo import HeartbeatRepo, Reservation
+from vigil.schedule.heartbeat.text import is_heartbeat_message
+from vigil.schedule.heartbeat.scheduler import HOLD_OFF, HeartbeatScheduler
 from vigil.store import StoreError
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply

@@ -11,7 +11,7 @@ from tests.runtime.conftest import Runtime, RuntimeFactory
 from vigil.agent.events import TextDelta
 from vigil.config import Settings
 from vigil.runtime.conversation_events import TurnEnded
-from vigil.schedule.heartbeat_text import NO_BUSYWORK, heartbeat_message
+from vigil.schedule.heartbeat.text import NO_BUSYWORK, heartbeat_message
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
 

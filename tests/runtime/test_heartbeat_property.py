@@ -33,8 +33,8 @@ from vigil.runtime.controller import ConversationController
 from vigil.runtime.conversation import Conversation
 from vigil.runtime.conversation_events import HEARTBEAT, TurnBegan, TurnEnded
 from vigil.schedule import estop
-from vigil.schedule.heartbeat_text import is_heartbeat_message
-from vigil.schedule.scheduler import HeartbeatScheduler
+from vigil.schedule.heartbeat.text import is_heartbeat_message
+from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 from vigil.store import SQLiteStore
 
 _BUSY = re.compile(r"busy (\d+)")

@@ -18,8 +18,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from vigil.schedule.heartbeat_repo import PROCESS_OWNER, Reservation
-from vigil.schedule.scheduler import DirectTarget, HeartbeatScheduler
+from vigil.schedule.heartbeat.repo import PROCESS_OWNER, Reservation
+from vigil.schedule.heartbeat.scheduler import DirectTarget, HeartbeatScheduler
 from vigil.store import SQLiteStore
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from vigil.clock import FakeClock
 from vigil.schedule.changes import read_generation
-from vigil.schedule.heartbeat import Heartbeat, HeartbeatError, NoHeartbeat, Route, heartbeat_key
-from vigil.schedule.heartbeat_repo import STALE_AFTER, HeartbeatRepo, owner_alive
+from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError, NoHeartbeat, Route, heartbeat_key
+from vigil.schedule.heartbeat.repo import STALE_AFTER, HeartbeatRepo, owner_alive
 from vigil.store import SQLiteStore
 
 SID = "aaaaaaaaaaaa"
@@ -150,7 +150,7 @@ def test_orphans_of_a_dead_process_are_refunded_on_start_up(db_path: Path, store
         f"""
         import os
         from vigil.store import SQLiteStore
-        from vigil.schedule.heartbeat_repo import HeartbeatRepo
+        from vigil.schedule.heartbeat.repo import HeartbeatRepo
         repo = HeartbeatRepo(SQLiteStore({str(db_path)!r}))
         reservation = repo.reserve({SID!r})
         assert reservation is not None

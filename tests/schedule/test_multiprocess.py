@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from vigil.schedule.heartbeat import Heartbeat, heartbeat_key
+from vigil.schedule.heartbeat.record import Heartbeat, heartbeat_key
 from vigil.store import SQLiteStore
 
 SID = "aaaaaaaaaaaa"

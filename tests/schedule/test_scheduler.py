@@ -9,9 +9,9 @@ from pathlib import Path
 from tests.schedule.helpers import inline, settle
 from vigil.clock import FakeClock
 from vigil.schedule import estop
-from vigil.schedule.heartbeat import heartbeat_key
-from vigil.schedule.heartbeat_repo import STALE_AFTER, HeartbeatRepo, Reservation
-from vigil.schedule.scheduler import HOLD_OFF, DirectTarget, HeartbeatScheduler
+from vigil.schedule.heartbeat.record import heartbeat_key
+from vigil.schedule.heartbeat.repo import STALE_AFTER, HeartbeatRepo, Reservation
+from vigil.schedule.heartbeat.scheduler import HOLD_OFF, DirectTarget, HeartbeatScheduler
 from vigil.store import SQLiteStore, StoreError
 
 SID = "aaaaaaaaaaaa"

@@ -7,7 +7,7 @@ import sys
 import threading
 
 from vigil.clock import FakeClock
-from vigil.schedule.cron_repo import CronRepo
+from vigil.schedule.cron.repo import CronRepo
 from vigil.store import NewMessage
 from vigil.store.sqlite import SQLiteStore
 

@@ -22,7 +22,7 @@ from vigil.store import (
     open_store,
 )
 from vigil.store.sqlite import SQLiteStore
-from vigil.store.sqlite_migrations import LATEST_VERSION
+from vigil.store.sqlite.migrations import LATEST_VERSION
 
 
 def digest(path: Path) -> str:

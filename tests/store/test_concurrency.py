@@ -11,7 +11,7 @@ from typing import Any
 
 from vigil.store import NewMessage
 from vigil.store.sqlite import SQLiteStore
-from vigil.store.sqlite_migrations import LATEST_VERSION
+from vigil.store.sqlite.migrations import LATEST_VERSION
 
 from . import workers
 

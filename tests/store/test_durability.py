@@ -13,9 +13,9 @@ from pathlib import Path
 
 from tests.cron.conftest import START
 from vigil.clock import FakeClock
-from vigil.schedule.cron_jobs import JobSpec, new_job
-from vigil.schedule.cron_repo import CronRepo
-from vigil.schedule.cron_runs import stamp_of
+from vigil.schedule.cron.jobs import JobSpec, new_job
+from vigil.schedule.cron.repo import CronRepo
+from vigil.schedule.cron.runs import stamp_of
 from vigil.store.sqlite import SQLiteStore
 
 DEADLINE = 120.0  # only a guard against a hang; nothing here is timed

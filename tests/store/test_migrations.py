@@ -12,7 +12,7 @@ import pytest
 from vigil.clock import FakeClock
 from vigil.store import NewMessage, SessionRecord
 from vigil.store.sqlite import SQLiteStore
-from vigil.store.sqlite_migrations import LATEST_VERSION, MIGRATIONS, applied_version, migrate
+from vigil.store.sqlite.migrations import LATEST_VERSION, MIGRATIONS, applied_version, migrate
 from vigil.usage import Usage
 
 

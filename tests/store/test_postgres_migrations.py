@@ -15,7 +15,7 @@ pytestmark = pytest.mark.postgres
 psycopg = pytest.importorskip("psycopg")
 
 from vigil.store.postgres import PostgresStore  # noqa: E402
-from vigil.store.postgres_migrations import (  # noqa: E402
+from vigil.store.postgres.migrations import (  # noqa: E402
     LATEST_VERSION,
     MIGRATIONS,
     applied_version,

@@ -9,14 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vigil.store import NewMessage, ToolCall
-from vigil.store.postgres_text import ESCAPE, escape, unescape
+from vigil.store.postgres.text import ESCAPE, escape, unescape
 
 pytestmark = pytest.mark.postgres
 
 pytest.importorskip("psycopg")
 
 from vigil.store.postgres import PostgresStore  # noqa: E402
-from vigil.store.postgres_migrations import INDEXED_CHARS  # noqa: E402
+from vigil.store.postgres.migrations import INDEXED_CHARS  # noqa: E402
 
 tricky_text = st.text(alphabet=st.sampled_from(["\x00", ESCAPE, "0", "a", " "]) | st.characters())
 

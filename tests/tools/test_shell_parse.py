@@ -1,11 +1,11 @@
-"""shell_parse.parse: which simple commands a line runs, with their words as bash would see them."""
+"""shell.parse.parse: which simple commands a line runs, with their words as bash would see them."""
 
 from __future__ import annotations
 
 import pytest
 
-from vigil.tools.shell_parse import parse
-from vigil.tools.shell_words import HOME, ParseFailure
+from vigil.tools.shell.parse import parse
+from vigil.tools.shell.words import HOME, ParseFailure
 
 
 def _names(line: str) -> list[str]:

@@ -143,7 +143,7 @@ async def _interactive(app: AppContext, controller: ConversationController, stre
     this process owns the open conversation's heartbeat while it runs."""
     from vigil.cli.repl import Repl
     from vigil.runtime.conversation import Conversation
-    from vigil.schedule.scheduler import HeartbeatScheduler
+    from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 
     scheduler = HeartbeatScheduler(app.store, clock=controller.agent.clock)
     conversation = Conversation(controller, scheduler=scheduler)

@@ -28,22 +28,22 @@ from vigil.cli.render import console, echo_json, shorten, visible
 from vigil.cli.signals import Stopped, run_stoppable, say
 from vigil.clock import Clock, FakeClock, SystemClock
 from vigil.schedule import estop
-from vigil.schedule.cron_errors import CronError, JobNotFound
-from vigil.schedule.cron_delivery import parse_target, unconfigured_warning
-from vigil.schedule.cron_format import (
+from vigil.schedule.cron.errors import CronError, JobNotFound
+from vigil.schedule.cron.delivery import parse_target, unconfigured_warning
+from vigil.schedule.cron.format import (
     delivery_problem, error_lines, job_line, job_lines, job_to_json, next_text, run_line, run_output, run_status,
     run_to_json,
 )
-from vigil.schedule.cron_jobs import MAX_REPEAT, JobSpec, job_key, new_job
-from vigil.schedule.cron_repo import CronRepo
-from vigil.schedule.cron_schedule import default_zone, format_instant
+from vigil.schedule.cron.jobs import MAX_REPEAT, JobSpec, job_key, new_job
+from vigil.schedule.cron.repo import CronRepo
+from vigil.schedule.cron.schedule import default_zone, format_instant
 
 if TYPE_CHECKING:
-    from vigil.schedule.cron_jobs import CronJob
-    from vigil.schedule.cron_repo import Claim
-    from vigil.schedule.cron_runner import CronRunner
-    from vigil.schedule.cron_runs import RunRecord
-    from vigil.schedule.cron_scheduler import TickReport
+    from vigil.schedule.cron.jobs import CronJob
+    from vigil.schedule.cron.repo import Claim
+    from vigil.runtime.cron_runner import CronRunner
+    from vigil.schedule.cron.runs import RunRecord
+    from vigil.schedule.cron.scheduler import TickReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 NOW_ENV = "VIGIL_CRON_NOW"
@@ -429,7 +429,7 @@ def tick_cmd(app: AppContext, as_json: bool) -> None:
 
 
 async def _tick(app: AppContext, repo: CronRepo) -> TickReport:
-    from vigil.schedule.cron_scheduler import CronScheduler, TickReport, due_names
+    from vigil.schedule.cron.scheduler import CronScheduler, TickReport, due_names
 
     if await asyncio.to_thread(estop.engaged, repo.store):
         return TickReport(stopped=True)
@@ -455,7 +455,7 @@ class _runner:
         from vigil.models.base import ModelClient, ModelError
         from vigil.models.factory import build_client
         from vigil.models.lazy import LazyModelClient
-        from vigil.schedule.cron_runner import CronRunner
+        from vigil.runtime.cron_runner import CronRunner
 
         self.client: ModelClient
         if self.connect_lazily:

@@ -27,9 +27,9 @@ from vigil.runtime.heartbeat_commands import (
 )
 from vigil.runtime.slash import CommandReply
 from vigil.schedule import estop
-from vigil.schedule.heartbeat import Heartbeat
-from vigil.schedule.heartbeat_repo import HeartbeatRepo, Listed
-from vigil.schedule.heartbeat_text import format_time
+from vigil.schedule.heartbeat.record import Heartbeat
+from vigil.schedule.heartbeat.repo import HeartbeatRepo, Listed
+from vigil.schedule.heartbeat.text import format_time
 from vigil.schedule.intervals import format_interval
 
 FIRES_ONLY_WHEN_OPEN = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vigil.schedule.heartbeat_text import is_heartbeat_message
+from vigil.schedule.heartbeat.text import is_heartbeat_message
 from vigil.store import MessageRecord, SessionStore
 
 CLOSED_KEY = "repl.closed:"

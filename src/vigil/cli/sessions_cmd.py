@@ -34,7 +34,7 @@ def _when(app: AppContext, epoch: float | None) -> str:
     """A stored time as people read it, in the profile's zone and naming it (``-`` if none)."""
     if epoch is None:
         return "-"
-    from vigil.schedule.heartbeat_text import format_time
+    from vigil.schedule.heartbeat.text import format_time
 
     try:
         return format_time(epoch, app.settings.timezone, seconds=False)

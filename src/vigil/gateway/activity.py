@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from vigil.clock import Clock
-from vigil.schedule.cron_format import run_status
-from vigil.schedule.cron_repo import Claim
-from vigil.schedule.cron_runs import MANUAL, RunRecord
-from vigil.schedule.cron_schedule import format_instant
+from vigil.schedule.cron.format import run_status
+from vigil.schedule.cron.repo import Claim
+from vigil.schedule.cron.runs import MANUAL, RunRecord
+from vigil.schedule.cron.schedule import format_instant
 
 LOG_NAME = "gateway.log"
 MAX_BYTES = 5 * 1024 * 1024

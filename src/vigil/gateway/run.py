@@ -19,11 +19,11 @@ from vigil.config import Settings
 from vigil.gateway.activity import LOG_NAME, GatewayActivity
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
-from vigil.schedule.cron_format import relative
-from vigil.schedule.cron_repo import CronRepo
-from vigil.schedule.cron_runner import CronRunner
-from vigil.schedule.cron_scheduler import POLL_INTERVAL, CronScheduler
-from vigil.schedule.cron_schedule import default_zone, format_instant
+from vigil.schedule.cron.format import relative
+from vigil.schedule.cron.repo import CronRepo
+from vigil.runtime.cron_runner import CronRunner
+from vigil.schedule.cron.scheduler import POLL_INTERVAL, CronScheduler
+from vigil.schedule.cron.schedule import default_zone, format_instant
 from vigil.store import SessionStore
 
 log = logging.getLogger(__name__)

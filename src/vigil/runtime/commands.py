@@ -8,7 +8,7 @@ from datetime import datetime
 
 from vigil.runtime.heartbeat_commands import heartbeat_slash
 from vigil.runtime.slash import CommandRegistry, CommandReply, ConversationControl, SlashCommand
-from vigil.schedule import cron_slash
+from vigil.runtime import cron_commands
 from vigil.store import StoreError
 from vigil.usage import Usage
 
@@ -187,7 +187,7 @@ def build_registry() -> CommandRegistry:
         )
     )
     registry.register(SlashCommand("compress", "summarise older turns into a continuation session now", _compress))
-    registry.register(cron_slash.COMMAND)
+    registry.register(cron_commands.COMMAND)
     registry.register(SlashCommand("sessions", "list recent conversations", _sessions))
     registry.register(SlashCommand("title", "show or set this conversation's title", _title, usage="[TEXT]"))
     registry.register(SlashCommand("usage", "tokens used and prompt-cache hit ratio", _usage))

@@ -15,8 +15,8 @@ from vigil.config import Settings
 from vigil.profiles import Profile
 from vigil.runtime.commands import build_registry
 from vigil.runtime.slash import CommandRegistry, CommandReply
-from vigil.schedule.heartbeat import Heartbeat
-from vigil.schedule.heartbeat_repo import HeartbeatRepo
+from vigil.schedule.heartbeat.record import Heartbeat
+from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.skills import discover_skills
 from vigil.store import SessionStore
 from vigil.tools.registry import default_tool_names

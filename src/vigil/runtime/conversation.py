@@ -38,8 +38,8 @@ from vigil.runtime.conversation_events import (
 )
 from vigil.runtime.heartbeat_attempt import HeartbeatAttempt
 from vigil.runtime.slash import CommandReply
-from vigil.schedule.heartbeat_text import heartbeat_header, heartbeat_message
-from vigil.schedule.scheduler import HeartbeatScheduler
+from vigil.schedule.heartbeat.text import heartbeat_header, heartbeat_message
+from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import logging
 from dataclasses import replace
 from typing import Awaitable, Callable
 
-from vigil.schedule.heartbeat_repo import Reservation
-from vigil.schedule.scheduler import HeartbeatScheduler
+from vigil.schedule.heartbeat.repo import Reservation
+from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 
 log = logging.getLogger(__name__)
 

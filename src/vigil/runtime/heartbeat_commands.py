@@ -14,9 +14,9 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from vigil.runtime.slash import CommandReply, ConversationControl
 from vigil.schedule import estop
-from vigil.schedule.heartbeat import Heartbeat, HeartbeatError, NoHeartbeat
-from vigil.schedule.heartbeat_repo import HeartbeatRepo
-from vigil.schedule.heartbeat_text import format_time
+from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError, NoHeartbeat
+from vigil.schedule.heartbeat.repo import HeartbeatRepo
+from vigil.schedule.heartbeat.text import format_time
 from vigil.schedule.intervals import IntervalError, format_interval, parse_interval
 
 SUBCOMMANDS = ("every", "status", "pause", "resume", "clear")

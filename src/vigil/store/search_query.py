@@ -9,7 +9,7 @@
 OR and NOT are operators only in capitals and only where they have something to work on;
 anywhere else they are plain words, like every other character: no text is a syntax error,
 and nothing is handed to a database as query syntax. Each backend renders the parsed
-:class:`SearchQuery` in its own syntax (``fts.py`` for SQLite, ``postgres_search.py``).
+:class:`SearchQuery` in its own syntax (``fts.py`` for SQLite, ``postgres/search.py``).
 """
 
 from __future__ import annotations

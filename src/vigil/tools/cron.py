@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from vigil.schedule.cron_errors import CronError
+from vigil.schedule.cron.errors import CronError
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 
@@ -46,10 +46,10 @@ class CronTool(Tool):
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         # The scheduling modules load only when the tool runs: every turn offers the tool.
         from vigil.clock import SystemClock
-        from vigil.schedule.cron_format import job_line
-        from vigil.schedule.cron_jobs import JobSpec, new_job
-        from vigil.schedule.cron_repo import CronRepo
-        from vigil.schedule.cron_schedule import default_zone
+        from vigil.schedule.cron.format import job_line
+        from vigil.schedule.cron.jobs import JobSpec, new_job
+        from vigil.schedule.cron.repo import CronRepo
+        from vigil.schedule.cron.schedule import default_zone
 
         assert ctx.store is not None
         if ctx.session_id is not None and ctx.store.get_session(ctx.session_id).source == "cron":

@@ -4,7 +4,7 @@ The command line is parsed, not pattern-matched: every simple command it would r
 pipelines, subshells, loops, functions, command and process substitutions, here-documents, and
 inside ``sh -c``/``eval`` strings) is evaluated and looked through its wrappers (``sudo``,
 ``env``, ``xargs`` ...), then checked against the list of dangerous forms in
-:mod:`vigil.tools.shell_policy`. A line that cannot be parsed with confidence counts as dangerous.
+:mod:`vigil.tools.shell.policy`. A line that cannot be parsed with confidence counts as dangerous.
 
 This is a seat belt against a model's slip, not a sandbox: a parser cannot see what an
 interpreter (``python3 -c``, ``perl -e``, a script file) does, which is why unattended runs also
@@ -13,7 +13,7 @@ execute commands in a sandbox (README, "What the agent may run on its own").
 
 from __future__ import annotations
 
-from vigil.tools.shell_policy import check_line
+from vigil.tools.shell.policy import check_line
 
 
 def check(command: str) -> str | None:

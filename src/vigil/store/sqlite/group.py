@@ -20,7 +20,7 @@ import threading
 from typing import Any, Callable, Generic, TypeVar
 
 from vigil.store.errors import StoreError
-from vigil.store.sqlite_conn import Database
+from vigil.store.sqlite.conn import Database
 
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], T]

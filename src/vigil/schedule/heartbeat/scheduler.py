@@ -35,8 +35,8 @@ from vigil.clock import Clock, SystemClock
 from vigil.schedule import estop
 from vigil.schedule.changes import read_generation
 from vigil.schedule.engine import DueEngine
-from vigil.schedule.heartbeat import Heartbeat, HeartbeatError
-from vigil.schedule.heartbeat_repo import PROCESS_OWNER, HeartbeatRepo, Reservation
+from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError
+from vigil.schedule.heartbeat.repo import PROCESS_OWNER, HeartbeatRepo, Reservation
 from vigil.schedule.polling import Offload, OffloadedCalls, watch_changes
 from vigil.store import SessionStore, StoreError
 

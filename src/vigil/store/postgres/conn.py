@@ -14,8 +14,8 @@ from psycopg.rows import RowMaker, no_result, tuple_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from vigil.store.errors import StoreError
-from vigil.store.postgres_migrations import in_schema
-from vigil.store.postgres_text import ESCAPE, escape_params, unescape
+from vigil.store.postgres.migrations import in_schema
+from vigil.store.postgres.text import ESCAPE, escape_params, unescape
 
 DEFAULT_SCHEMA = "vigil"
 CONNECT_TIMEOUT_SECONDS = 10
@@ -94,7 +94,7 @@ def _describe(user: str, hostspec: str, dbname: str) -> str:
 
 
 def _unescaped_dict_row(cursor: Any) -> RowMaker[dict[str, Any]]:
-    """Rows as dicts by column name, every string unescaped (see ``postgres_text``)."""
+    """Rows as dicts by column name, every string unescaped (see ``text.py``)."""
     description = cursor.description
     if description is None:
         return no_result

@@ -8,7 +8,7 @@
     /cron add NAME "SCHEDULE" PROMPT...
     /cron pause|resume|remove NAME
 
-Register with ``registry.register(cron_slash.COMMAND)``.
+Register with ``registry.register(cron_commands.COMMAND)``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import asyncio
 import shlex
 
 from vigil.runtime.slash import CommandReply, ConversationControl, SlashCommand
-from vigil.schedule.cron_errors import CronError
+from vigil.schedule.cron.errors import CronError
 
 USAGE = 'list | show NAME | runs [NAME] | add NAME "SCHEDULE" PROMPT | pause|resume|remove NAME'
 
@@ -37,10 +37,10 @@ async def handle(control: ConversationControl, args: str) -> CommandReply:
 def _dispatch(control: ConversationControl, words: list[str]) -> CommandReply:
     # The scheduling modules load on the first /cron: every conversation registers the command.
     from vigil.clock import SystemClock
-    from vigil.schedule.cron_format import job_line, job_lines, next_text, run_line
-    from vigil.schedule.cron_jobs import JobSpec, new_job
-    from vigil.schedule.cron_repo import CronRepo
-    from vigil.schedule.cron_schedule import default_zone
+    from vigil.schedule.cron.format import job_line, job_lines, next_text, run_line
+    from vigil.schedule.cron.jobs import JobSpec, new_job
+    from vigil.schedule.cron.repo import CronRepo
+    from vigil.schedule.cron.schedule import default_zone
 
     repo = CronRepo(control.store, SystemClock())
     now = repo.clock.now()

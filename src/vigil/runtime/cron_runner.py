@@ -25,13 +25,13 @@ from vigil.masking import mask_secrets
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
 from vigil.schedule import estop
-from vigil.schedule.cron_delivery import SILENT_MARKER, DeliveryRouter, Outgoing, is_silent, parse_target
-from vigil.schedule.cron_errors import CronError
-from vigil.schedule.cron_jobs import CronJob
-from vigil.schedule.cron_plan import RUN_TIMEOUT
-from vigil.schedule.cron_repo import Claim, CronRepo
-from vigil.schedule.cron_runs import FAILED, INTERRUPTED, MANUAL, OK, SILENT, RunRecord
-from vigil.schedule.cron_schedule import format_instant
+from vigil.schedule.cron.delivery import SILENT_MARKER, DeliveryRouter, Outgoing, is_silent, parse_target
+from vigil.schedule.cron.errors import CronError
+from vigil.schedule.cron.jobs import CronJob
+from vigil.schedule.cron.plan import RUN_TIMEOUT
+from vigil.schedule.cron.repo import Claim, CronRepo
+from vigil.schedule.cron.runs import FAILED, INTERRUPTED, MANUAL, OK, SILENT, RunRecord
+from vigil.schedule.cron.schedule import format_instant
 from vigil.skills import SkillNotFound, find_skill
 from vigil.tools.cron import CronTool
 from vigil.tools.registry import default_tool_names

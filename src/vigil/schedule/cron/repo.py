@@ -1,7 +1,7 @@
 """Cron jobs in the session store, changed only by compare-and-set.
 
 Every change reads the job record, computes the next one with a pure transition
-(:mod:`vigil.schedule.cron_jobs`, :mod:`vigil.schedule.cron_plan`) and swaps it in with
+(:mod:`vigil.schedule.cron.jobs`, :mod:`vigil.schedule.cron.plan`) and swaps it in with
 ``compare_and_set_meta``; a lost race re-reads and tries again. Claiming an occurrence is one
 such swap (it moves ``next_due`` past the occurrence and records the run as going), so several
 processes ticking one ``state.db`` run each occurrence exactly once.
@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from vigil.clock import Clock, SystemClock
-from vigil.schedule import cron_plan
+from vigil.schedule.cron import plan as cron_plan
 from vigil.schedule.changes import bump_generation
-from vigil.schedule.cron_errors import CronError, DamagedJob, JobBusy, JobExists, JobNotFound
-from vigil.schedule.cron_jobs import JOB_PREFIX, CronJob, JobSpec, Running, edited_job, job_key
-from vigil.schedule.cron_plan import OwnerAlive
-from vigil.schedule.cron_runs import INTERRUPTED, RUNNING, RunLog, RunRecord, stamp_of
-from vigil.schedule.heartbeat_repo import PROCESS_OWNER, owner_alive
+from vigil.schedule.cron.errors import CronError, DamagedJob, JobBusy, JobExists, JobNotFound
+from vigil.schedule.cron.jobs import JOB_PREFIX, CronJob, JobSpec, Running, edited_job, job_key
+from vigil.schedule.cron.plan import OwnerAlive
+from vigil.schedule.cron.runs import INTERRUPTED, RUNNING, RunLog, RunRecord, stamp_of
+from vigil.schedule.heartbeat.repo import PROCESS_OWNER, owner_alive
 from vigil.store import SessionNotFound, SessionStore, StoreError
 from vigil.store.records import MetaSwap
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from vigil.schedule.cron_jobs import CronJob
-from vigil.schedule.cron_plan import next_attempt
-from vigil.schedule.cron_runs import RunRecord
-from vigil.schedule.cron_schedule import format_instant, iso_utc
+from vigil.schedule.cron.jobs import CronJob
+from vigil.schedule.cron.plan import next_attempt
+from vigil.schedule.cron.runs import RunRecord
+from vigil.schedule.cron.schedule import format_instant, iso_utc
 
 
 def relative(seconds: float) -> str:

@@ -7,7 +7,7 @@ Each function runs inside the caller's write or read transaction, through ``run`
 from __future__ import annotations
 
 from vigil.store.meta_batch import EncodedSwap
-from vigil.store.postgres_conn import Run
+from vigil.store.postgres.conn import Run
 from vigil.store.records import MetaEntry
 from vigil.store.rows import canonical_json, meta_value
 

@@ -46,10 +46,10 @@ from vigil.store.rows import (
     messages_from_rows,
     session_from_row,
 )
-from vigil.store import sqlite_meta as meta
-from vigil.store.sqlite_conn import Database, is_busy, new_sidecars, prepare_file, sidecar_names
-from vigil.store.sqlite_group import GroupCommit
-from vigil.store.sqlite_migrations import LATEST_VERSION, applied_version, migrate
+from vigil.store.sqlite import meta
+from vigil.store.sqlite.conn import Database, is_busy, new_sidecars, prepare_file, sidecar_names
+from vigil.store.sqlite.group import GroupCommit
+from vigil.store.sqlite.migrations import LATEST_VERSION, applied_version, migrate
 
 _SESSION_COLUMNS = (
     "id, source, title, parent_id, end_reason, started_at, ended_at, updated_at, model, "
@@ -63,7 +63,7 @@ _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
 _NEWEST_CHILD_LAST = "ORDER BY started_at, rowid"
 _NEWEST_CHILD_FIRST = "ORDER BY started_at DESC, rowid DESC"
 # A message copied into a continuation is listed once, under the newest session holding it:
-# see postgres_search for why this look at the copy's canonical meta is exact.
+# see postgres/search.py for why this look at the copy's canonical meta is exact.
 _NOT_CARRIED = (
     "AND NOT EXISTS (SELECT 1 FROM sessions k JOIN messages c ON c.session_id = k.id"
     " WHERE k.parent_id = m.session_id AND c.created_at = m.created_at"
@@ -414,7 +414,7 @@ class SQLiteStore:
             )
             return cursor.lastrowid, seq
 
-        # Appends of several conversations at once share one commit (see sqlite_group).
+        # Appends of several conversations at once share one commit (see group.py).
         message_id, seq = self._group.run(write)
         assert message_id is not None
         return MessageRecord(
@@ -480,7 +480,7 @@ class SQLiteStore:
             row = conn.execute("SELECT text FROM system_prompts WHERE hash = ?", (prompt_hash,)).fetchone()
         return None if row is None else row[0]
 
-    # -- state_meta (see sqlite_meta) -------------------------------------------------------
+    # -- state_meta (see meta.py) -------------------------------------------------------
     def get_meta(self, key: str) -> MetaEntry | None:
         with self._db.read() as conn:
             return meta.get(conn, key)

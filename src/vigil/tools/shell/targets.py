@@ -14,7 +14,7 @@ import posixpath
 import re
 import stat
 
-from vigil.tools.shell_words import HOME, SimpleCommand, Word
+from vigil.tools.shell.words import HOME, SimpleCommand, Word
 
 SYSTEM_DIRECTORIES = frozenset(
     "/bin /boot /dev /etc /home /lib /lib32 /lib64 /libx32 /media /mnt /opt /proc /root /run /sbin "

@@ -22,12 +22,12 @@ from vigil.store.conversations import COMPRESSION, collapse
 from vigil.store.deletions import DELETED_KEY, TOTALS_OF_SESSIONS, Deleted, deleted_of_row
 from vigil.store.errors import AmbiguousSession, SessionNotFound, StoreError
 from vigil.store.ids import check_session_id, is_session_ref, new_session_id, prompt_hash
-from vigil.store import postgres_meta as meta
+from vigil.store.postgres import meta
 from vigil.store.meta_batch import encode_swaps
-from vigil.store.postgres_conn import Database, parse_target
-from vigil.store.postgres_migrations import applied_version, open_schema
-from vigil.store.postgres_search import search_messages
-from vigil.store.postgres_text import ESCAPE, unescape
+from vigil.store.postgres.conn import Database, parse_target
+from vigil.store.postgres.migrations import applied_version, open_schema
+from vigil.store.postgres.search import search_messages
+from vigil.store.postgres.text import ESCAPE, unescape
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
@@ -538,7 +538,7 @@ class PostgresStore:
 
 def _holds_escapes(rows: list[tuple[Any, ...]]) -> bool:
     """Whether any text column of rows selected as ``MESSAGE_SELECT`` holds an escape (see
-    postgres_text). Looking in Python costs a tenth of asking the server to look."""
+    postgres/text.py). Looking in Python costs a tenth of asking the server to look."""
     escape = ESCAPE
     return any(
         (r[3] is not None and escape in r[3])

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from vigil.schedule.cron_errors import InvalidJob
+from vigil.schedule.cron.errors import InvalidJob
 
 SILENT_MARKER = "[SILENT]"
 LOCAL = "local"

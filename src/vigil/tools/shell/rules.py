@@ -1,4 +1,4 @@
-"""The rules for commands that destroy data or stop the machine (see :mod:`vigil.tools.shell_policy`
+"""The rules for commands that destroy data or stop the machine (see :mod:`vigil.tools.shell.policy`
 for the whole list). Each rule gets the program name, its arguments (wrappers already removed)
 and the command, and returns why it is dangerous or ``None``."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from vigil.tools.shell_targets import Options, block_device, precious_target, system_path
-from vigil.tools.shell_words import SimpleCommand, Word
+from vigil.tools.shell.targets import Options, block_device, precious_target, system_path
+from vigil.tools.shell.words import SimpleCommand, Word
 
 Rule = Callable[[str, list[Word], SimpleCommand, int], "str | None"]
 

@@ -47,7 +47,7 @@ _V1_CORE = Migration(
         " ALTER MAPPING REPLACE pg_catalog.english_stem WITH {s}.english_stem_all",
         # ASCII punctuation separates words, as in SQLite's tokenizer; PostgreSQL's parser
         # would otherwise keep "src/vigil/store.py" or "example.com" as one unsearchable
-        # token. An escaped NUL (see postgres_text) separates words too.
+        # token. An escaped NUL (see text.py) separates words too.
         rf"""
         CREATE FUNCTION {{s}}.search_text(content text) RETURNS text
         LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$

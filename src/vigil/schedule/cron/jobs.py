@@ -1,7 +1,7 @@
 """A cron job as stored in ``state_meta`` under ``cron:job:<name>``: definition and run state.
 
 The record is one JSON object. Every change is a pure function from one record to the next,
-applied by :mod:`vigil.schedule.cron_repo` with compare-and-set, so two processes can never
+applied by :mod:`vigil.schedule.cron.repo` with compare-and-set, so two processes can never
 both act on the same version of a job.
 
 Definition: name, prompt, schedule (with its zone), delivery target, skills, working
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from vigil.schedule.cron_delivery import parse_target
-from vigil.schedule.cron_errors import DamagedJob, InvalidJob
-from vigil.schedule.cron_schedule import Schedule, parse_duration, parse_schedule
+from vigil.schedule.cron.delivery import parse_target
+from vigil.schedule.cron.errors import DamagedJob, InvalidJob
+from vigil.schedule.cron.schedule import Schedule, parse_duration, parse_schedule
 from vigil.skills import SkillNotFound, find_skill
 
 JOB_PREFIX = "cron:job:"

@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from vigil.tools.shell_words import UNKNOWN, Word
+from vigil.tools.shell.words import UNKNOWN, Word
 
 
 class Unsure(Exception):

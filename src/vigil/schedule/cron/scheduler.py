@@ -29,10 +29,10 @@ from typing import Any, Awaitable, Callable
 from vigil.clock import Clock, SystemClock
 from vigil.schedule import estop
 from vigil.schedule.changes import read_generation
-from vigil.schedule.cron_errors import CronError
-from vigil.schedule.cron_jobs import CronJob
-from vigil.schedule.cron_repo import Claim, CronRepo, DueResult
-from vigil.schedule.cron_runs import RunRecord
+from vigil.schedule.cron.errors import CronError
+from vigil.schedule.cron.jobs import CronJob
+from vigil.schedule.cron.repo import Claim, CronRepo, DueResult
+from vigil.schedule.cron.runs import RunRecord
 from vigil.schedule.engine import DueEngine
 from vigil.schedule.polling import Offload, OffloadedCalls, watch_changes
 from vigil.store import StoreError

@@ -10,8 +10,8 @@ ever travels as a parameter.
 
 from __future__ import annotations
 
-from vigil.store.postgres_conn import Run
-from vigil.store.postgres_migrations import INDEXED_CHARS, SEARCH_CONFIG
+from vigil.store.postgres.conn import Run
+from vigil.store.postgres.migrations import INDEXED_CHARS, SEARCH_CONFIG
 from vigil.store.records import SearchHit
 from vigil.store.search_query import Clause, SearchQuery, Term, parse, words_of
 

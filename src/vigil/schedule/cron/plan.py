@@ -4,7 +4,7 @@
 within its grace; after a longer outage once, coalesced, when ``catch_up`` is ``run``), skip it
 (``catch_up: skip`` after an outage; the previous run still going; a failure back-off), or
 retire it (a one-shot past its grace). It also recovers a run whose owner died. The decision
-carries the next record; :mod:`vigil.schedule.cron_repo` swaps it in with compare-and-set.
+carries the next record; :mod:`vigil.schedule.cron.repo` swaps it in with compare-and-set.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from vigil.schedule.cron_jobs import DONE, MISSED, CronJob, Running
-from vigil.schedule.cron_runs import (
+from vigil.schedule.cron.jobs import DONE, MISSED, CronJob, Running
+from vigil.schedule.cron.runs import (
     FAILED,
     INTERRUPTED,
     MANUAL,
@@ -27,7 +27,7 @@ from vigil.schedule.cron_runs import (
     RunRecord,
     stamp_of,
 )
-from vigil.schedule.cron_schedule import format_instant
+from vigil.schedule.cron.schedule import format_instant
 
 RUN_TIMEOUT = 3600.0
 """A run taking longer is cancelled and recorded as failed."""

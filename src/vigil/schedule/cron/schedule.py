@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from vigil.schedule.cron_errors import ScheduleError
+from vigil.schedule.cron.errors import ScheduleError
 from vigil.schedule.intervals import IntervalError, format_interval, parse_interval
 
 Kind = Literal["interval", "cron", "once"]

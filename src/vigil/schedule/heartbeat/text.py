@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from vigil.schedule.heartbeat import Heartbeat
+from vigil.schedule.heartbeat.record import Heartbeat
 from vigil.schedule.intervals import format_interval
 
 HEADER_PREFIX = "[Heartbeat — recurring instruction"

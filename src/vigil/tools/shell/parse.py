@@ -18,11 +18,11 @@ pipeline inside the redirect), and words after a redirect target (``rm >/dev/nul
 attached to the redirect instead of the command.
 
 Word evaluation is static and conservative: quotes and backslashes are removed, ``$'...'`` is
-decoded, ``~`` and ``$HOME`` become :data:`~vigil.tools.shell_words.HOME`, braces are expanded, variables assigned earlier
+decoded, ``~`` and ``$HOME`` become :data:`~vigil.tools.shell.words.HOME`, braces are expanded, variables assigned earlier
 on the same line (and ``for`` loop values) are substituted, and anything only known at run time
 (other variables, command output) reads as the empty string and marks the word ``dynamic``. For
 strings that another shell will parse again (``sh -c``, ``eval``) each unknown part is kept as
-:data:`~vigil.tools.shell_words.UNKNOWN` instead, so the nested parse still sees that something is there.
+:data:`~vigil.tools.shell.words.UNKNOWN` instead, so the nested parse still sees that something is there.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Iterator
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from vigil.tools.shell_words import (
+from vigil.tools.shell.words import (
     GLOB,
     HOME,
     UNESCAPED_META,

@@ -19,7 +19,7 @@ from typing import Callable
 
 from vigil.clock import Clock, SystemClock
 from vigil.schedule.changes import bump_generation
-from vigil.schedule.heartbeat import (
+from vigil.schedule.heartbeat.record import (
     KEY_PREFIX,
     Heartbeat,
     HeartbeatError,

@@ -1,7 +1,7 @@
 """A conversation's heartbeat as stored in ``state_meta`` under ``heartbeat:<session_id>``.
 
 The record is a plain JSON object; every change is a pure function from one record to the
-next, so the persistence layer (``heartbeat_repo``) can apply it with compare-and-set and
+next, so the persistence layer (``repo``) can apply it with compare-and-set and
 tests can reason about it without a store.
 
 Run accounting lives in the record too: a fire first *reserves* its slot (count + 1, last fire

@@ -1,7 +1,7 @@
 """Which simple commands are dangerous: the documented list, checked on parsed, unwrapped words.
 
-:func:`check_line` parses a command line (:mod:`vigil.tools.shell_parse`), looks through
-wrappers (:mod:`vigil.tools.shell_wrappers`), parses the strings that ``sh -c``, ``eval``,
+:func:`check_line` parses a command line (:mod:`vigil.tools.shell.parse`), looks through
+wrappers (:mod:`vigil.tools.shell.wrappers`), parses the strings that ``sh -c``, ``eval``,
 ``su -c``, ``watch`` and here-documents fed to a shell run (at most :data:`MAX_DEPTH` levels),
 and returns the first reason found. The forms (README, "What the agent may run on its own"):
 
@@ -31,11 +31,11 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from vigil.tools.shell_parse import parse
-from vigil.tools.shell_rules import DESTRUCTIVE_RULES, Rule, formats
-from vigil.tools.shell_targets import Options, precious_target, redirect_reason
-from vigil.tools.shell_words import UNKNOWN, ParseFailure, SimpleCommand, Word
-from vigil.tools.shell_wrappers import WRAPPERS, Unsure, program_name, unwrap
+from vigil.tools.shell.parse import parse
+from vigil.tools.shell.rules import DESTRUCTIVE_RULES, Rule, formats
+from vigil.tools.shell.targets import Options, precious_target, redirect_reason
+from vigil.tools.shell.words import UNKNOWN, ParseFailure, SimpleCommand, Word
+from vigil.tools.shell.wrappers import WRAPPERS, Unsure, program_name, unwrap
 
 MAX_DEPTH = 6
 MAX_LENGTH = 100_000

@@ -1,0 +1,132 @@
+"""The layout rules of DESIGN.md, checked on the source: no import runs upward, and a file-name
+prefix shared by several files in one folder has become a folder.
+
+Order, bottom to top (a module may import its own layer and the layers below it):
+
+    foundation (clock, config and the single-file modules beside them)
+    → store → prompt, models → schedule → tools → agent → runtime → gateway → cli
+
+Decisions this test pins (DESIGN.md names only the folders):
+
+* The single-file modules at the top of the package (``clock``, ``config``, ``masking``,
+  ``profiles``, ``skills`` ...) are the foundation, with clock and config, and so may import
+  only each other. ``export`` is the exception: it reads a store, so it sits just above store.
+* ``gateway`` runs scheduled jobs and, later, messaging platforms through the runtime; the CLI
+  starts it. It sits between runtime and cli.
+* ``testing`` (the fake model server) is a side layer: it imports only the foundation, so it
+  cannot lean on the code it is there to test, and nothing else in vigil imports it.
+* Every import counts, wherever it is written: lazy imports inside functions and imports under
+  ``TYPE_CHECKING`` too. None is needed today; add one to ``ALLOWED`` with the reason if ever.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from pathlib import Path
+
+import vigil
+
+PACKAGE = Path(vigil.__file__).parent
+
+FOUNDATION = 0
+RANKS: dict[str, int] = {
+    "store": 1,
+    "export": 2,
+    "prompt": 2,
+    "models": 2,
+    "schedule": 3,
+    "tools": 4,
+    "agent": 5,
+    "runtime": 6,
+    "gateway": 7,
+    "cli": 8,
+}
+SIDE = "testing"
+
+ALLOWED: dict[tuple[str, str], str] = {}
+"""(importing module, imported module) → why this upward import is needed. Empty: none is."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    """The top-level unit a module belongs to: ``vigil.store.sqlite.conn`` → ``store``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "vigil"
+
+
+def rank_of(module: str) -> int:
+    return RANKS.get(layer_of(module), FOUNDATION)
+
+
+def imported_modules(path: Path, module: str) -> list[str]:
+    """Every vigil module `path` imports, resolving relative imports."""
+    found: list[str] = []
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.append(base)
+    return [name for name in found if name == "vigil" or name.startswith("vigil.")]
+
+
+def all_modules() -> list[tuple[Path, str]]:
+    return [(path, module_name(path)) for path in sorted(PACKAGE.rglob("*.py"))]
+
+
+def test_the_layer_table_knows_every_folder() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders - set(RANKS) - {SIDE} == set()
+
+
+def test_no_import_runs_upward() -> None:
+    upward = []
+    for path, module in all_modules():
+        for target in imported_modules(path, module):
+            if (module, target) in ALLOWED:
+                continue
+            source_layer, target_layer = layer_of(module), layer_of(target)
+            if source_layer == target_layer:
+                continue
+            if source_layer == SIDE:
+                bad = rank_of(target) != FOUNDATION or target_layer == SIDE
+            elif target_layer == SIDE:
+                bad = True
+            else:
+                bad = rank_of(target) > rank_of(module)
+            if bad:
+                upward.append(f"{module} imports {target}")
+    assert upward == []
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    # the rule above is only as good as the parser: it must see lazy and TYPE_CHECKING imports
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from vigil.agent.turn import Agent\n"
+        "def later():\n    import vigil.runtime.slash\n"
+    )
+    assert imported_modules(source, "vigil.schedule.probe") == ["vigil.agent.turn", "vigil.runtime.slash"]
+    assert rank_of("vigil.agent.turn") > rank_of("vigil.schedule.probe")
+
+
+def test_no_file_name_prefix_is_shared_by_three_files_in_a_folder() -> None:
+    crowded = []
+    for folder in sorted({path.parent for path, _ in all_modules()}):
+        stems = [p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "__main__")]
+        prefixes = Counter(re.match(r"_*[^_]+", stem).group(0) for stem in stems)  # type: ignore[union-attr]
+        crowded += [f"{folder.relative_to(PACKAGE.parent)}/{prefix}_*" for prefix, n in prefixes.items() if n >= 3]
+    assert crowded == []
