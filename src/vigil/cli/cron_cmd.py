@@ -113,7 +113,7 @@ def _definition_options(func: F) -> F:
 
 @click.group()
 def cron() -> None:
-    """Scheduled jobs, each run in a fresh session.
+    """Scheduled jobs, each in a fresh session.
 
     Each run is a fresh session that delivers its answer.
 

@@ -15,7 +15,7 @@ from vigil.models.lazy import LazyModelClient
 
 @click.group()
 def gateway() -> None:
-    """The long-running process that runs schedules.
+    """The long-running process for schedules.
 
     Scheduled jobs now, messaging platforms later.
     """

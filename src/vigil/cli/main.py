@@ -86,10 +86,10 @@ def _kind_of(exc: Exception) -> str:
 
 def _wants_json(ctx: click.Context, exc: click.ClickException) -> bool:
     """Whether the failing command was asked for ``--json``: its parsed flag, or, when the
-    command line itself could not be parsed, a ``--json`` word before any ``--``."""
+    command line itself was refused or could not be parsed, a ``--json`` word before any ``--``."""
     if ctx.meta.get(_JSON_WANTED):
         return True
-    if not isinstance(exc, click.UsageError):
+    if not isinstance(exc, (click.UsageError, ArgumentRefused)):
         return False
     argv = list(ctx.meta.get(_ARGV, ()))
     return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
@@ -156,9 +156,9 @@ def cli(ctx: click.Context) -> None:
 COMMANDS: dict[str, LazyCommand] = {
     "chat": LazyCommand("vigil.cli.chat_cmd", "chat", "Talk to the agent."),
     "config": LazyCommand("vigil.cli.config_cmd", "config", "Read and change the profile's config.yaml."),
-    "cron": LazyCommand("vigil.cli.cron_cmd", "cron", "Scheduled jobs, each run in a fresh session."),
+    "cron": LazyCommand("vigil.cli.cron_cmd", "cron", "Scheduled jobs, each in a fresh session."),
     "gateway": LazyCommand(
-        "vigil.cli.gateway_cmd", "gateway", "The long-running process that runs schedules."
+        "vigil.cli.gateway_cmd", "gateway", "The long-running process for schedules."
     ),
     "heartbeat": LazyCommand(
         "vigil.cli.heartbeat_cmd", "heartbeat", "Recurring instructions in conversations."
