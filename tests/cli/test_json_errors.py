@@ -9,9 +9,9 @@ import click
 import pytest
 
 from tests.cli.helpers import run_cli, run_vigil
-from vigil.cli.main import cli
+from vigil.cli.main import ERROR_KINDS, cli
 
-KINDS = {"usage", "config", "profile", "store", "not_found", "ambiguous", "refused", "error"}
+KINDS = set(ERROR_KINDS)
 
 
 def _json_error(output: str) -> dict[str, str]:
@@ -58,7 +58,7 @@ def test_an_unknown_cron_job_is_a_json_error(vigil_home: Path) -> None:
     assert "nosuch" in _json_error(result.stdout)["message"]
 
 
-@pytest.mark.parametrize("command", _commands_with_json(cli))
+@pytest.mark.parametrize("command", _commands_with_json(cli), ids=" ".join)
 def test_every_json_command_reports_a_usage_error_as_json(vigil_home: Path, command: tuple[str, ...]) -> None:
     result = run_cli(*command, "--json", "--no-such-option")
     assert result.exit_code == 2, (command, result.output)

@@ -14,7 +14,7 @@ from vigil.cli.context import AppContext, add_profile_option_everywhere, remembe
 from vigil.cli.lazy import LazyCommand, LazyCommands, LazyGroup
 from vigil.config_errors import ConfigError
 from vigil.profiles import ProfileError
-from vigil.store.errors import StoreError
+from vigil.store.errors import AmbiguousSession, SessionNotFound, StoreError
 
 USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ProfileError, StoreError)
 
@@ -65,8 +65,6 @@ ERROR_KINDS = ("usage", "config", "profile", "store", "not_found", "ambiguous", 
 
 def _kind_of(exc: Exception) -> str:
     """The error kind of ``exc``, one of :data:`ERROR_KINDS`."""
-    from vigil.store.errors import AmbiguousSession, SessionNotFound
-
     if isinstance(exc, SessionNotFound):
         return "not_found"
     if isinstance(exc, AmbiguousSession):
@@ -99,8 +97,7 @@ def _echo_json_error(exc: click.ClickException) -> None:
     """``{"error": {"kind": ..., "message": ...}}`` on stdout, for scripts."""
     import json
 
-    message = exc.format_message()
-    print(json.dumps({"error": {"kind": _kind_of(exc), "message": message}}), flush=True)
+    click.echo(json.dumps({"error": {"kind": _kind_of(exc), "message": exc.format_message()}}))
 
 
 def _note_json_flag(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
