@@ -437,6 +437,8 @@ def _removed_text(path: Path, text: str, parts: list[str]) -> str:
         _remove(document, parts)
         if document:
             _round_trip().dump(document, buffer)
+        else:  # no key is left to hold them: keep the file's whole-line comments
+            buffer.write(_comment_lines(text))
     except Exception as exc:  # ruamel's YAML 1.2 reading of a file PyYAML accepted
         reason = " ".join(str(exc).split())[:300]
         raise ConfigError(f"{path}: cannot update the file while keeping its layout: {reason}") from None
@@ -450,8 +452,9 @@ def _updated_text(path: Path, text: str, parts: list[str], value: Any) -> str:
     buffer = io.StringIO()
     try:
         document = _round_trip().load(text) if text.strip() else None
-        if not isinstance(document, dict):
+        if not isinstance(document, dict):  # an empty or comment-only file: keep its comments
             document = CommentedMap()
+            buffer.write(_comment_lines(text))
         _assign(document, parts, value, path)
         _round_trip().dump(document, buffer)
     except ConfigError:
@@ -460,6 +463,11 @@ def _updated_text(path: Path, text: str, parts: list[str], value: Any) -> str:
         reason = " ".join(str(exc).split())[:300]
         raise ConfigError(f"{path}: cannot update the file while keeping its layout: {reason}") from None
     return buffer.getvalue()
+
+
+def _comment_lines(text: str) -> str:
+    """The whole-line comments of ``text``, each ending with a newline."""
+    return "".join(line.rstrip("\r\n") + "\n" for line in text.splitlines() if line.lstrip().startswith("#"))
 
 
 def _quoted(value: Any) -> Any:

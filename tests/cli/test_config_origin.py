@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.cli.helpers import run_cli
 
@@ -143,3 +145,30 @@ def test_a_negative_number_reaches_the_validator(vigil_home: Path) -> None:
 
     assert run_cli("config", "set", "model.temperature", "-0").exit_code == 0
     assert run_cli("config", "get", "model.temperature").output.strip() in ("0", "-0", "0.0", "-0.0")
+
+
+_SETTABLE = {
+    "model.name": "gpt-4o",
+    "model.temperature": "0.5",
+    "agent.max_iterations": "7",
+    "tools.terminal.output_cap": "4096",
+    "prompt.context_files": "false",
+    "timezone": "Europe/Paris",
+}
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=st.lists(st.sampled_from(sorted(_SETTABLE)), min_size=1, unique=True), data=st.data())
+def test_set_then_unset_in_any_order_gives_back_the_defaults_and_the_comments(
+    vigil_home: Path, keys: list[str], data: st.DataObject
+) -> None:
+    path = _write_config(vigil_home, "# kept\n")
+    for key in keys:
+        assert run_cli("config", "set", key, _SETTABLE[key]).exit_code == 0
+        assert json.loads(run_cli("config", "show", "--origin", "--json").output)[key]["origin"].startswith(str(path))
+    for key in data.draw(st.permutations(keys)):
+        result = run_cli("config", "unset", key)
+        assert result.exit_code == 0, result.output
+    shown = json.loads(run_cli("config", "show", "--origin", "--json").output)
+    assert {entry["origin"] for entry in shown.values()} == {"default"}
+    assert path.read_text(encoding="utf-8").strip() == "# kept"
