@@ -359,6 +359,11 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
             f"{shown_key}: the value is not valid UTF-8 text (an undecodable byte); nothing was changed"
         )
     value = _parse_value(raw_value, shown_key)
+    if value is None:
+        raise ConfigError(
+            f"{shown_key}: a setting cannot be set to nothing; "
+            f"use `vigil config unset {shown_key}` to go back to the default"
+        )
     _assign(data, parts, value, path)
     try:
         settings = Settings.model_validate(data)
@@ -381,6 +386,65 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
     )
 
 
+def unset_value(path: Path, dotted: str) -> Settings:
+    """Remove ``dotted`` from ``path`` so that its default applies again.
+
+    Like :func:`set_value`, the file is validated before and after, and replaced atomically
+    with comments and layout kept; sections left empty are removed with the key. An unknown
+    key, or one the file does not set, is refused and changes nothing.
+    """
+    text = _read_file(path)
+    data = _parse(text, path)
+    _validate(data, path, text)
+    shown_key = printable(dotted)
+    parts = dotted.split(".")
+    if not all(parts) or not is_text(dotted):
+        raise ConfigError(f"invalid key '{shown_key}': use dotted names such as model.name")
+    try:
+        lookup(data, dotted)
+    except KeyError:
+        known = _field(tuple(parts)) is not None
+        if not known:
+            raise ConfigError(f"unknown setting '{shown_key}' (see `vigil config show`)") from None
+        raise ConfigError(f"{shown_key} is not set in {path}; nothing to unset") from None
+    _remove(data, parts)
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc.errors()[0])) from None
+    new_text = _removed_text(path, text, parts)
+    if _validate(_parse(new_text, path), path, new_text) != settings:
+        raise ConfigError(f"{path}: cannot remove {shown_key} while keeping the file's layout")
+    _write_atomically(path, new_text)
+    return settings
+
+
+def _remove(node: Any, parts: list[str]) -> None:
+    """Delete ``parts`` from nested mappings, and every mapping that becomes empty with it."""
+    if len(parts) > 1:
+        _remove(node[parts[0]], parts[1:])
+        if isinstance(node[parts[0]], dict) and not node[parts[0]]:
+            del node[parts[0]]
+    else:
+        del node[parts[0]]
+
+
+def _removed_text(path: Path, text: str, parts: list[str]) -> str:
+    """``text`` without the key at ``parts``, comments and layout of the rest kept."""
+    buffer = io.StringIO()
+    try:
+        document = _round_trip().load(text)
+        _remove(document, parts)
+        if document:
+            _round_trip().dump(document, buffer)
+        else:  # no key is left to hold them: keep the file's whole-line comments
+            buffer.write(_comment_lines(text))
+    except Exception as exc:  # ruamel's YAML 1.2 reading of a file PyYAML accepted
+        reason = " ".join(str(exc).split())[:300]
+        raise ConfigError(f"{path}: cannot update the file while keeping its layout: {reason}") from None
+    return buffer.getvalue()
+
+
 def _updated_text(path: Path, text: str, parts: list[str], value: Any) -> str:
     """``text`` with ``parts`` set to ``value``, comments and layout of the rest kept."""
     from ruamel.yaml.comments import CommentedMap
@@ -388,8 +452,9 @@ def _updated_text(path: Path, text: str, parts: list[str], value: Any) -> str:
     buffer = io.StringIO()
     try:
         document = _round_trip().load(text) if text.strip() else None
-        if not isinstance(document, dict):
+        if not isinstance(document, dict):  # an empty or comment-only file: keep its comments
             document = CommentedMap()
+            buffer.write(_comment_lines(text))
         _assign(document, parts, value, path)
         _round_trip().dump(document, buffer)
     except ConfigError:
@@ -398,6 +463,11 @@ def _updated_text(path: Path, text: str, parts: list[str], value: Any) -> str:
         reason = " ".join(str(exc).split())[:300]
         raise ConfigError(f"{path}: cannot update the file while keeping its layout: {reason}") from None
     return buffer.getvalue()
+
+
+def _comment_lines(text: str) -> str:
+    """The whole-line comments of ``text``, each ending with a newline."""
+    return "".join(line.rstrip("\r\n") + "\n" for line in text.splitlines() if line.lstrip().startswith("#"))
 
 
 def _quoted(value: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -56,10 +57,15 @@ def state_digest(home: Path, *, ignore: tuple[str, ...] = ()) -> str:
 
 def is_clear_error(result: Result) -> bool:
     """A refusal a person can read: a non-zero exit, no exception escaping the command, no
-    traceback, and exactly one ``Error:`` line (click's usage lines may come before it)."""
+    traceback, and exactly one ``Error:`` line (click's usage lines may come before it), or,
+    for a command given ``--json``, exactly one JSON error object."""
     if result.exit_code == 0:
         return False
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         return False
     lines = result.output.splitlines()
-    return "Traceback" not in result.output and sum(line.startswith("Error:") for line in lines) == 1
+    if "Traceback" in result.output:
+        return False
+    if lines and lines[0].startswith('{"error": '):  # a command given --json reports errors as JSON
+        return len(lines) == 1 and set(json.loads(lines[0])["error"]) == {"kind", "message"}
+    return sum(line.startswith("Error:") for line in lines) == 1

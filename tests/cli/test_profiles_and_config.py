@@ -7,7 +7,10 @@ from pathlib import Path
 
 import yaml
 
+from click.testing import CliRunner
+
 from tests.cli.helpers import run_cli, run_vigil
+from vigil.cli.main import cli
 
 
 def test_version_and_help_describe_every_command(vigil_home: Path) -> None:
@@ -153,3 +156,34 @@ def test_terminal_settings_live_in_their_own_section_and_old_keys_still_load(vig
     refused = run_cli("config", "set", "tools.terminal.sandbox", "sometimes")
     assert refused.exit_code == 1 and "tools.terminal.sandbox" in refused.output
     assert run_cli("config", "get", "tools.terminal.sandbox").output.strip() == "always"
+
+
+def _listings(path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    import click
+
+    from vigil.cli.main import cli
+
+    group = cli
+    ctx = click.Context(cli)
+    for name in path:
+        group = group.get_command(ctx, name)
+    found = [path]
+    for name in group.list_commands(ctx):
+        if isinstance(group.get_command(ctx, name), click.Group):
+            found += _listings((*path, name))
+    return found
+
+
+def test_command_listings_show_whole_sentences(vigil_home: Path) -> None:
+    """click cuts a summary longer than the room a listing leaves with "..."; every summary
+    fits an 80-column terminal, and the top-level ones a 60-column one too."""
+    for path in _listings():
+        for width in (80, 60) if path == () else (80,):
+            result = CliRunner().invoke(cli, [*path, "--help"], terminal_width=width)
+            assert result.exit_code == 0
+            listing = result.output.split("Commands:")[1]
+            rows = [line.strip() for line in listing.splitlines() if line.startswith("  ") and line.strip()]
+            assert rows, path
+            for row in rows:
+                name, _, summary = row.partition(" ")
+                assert summary.strip().endswith(".") and not summary.endswith("..."), (path, width, row)

@@ -113,7 +113,9 @@ def _definition_options(func: F) -> F:
 
 @click.group()
 def cron() -> None:
-    """Scheduled jobs: each run is a fresh session that delivers its answer.
+    """Scheduled jobs, each in a fresh session.
+
+    Each run is a fresh session that delivers its answer.
 
     \b
     Schedules:  every 2h | "0 9 * * 1-5" | 30m (once) | 2026-05-01T09:00 (once)
@@ -230,7 +232,10 @@ def _last_status(repo: CronRepo, job: CronJob) -> str | None:
 @pass_app
 @_friendly
 def show_cmd(app: AppContext, name: str, as_json: bool) -> None:
-    """Show one job: definition, next run, last run, failures and back-off."""
+    """Show one job and its next and last run.
+
+    Its definition, next run, last run, failures and back-off.
+    """
     repo = _repo(app)
     job = repo.get(name)
     if as_json:
@@ -245,7 +250,10 @@ def show_cmd(app: AppContext, name: str, as_json: bool) -> None:
 @pass_app
 @_friendly
 def pause_cmd(app: AppContext, name: str) -> None:
-    """Stop scheduling runs of a job (definition and history stay)."""
+    """Stop scheduling runs of a job.
+
+    Its definition and history stay.
+    """
     job, changed = _repo(app).pause(name)
     console.print(f"Paused {_shown(job.name)}." if changed else f"{_shown(job.name)} was already paused.")
 
@@ -255,7 +263,10 @@ def pause_cmd(app: AppContext, name: str) -> None:
 @pass_app
 @_friendly
 def resume_cmd(app: AppContext, name: str) -> None:
-    """Schedule a paused job again, from now on (missed runs are not made up)."""
+    """Schedule a paused job again, from now on.
+
+    Missed runs are not made up.
+    """
     repo = _repo(app)
     job, changed = repo.resume(name)
     what = f"Resumed {job.name}" if changed else f"{job.name} was not paused"
@@ -268,7 +279,10 @@ def resume_cmd(app: AppContext, name: str) -> None:
 @pass_app
 @_friendly
 def remove_cmd(app: AppContext, name: str, yes: bool) -> None:
-    """Delete a job and its run log (sessions of past runs and saved answers stay)."""
+    """Delete a job and its run log.
+
+    The sessions of past runs and saved answers stay.
+    """
     repo = _repo(app)
     if repo.store.get_meta(job_key(name)) is None:  # a damaged record can be removed too
         raise JobNotFound(name)
@@ -289,7 +303,10 @@ def remove_cmd(app: AppContext, name: str, yes: bool) -> None:
 @pass_app
 @_friendly
 def runs_cmd(app: AppContext, name: str | None, limit: int, as_json: bool) -> None:
-    """What happened to each occurrence: runs, skips, misses, newest first."""
+    """What happened to each occurrence of jobs.
+
+    Runs, skips and misses, newest first.
+    """
     repo = _repo(app)
     if name is not None:
         repo.get(name)
@@ -319,7 +336,10 @@ def runs_cmd(app: AppContext, name: str | None, limit: int, as_json: bool) -> No
 @pass_app
 @_friendly
 def status_cmd(app: AppContext, as_json: bool) -> None:
-    """The scheduler at a glance: jobs by state, what is next, running and failing."""
+    """The scheduler at a glance.
+
+    Jobs by state, what is next, what is running and what is failing.
+    """
     repo = _repo(app)
     now = repo.clock.now()
     jobs = repo.list()
@@ -362,7 +382,9 @@ def status_cmd(app: AppContext, as_json: bool) -> None:
 @pass_app
 @_friendly
 def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
-    """Run a job now, in this process, without disturbing its schedule.
+    """Run a job now, in this process.
+
+    Its schedule is not disturbed.
 
     Ctrl-C, SIGTERM or SIGHUP stop the run (recorded as interrupted; exit 128 + signal)."""
     repo = _repo(app)
@@ -402,7 +424,9 @@ async def _run_now(app: AppContext, repo: CronRepo, name: str) -> RunRecord | No
 @pass_app
 @_friendly
 def tick_cmd(app: AppContext, as_json: bool) -> None:
-    """Run whatever is due now, once, and exit (for a system crontab).
+    """Run whatever is due now, once, and exit.
+
+    Meant for a system crontab.
 
     Ctrl-C, SIGTERM or SIGHUP stop the runs (recorded as interrupted; exit 128 + signal)."""
     repo = _repo(app)

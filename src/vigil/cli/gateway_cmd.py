@@ -15,13 +15,18 @@ from vigil.models.lazy import LazyModelClient
 
 @click.group()
 def gateway() -> None:
-    """The long-running process: scheduled jobs now, messaging platforms later."""
+    """The long-running process for schedules.
+
+    Scheduled jobs now, messaging platforms later.
+    """
 
 
 @gateway.command("run")
 @pass_app
 def run_cmd(app: AppContext) -> None:
-    """Run in the foreground until Ctrl-C or SIGTERM, running due cron jobs.
+    """Run in the foreground, running due cron jobs.
+
+    It runs until Ctrl-C or SIGTERM.
 
     Prints a line as each run starts and ends (status, duration); the same lines go to
     logs/gateway.log in the profile (rotated at 5 MB, three old files kept).

@@ -71,7 +71,9 @@ def _show(reply: CommandReply) -> None:
 
 @click.group()
 def heartbeat() -> None:
-    """Recurring instructions attached to conversations (one per conversation).
+    """Recurring instructions in conversations.
+
+    A conversation has at most one heartbeat.
 
     \b
     In a chat, type /heartbeat every 15m <prompt> (or /hb ...). From the shell:
@@ -89,7 +91,9 @@ def heartbeat() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
 @pass_app
 def list_heartbeats(app: AppContext, as_json: bool) -> None:
-    """Every heartbeat of the profile: session, interval, status, next fire, count.
+    """List every heartbeat of the profile.
+
+    Session, interval, status, next fire and fire count.
 
     A record that cannot be read is listed with status ``damaged``; `vigil heartbeat clear`
     removes it.
@@ -168,7 +172,10 @@ def _options_first(ctx: click.Context, params: list[click.Parameter], args: list
 @click.argument("words", nargs=-1, metavar="INTERVAL PROMPT...")
 @pass_app
 def set_heartbeat(app: AppContext, session_ref: str, words: tuple[str, ...]) -> None:
-    """Set or replace the heartbeat of a conversation: INTERVAL (15m, 1h30m ...) and PROMPT."""
+    """Set or replace a conversation's heartbeat.
+
+    INTERVAL is a duration such as 15m or 1h30m; PROMPT is the instruction.
+    """
     try:
         command = validated_words(words)
     except HeartbeatInputError as exc:
@@ -189,9 +196,9 @@ def _simple(action: str, summary: str) -> click.Command:
     return command
 
 
-_simple("status", "Interval, prompt, state, next fire, fire count and last fire.")
+_simple("status", "Show the interval, prompt, state and fires.")
 _simple("pause", "Stop firing; interval and prompt are kept.")
-_simple("resume", "Start again; the timer restarts from now (no stale fire).")
+_simple("resume", "Start again; the timer restarts from now.")
 _simple("clear", "Delete the heartbeat.")
 
 
@@ -230,7 +237,9 @@ def _as_json(item: Listed) -> dict[str, Any]:
 @click.option("--reason", default="", help="Why (shown by `vigil heartbeat list`).")
 @pass_app
 def pause(app: AppContext, reason: str) -> None:
-    """Emergency stop: heartbeats and cron start no new turns until `vigil resume`.
+    """Emergency stop for heartbeats and cron.
+
+    They start no new turns until `vigil resume`.
 
     Work that is already running is not killed. Every process of the profile sees the flag.
     """
@@ -248,7 +257,10 @@ def pause(app: AppContext, reason: str) -> None:
 @click.command("resume")
 @pass_app
 def resume(app: AppContext) -> None:
-    """Release the emergency stop: schedules run again (an overdue heartbeat fires once)."""
+    """Release the emergency stop.
+
+    Schedules run again; an overdue heartbeat fires once.
+    """
     if estop.release(app.store):
         click.echo("▶ Emergency stop released: heartbeats and cron run again.")
     else:

@@ -9,12 +9,12 @@ from typing import Any
 import click
 
 from vigil import __version__
-from vigil.cli.arguments import refuse_undecodable
+from vigil.cli.arguments import ArgumentRefused, refuse_undecodable
 from vigil.cli.context import AppContext, add_profile_option_everywhere, remember_profile
 from vigil.cli.lazy import LazyCommand, LazyCommands, LazyGroup
 from vigil.config_errors import ConfigError
 from vigil.profiles import ProfileError
-from vigil.store.errors import StoreError
+from vigil.store.errors import AmbiguousSession, SessionNotFound, StoreError
 
 USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ProfileError, StoreError)
 
@@ -24,6 +24,9 @@ _ARGV = "vigil.argv"
 
 class VigilGroup(LazyGroup):
     """Turns vigil's own errors into a one-line message and exit code 1, and closes the store.
+
+    When the command was given ``--json``, any error (a usage error too) is printed instead as
+    ``{"error": {"kind": ..., "message": ...}}`` on stdout, with the same exit code.
 
     Before any command runs, the whole command line and the environment variables vigil reads
     are checked for text that is not valid UTF-8 (see :mod:`vigil.cli.arguments`).
@@ -35,15 +38,82 @@ class VigilGroup(LazyGroup):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            if ctx.parent is None and not ctx.resilient_parsing:
-                refuse_undecodable(self, ctx, ctx.meta.get(_ARGV, ()))
-            return super().invoke(ctx)
-        except USER_ERRORS as exc:
-            raise click.ClickException(str(exc)) from None
+            try:
+                if ctx.parent is None and not ctx.resilient_parsing:
+                    refuse_undecodable(self, ctx, ctx.meta.get(_ARGV, ()))
+                return super().invoke(ctx)
+            except USER_ERRORS as exc:
+                error = click.ClickException(str(exc))
+                error.vigil_kind = _kind_of(exc)  # type: ignore[attr-defined]
+                raise error from None
+        except click.ClickException as exc:
+            if ctx.parent is None and _wants_json(ctx, exc):
+                _echo_json_error(exc)
+                raise click.exceptions.Exit(exc.exit_code) from None
+            raise
         finally:
             app = ctx.find_object(AppContext)
             if app is not None and ctx.parent is None:
                 app.close()
+
+
+_JSON_WANTED = "vigil.json"
+
+ERROR_KINDS = ("usage", "config", "profile", "store", "not_found", "ambiguous", "refused", "error")
+"""The ``kind`` of a ``--json`` error (documented in the README): what a script can branch on."""
+
+
+def _kind_of(exc: Exception) -> str:
+    """The error kind of ``exc``, one of :data:`ERROR_KINDS`."""
+    if isinstance(exc, SessionNotFound):
+        return "not_found"
+    if isinstance(exc, AmbiguousSession):
+        return "ambiguous"
+    if isinstance(exc, ArgumentRefused):
+        return "refused"
+    if isinstance(exc, click.UsageError):
+        return "usage"
+    if isinstance(exc, ConfigError):
+        return "config"
+    if isinstance(exc, ProfileError):
+        return "profile"
+    if isinstance(exc, StoreError):
+        return "store"
+    return getattr(exc, "vigil_kind", "error")
+
+
+def _wants_json(ctx: click.Context, exc: click.ClickException) -> bool:
+    """Whether the failing command was asked for ``--json``: its parsed flag, or, when the
+    command line itself was refused or could not be parsed, a ``--json`` word before any ``--``."""
+    if ctx.meta.get(_JSON_WANTED):
+        return True
+    if not isinstance(exc, (click.UsageError, ArgumentRefused)):
+        return False
+    argv = list(ctx.meta.get(_ARGV, ()))
+    return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+
+
+def _echo_json_error(exc: click.ClickException) -> None:
+    """``{"error": {"kind": ..., "message": ...}}`` on stdout, for scripts."""
+    import json
+
+    click.echo(json.dumps({"error": {"kind": _kind_of(exc), "message": exc.format_message()}}))
+
+
+def _note_json_flag(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value:
+        ctx.meta[_JSON_WANTED] = True
+    return value
+
+
+def _watch_json_flags(command: click.Command) -> None:
+    """Make every ``--json`` flag under ``command`` tell :class:`VigilGroup` it was given."""
+    for param in command.params:
+        if isinstance(param, click.Option) and "--json" in param.opts and param.callback is None:
+            param.callback = _note_json_flag
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _watch_json_flags(sub)
 
 
 @click.group(cls=VigilGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,69 +152,38 @@ def cli(ctx: click.Context) -> None:
 # from these summaries (the first paragraph of each command's help; a test keeps them equal).
 COMMANDS: dict[str, LazyCommand] = {
     "chat": LazyCommand("vigil.cli.chat_cmd", "chat", "Talk to the agent."),
-    "config": LazyCommand(
-        "vigil.cli.config_cmd",
-        "config",
-        "Read and change the profile's config.yaml (validated before anything is written).",
-    ),
-    "cron": LazyCommand(
-        "vigil.cli.cron_cmd", "cron", "Scheduled jobs: each run is a fresh session that delivers its answer."
-    ),
+    "config": LazyCommand("vigil.cli.config_cmd", "config", "Read and change the profile's config.yaml."),
+    "cron": LazyCommand("vigil.cli.cron_cmd", "cron", "Scheduled jobs, each in a fresh session."),
     "gateway": LazyCommand(
-        "vigil.cli.gateway_cmd",
-        "gateway",
-        "The long-running process: scheduled jobs now, messaging platforms later.",
+        "vigil.cli.gateway_cmd", "gateway", "The long-running process for schedules."
     ),
     "heartbeat": LazyCommand(
-        "vigil.cli.heartbeat_cmd",
-        "heartbeat",
-        "Recurring instructions attached to conversations (one per conversation).",
+        "vigil.cli.heartbeat_cmd", "heartbeat", "Recurring instructions in conversations."
     ),
-    "pause": LazyCommand(
-        "vigil.cli.heartbeat_cmd",
-        "pause",
-        "Emergency stop: heartbeats and cron start no new turns until `vigil resume`.",
-    ),
-    "profile": LazyCommand(
-        "vigil.cli.profile_cmd",
-        "profile",
-        "Manage profiles: separate homes with their own config, files and sessions.",
-    ),
-    "resume": LazyCommand(
-        "vigil.cli.heartbeat_cmd",
-        "resume",
-        "Release the emergency stop: schedules run again (an overdue heartbeat fires once).",
-    ),
+    "pause": LazyCommand("vigil.cli.heartbeat_cmd", "pause", "Emergency stop for heartbeats and cron."),
+    "profile": LazyCommand("vigil.cli.profile_cmd", "profile", "Manage profiles, each a separate home."),
+    "resume": LazyCommand("vigil.cli.heartbeat_cmd", "resume", "Release the emergency stop."),
     "sessions": LazyCommand(
         "vigil.cli.sessions_cmd",
         "sessions",
         "Work with stored conversations.",
         subcommands={
             "refresh-prompts": LazyCommand(
-                "vigil.cli.prompts_cmd",
-                "refresh_prompts",
-                "Make sessions rebuild their system prompt from the current files on their next turn.",
+                "vigil.cli.prompts_cmd", "refresh_prompts", "Rebuild system prompts on the next turn."
             ),
             "repair-prompts": LazyCommand(
-                "vigil.cli.prompts_cmd",
-                "repair_prompts",
-                "Find sessions whose stored prompt is missing, empty or fails its hash, and rebuild "
-                "exactly those from the current files. Healthy sessions are not touched.",
+                "vigil.cli.prompts_cmd", "repair_prompts", "Rebuild the stored prompts that are damaged."
             ),
         },
     ),
-    "usage": LazyCommand(
-        "vigil.cli.usage_cmd",
-        "usage",
-        "Show tokens used (uncached input, cache read, cache write, output) and the cache hit "
-        "ratio, per session and in total.",
-    ),
+    "usage": LazyCommand("vigil.cli.usage_cmd", "usage", "Show tokens used and the cache hit ratio."),
 }
 
 
 def _prepare(command: click.Command, spec: LazyCommand) -> None:
     """Make a freshly imported command ready: ``-p/--profile`` everywhere, its lazy subcommands."""
     add_profile_option_everywhere(command)
+    _watch_json_flags(command)
     if spec.subcommands:
         if not isinstance(command, click.Group):
             raise TypeError(f"{spec.module}.{spec.attribute} has subcommands but is not a group")

@@ -37,7 +37,9 @@ def _describe(profile: Profile) -> dict[str, object]:
 
 @click.group()
 def profile() -> None:
-    """Manage profiles: separate homes with their own config, files and sessions.
+    """Manage profiles, each a separate home.
+
+    Each profile has its own config, files and sessions.
 
     The default profile is $VIGIL_HOME (~/.vigil); named profiles live in
     $VIGIL_HOME/profiles/NAME. Select one with -p NAME on any command.
@@ -74,7 +76,10 @@ def create_cmd(app: AppContext, name: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def show_cmd(app: AppContext, name: str | None, as_json: bool) -> None:
-    """Show a profile's paths and contents (default: the selected profile)."""
+    """Show a profile's paths and contents.
+
+    Without NAME, the selected profile.
+    """
     target = profile_path(name if name is not None else app.profile_name or DEFAULT_PROFILE)
     if not target.exists and target.name != DEFAULT_PROFILE:
         raise click.ClickException(f"profile '{target.name}' does not exist")
@@ -93,7 +98,7 @@ def show_cmd(app: AppContext, name: str | None, as_json: bool) -> None:
 @yes_option
 @pass_app
 def delete_cmd(app: AppContext, name: str, yes: bool) -> None:
-    """Delete a named profile with all its sessions and files."""
+    """Delete a profile with its sessions and files."""
     target = profile_path(name)
     if target.name == DEFAULT_PROFILE:
         raise click.ClickException("the default profile cannot be deleted")

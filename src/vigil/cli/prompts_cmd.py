@@ -18,7 +18,9 @@ from vigil.prompt.maintenance import find_damaged, request_refresh
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for upgrade scripts).")
 @pass_app
 def refresh_prompts(app: AppContext, session_ref: str | None, as_json: bool) -> None:
-    """Make sessions rebuild their system prompt from the current files on their next turn.
+    """Rebuild system prompts on the next turn.
+
+    Sessions rebuild their system prompt from the current files on their next turn.
 
     Use it after editing SOUL.md, skills, AGENTS.md or USER.md. It only records the request in
     state.db: no running gateway or restart is needed, and a process started later honours it.
@@ -60,8 +62,11 @@ def refresh_prompts(app: AppContext, session_ref: str | None, as_json: bool) -> 
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def repair_prompts(app: AppContext, session_ref: str | None, dry_run: bool, as_json: bool) -> None:
-    """Find sessions whose stored prompt is missing, empty or fails its hash, and rebuild
-    exactly those from the current files. Healthy sessions are not touched."""
+    """Rebuild the stored prompts that are damaged.
+
+    Find sessions whose stored prompt is missing, empty or fails its hash, and rebuild
+    exactly those from the current files. Healthy sessions are not touched.
+    """
     store = app.store
     damaged = find_damaged(store, session_ref)
     repaired: list[str] = []

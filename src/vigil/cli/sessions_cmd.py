@@ -138,7 +138,9 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
 def search_cmd(
     app: AppContext, query: tuple[str, ...], limit: int, session_ref: str | None, as_json: bool
 ) -> None:
-    """Full-text search over every message of this profile.
+    """Search every message of this profile.
+
+    A full-text search.
 
     \b
       pine cone         messages holding both words
@@ -198,7 +200,10 @@ def search_cmd(
 def export_cmd(
     app: AppContext, session: str, fmt: str, conversation: bool, output: Path | None
 ) -> None:
-    """Export a session's transcript as JSON Lines or Markdown."""
+    """Export a session's transcript.
+
+    As JSON Lines or Markdown.
+    """
     store = app.store
     session_id = store.resolve_session(session)
     ids = [s.id for s in store.parent_chain(session_id)] if conversation else [session_id]
@@ -244,7 +249,9 @@ def rename_cmd(app: AppContext, session: str, title: str) -> None:
 @yes_option
 @pass_app
 def delete_cmd(app: AppContext, session: str, conversation: bool, yes: bool) -> None:
-    """Delete a session and its messages (cannot be undone).
+    """Delete a session and its messages.
+
+    This cannot be undone.
 
     A session that belongs to a compressed conversation (one that a continuation continues,
     or a continuation itself) is deleted only with the rest of its conversation, with

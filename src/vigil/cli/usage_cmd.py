@@ -30,7 +30,9 @@ def _row(usage: Usage) -> dict[str, float | int]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool) -> None:
-    """Show tokens used (uncached input, cache read, cache write, output) and the cache hit
+    """Show tokens used and the cache hit ratio.
+
+    Uncached input, cache read, cache write and output tokens, and the cache hit
     ratio, per session and in total.
 
     The total counts the sessions that exist; when sessions were deleted, a line below it

@@ -8,6 +8,7 @@ from typing import Literal, Mapping
 
 from vigil.config import ModelSettings
 from vigil.masking import mask_secrets
+from vigil.model_env import BASE_URL_ENV, KEY_ENV, MODEL_ENV
 from vigil.models.base import ModelClient, ModelError
 from vigil.models.retry import RetryPolicy
 
@@ -17,9 +18,6 @@ DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
 }
-KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
-MODEL_ENV = "VIGIL_MODEL"
 
 # Sent when a custom endpoint is configured without a key: local servers ignore it, and a real
 # provider answers 401, which becomes a ModelAuthError naming where a key should come from.
