@@ -42,7 +42,7 @@ def show_cmd(app: AppContext, origin: bool, as_json: bool) -> None:
     its value comes from, like `git config --show-origin`; with --json too, each key maps to
     {"value": ..., "origin": ...}.
     """
-    from vigil.config_origin import nested, settings_in_force
+    from vigil.setting_origins import nested, settings_in_force
 
     entries = settings_in_force(app.settings, app.profile.config_path, os.environ)
     if as_json:
