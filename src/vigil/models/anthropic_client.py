@@ -30,6 +30,7 @@ from vigil.models.retry import (
     describe_cause,
     malformed_response,
     provider_message,
+    dumped,
     snippet,
     status_failure,
 )
@@ -254,7 +255,7 @@ class AnthropicClient:
         try:
             return self._response_from(message)
         except _SHAPE_ERRORS as exc:
-            raise self._malformed(f"{describe_cause(exc)} in {_dump(message)}") from exc
+            raise self._malformed(f"{describe_cause(exc)} in {dumped(message)}") from exc
 
     def _response_from(self, message: Any) -> ModelResponse:
         text: list[str] = []
@@ -296,7 +297,7 @@ class AnthropicClient:
                 except json.JSONDecodeError as exc:
                     raise self._stream_failure(exc, state, f"a stream line is not JSON: {snippet(exc.doc)}") from exc
                 except _SHAPE_ERRORS as exc:
-                    detail = f"{describe_cause(exc)} in a stream event {_dump(event)}"
+                    detail = f"{describe_cause(exc)} in a stream event {dumped(event)}"
                     raise self._stream_failure(exc, state, detail) from exc
                 for text in texts:
                     result = on_text(text)
@@ -402,12 +403,3 @@ class AnthropicClient:
             return status_failure(exc.status_code, message, exc.response.headers, self._endpoint)
         message = mask_secrets(provider_message(exc.body, exc.message))
         return ModelError(f"the model endpoint {self.shown_url} failed: {message}")
-
-
-def _dump(value: Any) -> str:
-    """A parsed answer, quoted for an error message."""
-    try:
-        text = value.model_dump_json() if hasattr(value, "model_dump_json") else json.dumps(value)
-    except Exception:  # a half-built SDK object; its repr still says something
-        text = repr(value)
-    return snippet(text)

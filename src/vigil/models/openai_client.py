@@ -31,6 +31,7 @@ from vigil.models.retry import (
     describe_cause,
     malformed_response,
     provider_message,
+    dumped,
     snippet,
     status_failure,
 )
@@ -240,11 +241,11 @@ class OpenAIClient:
         try:
             return self._response_from(completion)
         except _SHAPE_ERRORS as exc:
-            raise self._malformed(f"{describe_cause(exc)} in {_dump(completion)}") from exc
+            raise self._malformed(f"{describe_cause(exc)} in {dumped(completion)}") from exc
 
     def _response_from(self, completion: Any) -> ModelResponse:
         if not completion.choices:
-            raise self._malformed(f"an answer without choices: {_dump(completion)}")
+            raise self._malformed(f"an answer without choices: {dumped(completion)}")
         choice = completion.choices[0]
         message = choice.message
         calls = tuple(
@@ -283,7 +284,7 @@ class OpenAIClient:
                 except json.JSONDecodeError as exc:
                     raise self._stream_failure(exc, state, f"a stream line is not JSON: {snippet(exc.doc)}") from exc
                 except _SHAPE_ERRORS as exc:
-                    detail = f"{describe_cause(exc)} in a stream chunk {_dump(chunk)}"
+                    detail = f"{describe_cause(exc)} in a stream chunk {dumped(chunk)}"
                     raise self._stream_failure(exc, state, detail) from exc
                 for text in texts:
                     result = on_text(text)
@@ -375,12 +376,3 @@ class OpenAIClient:
         # An error event inside a stream, or a response that did not parse.
         message = mask_secrets(provider_message(exc.body, exc.message))
         return ModelError(f"the model endpoint {self.shown_url} failed: {message}")
-
-
-def _dump(value: Any) -> str:
-    """A parsed answer, quoted for an error message."""
-    try:
-        text = value.model_dump_json() if hasattr(value, "model_dump_json") else json.dumps(value)
-    except Exception:  # a half-built SDK object; its repr still says something
-        text = repr(value)
-    return snippet(text)

@@ -7,6 +7,7 @@ so the retry behaviour is the same for every provider and a test can drive it wi
 from __future__ import annotations
 
 import asyncio
+import json
 import email.utils
 import random
 import time
@@ -186,6 +187,15 @@ def snippet(value: object, limit: int = SNIPPET_LENGTH) -> str:
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return repr(text)
+
+
+def dumped(value: Any) -> str:
+    """A parsed answer (an SDK object or plain data), quoted for an error message."""
+    try:
+        text = value.model_dump_json() if hasattr(value, "model_dump_json") else json.dumps(value)
+    except Exception:  # a half-built SDK object; its repr still says something
+        text = repr(value)
+    return snippet(text)
 
 
 def connection_failure(
