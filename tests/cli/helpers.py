@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner, Result
 
@@ -69,3 +71,21 @@ def is_clear_error(result: Result) -> bool:
     if lines and lines[0].startswith('{"error": '):  # a command given --json reports errors as JSON
         return len(lines) == 1 and set(json.loads(lines[0])["error"]) == {"kind", "message"}
     return sum(line.startswith("Error:") for line in lines) == 1
+
+
+CPR_REQUEST = "\x1b[6n"
+"""prompt_toolkit's cursor position request; a real terminal answers it."""
+
+
+def expect_in_terminal(child: Any, pattern: str) -> None:
+    """``child.expect(pattern)`` on a pexpect child, answering prompt_toolkit's cursor position
+    requests on the way as a terminal would (it draws the bottom toolbar only once it knows
+    where the cursor is)."""
+    import pexpect
+
+    while child.expect_exact([CPR_REQUEST, pexpect.TIMEOUT], timeout=0.01) == 0:
+        child.send("\x1b[1;1R")
+    while True:
+        if child.expect([re.escape(CPR_REQUEST), pattern]) == 1:
+            return
+        child.send("\x1b[1;1R")

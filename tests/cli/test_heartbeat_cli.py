@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import pexpect
 import pytest
 
-from tests.cli.helpers import run_cli
+from tests.cli.helpers import expect_in_terminal, run_cli
 from vigil.profiles import get_profile
 from vigil.schedule import estop
 from vigil.schedule.intervals import TEST_MINIMUM_ENV
@@ -191,20 +191,6 @@ def test_emergency_stop(session_id: str) -> None:
     assert "was not on" in run_cli("resume").output
 
 
-_CPR_REQUEST = "\x1b[6n"
-
-
-def _expect(child: pexpect.spawn, pattern: str) -> None:
-    """``child.expect(pattern)``, answering prompt_toolkit's cursor position requests on the way
-    as a terminal would (it draws the bottom toolbar only once it knows where the cursor is)."""
-    while child.expect_exact([_CPR_REQUEST, pexpect.TIMEOUT], timeout=0.01) == 0:
-        child.send("\x1b[1;1R")
-    while True:
-        if child.expect([re.escape(_CPR_REQUEST), pattern]) == 1:
-            return
-        child.send("\x1b[1;1R")
-
-
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
 def test_a_heartbeat_turn_appears_in_the_repl_unprompted(fake_model: FakeModelServer, vigil_home: Path) -> None:
     fake_model.rule(contains="[Heartbeat — recurring instruction", reply="CI is still running; nothing new.")
@@ -220,20 +206,20 @@ def test_a_heartbeat_turn_appears_in_the_repl_unprompted(fake_model: FakeModelSe
         sys.executable, ["-m", "vigil.cli.main", "chat"], env=env, encoding="utf-8", timeout=20, dimensions=(30, 120)
     )
     try:
-        _expect(child, "you ›")
+        expect_in_terminal(child, "you ›")
         child.sendline("hello")
-        _expect(child, "ok")
-        _expect(child, "you ›")
+        expect_in_terminal(child, "ok")
+        expect_in_terminal(child, "you ›")
         child.sendline("/hb every 2s check the CI run")
-        _expect(child, r"♥ Heartbeat set \(every 2s\): check the CI run")
-        _expect(child, r"♥ next \d\d:\d\d")  # the bottom toolbar shows the next fire
+        expect_in_terminal(child, r"♥ Heartbeat set \(every 2s\): check the CI run")
+        expect_in_terminal(child, r"♥ next \d\d:\d\d")  # the bottom toolbar shows the next fire
         # nothing typed from here on: the heartbeat turn shows up by itself
-        _expect(child, r"\[Heartbeat — recurring instruction, fires every 2s\]")
-        _expect(child, "CI is still running; nothing new.")
+        expect_in_terminal(child, r"\[Heartbeat — recurring instruction, fires every 2s\]")
+        expect_in_terminal(child, "CI is still running; nothing new.")
         child.sendline("/hb clear")
-        _expect(child, r"♥ Heartbeat cleared \(every 2s, fired")
+        expect_in_terminal(child, r"♥ Heartbeat cleared \(every 2s, fired")
         child.sendline("/quit")
-        _expect(child, "vigil chat --resume ([0-9a-f]{12})")
+        expect_in_terminal(child, "vigil chat --resume ([0-9a-f]{12})")
         session_id = child.match.group(1)
         child.expect(pexpect.EOF)
     finally:

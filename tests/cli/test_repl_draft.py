@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
-from tests.cli.helpers import run_cli
+from tests.cli.helpers import expect_in_terminal, run_cli
 from vigil.schedule.intervals import TEST_MINIMUM_ENV
 from vigil.testing.fake_model import FakeModelServer
-
-_CPR_REQUEST = "\x1b[6n"
-
-
-def _expect(child: pexpect.spawn, pattern: str) -> None:
-    """``child.expect(pattern)``, answering prompt_toolkit's cursor position requests as a
-    terminal would (it draws the bottom toolbar only once it knows where the cursor is)."""
-    while True:
-        if child.expect([re.escape(_CPR_REQUEST), pattern]) == 1:
-            return
-        child.send("\x1b[1;1R")
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
@@ -43,23 +31,23 @@ def test_a_due_heartbeat_waits_for_the_draft_and_says_so(fake_model: FakeModelSe
         sys.executable, ["-m", "vigil.cli.main", "chat"], env=env, encoding="utf-8", timeout=30, dimensions=(30, 140)
     )
     try:
-        _expect(child, "you ›")
+        expect_in_terminal(child, "you ›")
         child.sendline("hello")
-        _expect(child, "ok")
-        _expect(child, "you ›")
+        expect_in_terminal(child, "ok")
+        expect_in_terminal(child, "you ›")
         child.sendline("/hb every 2s check the CI run")
-        _expect(child, r"♥ Heartbeat set \(every 2s\)")
-        _expect(child, "you ›")
+        expect_in_terminal(child, r"♥ Heartbeat set \(every 2s\)")
+        expect_in_terminal(child, "you ›")
         child.send("half typed")
         # the heartbeat comes due while the line is there: it waits, and the toolbar says why
-        _expect(child, "waiting for your draft")
+        expect_in_terminal(child, "waiting for your draft")
         child.send("\r")
-        _expect(child, "Got your line.")
-        _expect(child, "CI is still running.")
+        expect_in_terminal(child, "Got your line.")
+        expect_in_terminal(child, "CI is still running.")
         child.sendline("/hb clear")
-        _expect(child, r"♥ Heartbeat cleared")
+        expect_in_terminal(child, r"♥ Heartbeat cleared")
         child.sendline("/quit")
-        _expect(child, "vigil chat --resume ([0-9a-f]{12})")
+        expect_in_terminal(child, "vigil chat --resume ([0-9a-f]{12})")
         session_id = child.match.group(1)
         child.expect(pexpect.EOF)
     finally:
