@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 
 from vigil import yaml_strict
 from vigil.config_errors import ConfigError
+from vigil.gateway_settings import GatewaySettings
 from vigil.masking import is_text, mask_secrets, printable
 from vigil.safe_files import UnsafeFile, read_text
 from vigil.store_location import store_location
@@ -207,6 +208,7 @@ class Settings(_Section):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     timezone: str | None = Field(
         None, max_length=128, description="IANA zone for schedules (default: system)"
     )

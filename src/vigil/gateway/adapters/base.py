@@ -1,0 +1,166 @@
+"""The adapter protocol: what a platform (web chat, Slack, Telegram) does for the gateway, and
+what the gateway offers it (:class:`GatewayPort`).
+
+An adapter receives messages from its platform and hands them to :meth:`GatewayPort.receive`,
+which stores them durably *before* it returns: only then may the adapter acknowledge the
+platform. Replies come back through the durable outbox as :meth:`Adapter.send` calls; a
+``DeliveryError`` makes the gateway retry with back-off. While a turn runs, the gateway passes
+the conversation's live events (:mod:`vigil.gateway.wire`) to :meth:`Adapter.live` so that a
+platform that can edit a message shows the answer as it streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol, Sequence
+
+from vigil.store.gateway_tables import OutboxEntry, RouteKey
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from vigil.config import Settings
+    from vigil.profiles import Profile
+    from vigil.store import SessionStore
+
+
+class DeliveryError(Exception):
+    """A send failed. ``retryable``: try again later (network, 5xx, rate limit; ``retry_after``
+    seconds when the platform said so); otherwise the entry is marked failed at once."""
+
+    def __init__(self, message: str, *, retryable: bool = True, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class GatewayClosed(Exception):
+    """The gateway is shutting down and takes no new input (answer HTTP 503)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """A message from a platform, before it is stored."""
+
+    route: RouteKey
+    external_id: str
+    """The platform's message id or a client-supplied idempotency key (unique per adapter)."""
+    text: str
+    sender: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What :meth:`GatewayPort.receive` stored: ``duplicate`` when the adapter had delivered
+    this ``external_id`` before (nothing new is done)."""
+
+    inbox_id: int
+    duplicate: bool
+    session_id: str | None
+    """The session the message is routed to (known at once for an existing route)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterHealth:
+    ok: bool
+    detail: str = ""
+
+
+class Subscription(Protocol):
+    """Live events of one conversation, as wire dicts (:mod:`vigil.gateway.wire`)."""
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        ...
+
+    def close(self) -> None:
+        """Stop receiving (the iterator ends)."""
+        ...
+
+
+class GatewayPort(Protocol):
+    """What the gateway offers its adapters."""
+
+    store: "SessionStore"
+    profile: "Profile"
+    settings: "Settings"
+
+    @property
+    def accepting(self) -> bool:
+        """``False`` once shutdown began: refuse new input (``GatewayClosed`` from receive)."""
+        ...
+
+    async def receive(self, inbound: Inbound) -> Receipt:
+        """Store the message durably, then (in the background) route it to its conversation
+        and answer it: a turn, or a slash command through the shared registry. Returns once
+        the message is durable. Raises ``GatewayClosed`` during shutdown."""
+        ...
+
+    async def open_conversation(self, route: RouteKey, session_id: str | None = None) -> str:
+        """Point ``route`` at ``session_id`` (an existing conversation, any source, resolved
+        to its newest continuation) or at a new conversation; return the session id."""
+        ...
+
+    def subscribe(self, session_id: str) -> Subscription:
+        """Live events of the conversation now in ``session_id`` (and of its continuations,
+        which the ``session_moved`` event announces), whoever started the turn."""
+        ...
+
+    async def conversations(self, query: str | None = None, *, limit: int = 100) -> list[dict[str, Any]]:
+        """Every conversation of the profile (CLI ones included), newest activity first, as
+        wire dicts (:func:`vigil.gateway.wire.conversation_summary`); ``query`` searches
+        titles and message text."""
+        ...
+
+    async def conversation(self, session_id: str) -> dict[str, Any]:
+        """One conversation (resolved to its newest continuation) with its whole history, its
+        heartbeat and whether a turn runs, as a wire dict (:func:`vigil.gateway.wire.conversation_view`).
+        Raises ``SessionNotFound``."""
+        ...
+
+    def resolve_approval(self, approval_id: str, approved: bool) -> bool:
+        """Answer a pending approval request; ``False`` if it is unknown or already decided."""
+        ...
+
+    def workdir(self, session_id: str) -> Path:
+        """The conversation's working directory (uploads go here; created 0700 if missing)."""
+        ...
+
+
+class Adapter(Protocol):
+    """One platform behind the gateway. The contract suite (``tests/gateway/adapter_contract``)
+    holds every adapter to this."""
+
+    name: str
+    """``web``, ``slack``, ``telegram``: the ``adapter`` of its routes."""
+
+    async def start(self, gateway: GatewayPort) -> None:
+        """Connect to the platform and start receiving (a webhook adapter only remembers the
+        gateway: its HTTP routes are served by the gateway's server)."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop receiving and release the platform; idempotent."""
+        ...
+
+    def http_routes(self) -> "Sequence[BaseRoute]":
+        """Routes this adapter serves on the gateway's HTTP server (may be empty)."""
+        ...
+
+    async def send(self, message: OutboxEntry) -> None:
+        """Deliver one outbox entry to ``message.route``; raise ``DeliveryError`` on failure."""
+        ...
+
+    async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
+        """A live event of a conversation routed here (stream or edit where the platform can;
+        a no-op otherwise). Must not raise for a platform error: log it."""
+        ...
+
+    def health(self) -> AdapterHealth:
+        """Whether the adapter can send and receive now."""
+        ...
+
+    async def reload(self, settings: "Settings") -> None:
+        """SIGHUP: take the new configuration (allow-lists, tokens) without a restart."""
+        ...
