@@ -1,0 +1,18 @@
+"""The web chat: a page served by the gateway, logged into with the profile's token.
+
+Routes (all but ``/login``, ``/healthz`` and ``/static/*`` need the session cookie or
+``Authorization: Bearer <token>``; state-changing requests by cookie must come from the page's
+own origin):
+
+* ``GET /login`` (form; ``?token=`` logs in at once), ``POST /login``, ``POST /logout``
+* ``GET /`` the page, ``GET /static/...`` its files
+* ``GET|POST /api/conversations``, ``GET /api/conversations/{id}``,
+  ``POST /api/conversations/{id}/messages``, ``GET /api/conversations/{id}/events`` (SSE),
+  ``POST /api/conversations/{id}/files``, ``POST /api/approvals/{id}``
+"""
+
+from __future__ import annotations
+
+from vigil.gateway.adapters.web.adapter import WebAdapter
+
+__all__ = ["WebAdapter"]
