@@ -67,6 +67,8 @@ def login_routes(state: WebState) -> list[Route]:
     async def get_login(request: Request) -> Response:
         token = request.query_params.get("token")
         if token is None:
+            if state.authenticated_by(request) is not None:
+                return RedirectResponse("/", status_code=303)
             return login_page()
         return await try_token(request, token)
 

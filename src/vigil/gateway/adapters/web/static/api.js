@@ -72,6 +72,8 @@ export class LiveStream {
     this.source = null;
     this.timer = null;
     this.everOpen = false;
+    // Resolves once the stream is subscribed, so nothing sent after it is missed.
+    this.ready = new Promise((resolve) => { this.markReady = resolve; });
     this.open();
   }
 
@@ -84,6 +86,7 @@ export class LiveStream {
       this.onState("live");
       if (this.everOpen) this.onReconnect();
       this.everOpen = true;
+      this.markReady();
     };
     source.onmessage = (message) => {
       let event;

@@ -289,6 +289,9 @@ async function send() {
     showError(`Could not start a conversation: ${err.message}`);
     return;
   }
+  if (state.stream) {
+    await Promise.race([state.stream.ready, new Promise((resolve) => setTimeout(resolve, 3000))]);
+  }
   const bubble = append(userBubble(text, { pending: true }));
   state.pending.set(clientId, bubble);
   try {

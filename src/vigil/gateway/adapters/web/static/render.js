@@ -35,12 +35,16 @@ export function userBubble(text, { pending = false } = {}) {
   return row;
 }
 
-export function heartbeatMarker(header, prompt) {
+// A heartbeat's turn: its header line, then its instruction (the header is not repeated).
+export function heartbeatMarker(header, text) {
   const row = el("div", "message heartbeat-turn");
   row.setAttribute("role", "article");
   row.setAttribute("aria-label", "Heartbeat");
-  row.appendChild(el("div", "hb-header", `♥ ${header || "heartbeat"}`));
-  if (prompt) row.appendChild(el("div", "hb-prompt", prompt));
+  let body = String(text || "");
+  const firstLine = body.split("\n", 1)[0];
+  if (header && firstLine.trim() === header.trim()) body = body.slice(firstLine.length).replace(/^\n+/, "");
+  row.appendChild(el("div", "hb-header", `♥ ${(header || "Heartbeat").replace(/^\[|\]$/g, "")}`));
+  if (body.trim()) row.appendChild(el("div", "hb-prompt", body.trim()));
   return row;
 }
 
