@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from vigil.gateway.adapters.base import GatewayClosed, GatewayPort, Inbound
 from vigil.gateway.adapters.web.events import event_stream
-from vigil.gateway.adapters.web.state import WebState, error, guarded
+from vigil.gateway.adapters.web.state import Endpoint, WebState, error, guarded
 from vigil.gateway.adapters.web.uploads import UploadError, save_upload
 from vigil.store import AmbiguousSession, SessionNotFound
 from vigil.store.gateway_tables import RouteKey
@@ -143,7 +143,7 @@ class ConversationRoutes:
         return JSONResponse({"name": saved.name, "path": str(saved.path), "size": saved.size}, status_code=201)
 
 
-def _answering_errors(endpoint):  # type: ignore[no-untyped-def]
+def _answering_errors(endpoint: Endpoint) -> Endpoint:
     """The API's errors as JSON: bad input 400/413, unknown conversation 404, shutdown 503."""
 
     async def answered(request: Request) -> Response:
@@ -166,7 +166,7 @@ def _answering_errors(endpoint):  # type: ignore[no-untyped-def]
 def api_routes(state: WebState) -> list[Route]:
     api = ConversationRoutes(state)
 
-    def route(path: str, endpoint, method: str) -> Route:  # type: ignore[no-untyped-def]
+    def route(path: str, endpoint: Endpoint, method: str) -> Route:
         return Route(path, guarded(state, _answering_errors(endpoint)), methods=[method])
 
     return [
