@@ -33,7 +33,7 @@ _PAGE = """<!doctype html>
 <form method="post" action="/login">
 <label for="token">Token</label>
 <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
-<button type="submit">Log in</button>
+<button type="submit" class="primary">Log in</button>
 </form>
 </main>
 </body>
