@@ -98,7 +98,15 @@ def empty_schema(server_url: str, schema: str) -> None:
     import psycopg
 
     with psycopg.connect(server_url, autocommit=True) as conn:
-        for table in ("messages", "sessions", "system_prompts", "state_meta"):
+        for table in (
+            "gateway_outbox",
+            "gateway_inbox",
+            "gateway_routes",
+            "messages",
+            "sessions",
+            "system_prompts",
+            "state_meta",
+        ):
             conn.execute(f'DELETE FROM "{schema}".{table}')
 
 

@@ -1,5 +1,6 @@
 """Bodies of the processes that test_durability kills (run as ``python -m``): each prints a
-line for every write it has been told is durable, then goes on until it is killed."""
+line for every write it has been told is durable (an append, a cron claim, a gateway inbox
+entry), then goes on until it is killed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 from vigil.clock import FakeClock
 from vigil.schedule.cron.repo import CronRepo
 from vigil.store import NewMessage
+from vigil.store.gateway_tables import RouteKey
 from vigil.store.sqlite import SQLiteStore
 
 _print_lock = threading.Lock()
@@ -67,10 +69,36 @@ def claim_minutes(path: str, owner: str, start: float, minutes: int, jobs: list[
     acknowledge("done")
 
 
+def accept_forever(path: str, threads: int) -> None:
+    """``threads`` threads storing inbound messages in the gateway inbox as fast as they can
+    (group-committed); ``ack <external_id> <entry id>`` once ``inbox_accept`` has returned,
+    which is when the gateway would acknowledge the platform."""
+    store = SQLiteStore(path)
+
+    def receiver(n: int) -> None:
+        count = 0
+        while True:
+            external_id = f"t{n}-{count}"
+            entry, _ = store.gateway.inbox_accept(
+                RouteKey("web", f"chat-{n}"), external_id, f"text of {external_id}", received_at=float(count)
+            )
+            acknowledge(f"ack {external_id} {entry.id}")
+            count += 1
+
+    workers = [threading.Thread(target=receiver, args=(n,), daemon=True) for n in range(threads)]
+    acknowledge("ready")
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "append":
         append_forever(args[0], args[1:])
+    elif command == "accept":
+        accept_forever(args[0], int(args[1]))
     elif command == "claim":
         claim_minutes(args[0], args[1], float(args[2]), int(args[3]), args[4:])
     else:

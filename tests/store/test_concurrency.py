@@ -103,3 +103,33 @@ async def test_threads_append_to_one_session(db_path: Path) -> None:
         mine = [m.content for m in messages if m.content and m.content.startswith(f"{w}:")]
         assert mine == [f"{w}:{i}" for i in range(100)]
     store.close()
+
+
+def test_two_processes_accepting_the_same_messages_store_each_once(db_path: Path) -> None:
+    """Two gateway processes (four threads each) get the same 300 deliveries: every message
+    is stored once, and exactly one delivery of it, in one of the processes, hears ``True``."""
+    SQLiteStore(db_path).close()
+    external_ids = [f"update-{n}" for n in range(300)]
+    ctx = multiprocessing.get_context("spawn")
+    start, results = ctx.Event(), ctx.Queue()
+    processes = [
+        ctx.Process(target=workers.accept_inbox, args=(str(db_path), external_ids, 4, start, results))
+        for _ in range(2)
+    ]
+    for p in processes:
+        p.start()
+    try:
+        start.set()
+        reports = collect(results, len(processes))
+    finally:
+        finish(processes)
+    assert [errors for _, _, errors in reports] == [[], []]
+    first, second = ({eid for eid, _ in stored} for _, stored, _ in reports)
+    assert not first & second and first | second == set(external_ids)
+    assert len(reports[0][1]) + len(reports[1][1]) == len(external_ids)  # no id won twice
+    store = SQLiteStore(db_path)
+    stored = store.gateway.inbox_unfinished()
+    assert sorted(e.external_id for e in stored) == sorted(external_ids)
+    by_id = {e.id: e.external_id for e in stored}
+    assert all(by_id[entry_id] == eid for _, won, _ in reports for eid, entry_id in won)
+    store.close()

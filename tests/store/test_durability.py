@@ -1,6 +1,6 @@
 """Nothing acknowledged is lost: writer processes killed with SIGKILL in the middle of a burst
-of group-committed appends, or of batched cron claims, leave every write they acknowledged
-in the store, and no cron occurrence is claimed twice."""
+of group-committed appends, of batched cron claims or of gateway inbox entries leave every
+write they acknowledged in the store, and no cron occurrence is claimed twice."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from vigil.clock import FakeClock
 from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import CronRepo
 from vigil.schedule.cron.runs import stamp_of
+from vigil.store.gateway_tables import PENDING, RouteKey
 from vigil.store.sqlite import SQLiteStore
 
 DEADLINE = 120.0  # only a guard against a hang; nothing here is timed
@@ -117,4 +118,32 @@ def test_killed_claimer_loses_no_claim_and_none_is_claimed_twice(tmp_path: Path)
     assert set(per_minute.values()) == {len(jobs)}
     assert {key for key, r in handled.items() if r.owner == "second"} == by_second
     assert {r.owner for r in handled.values()} == {"first", "second"}
+    store.close()
+
+
+def test_killed_gateway_loses_no_acknowledged_inbox_entry(tmp_path: Path) -> None:
+    """The gateway acknowledges a platform once ``inbox_accept`` returned: whatever it
+    acknowledged before a SIGKILL is in the inbox afterwards, pending, and a redelivery of it
+    is recognised as one."""
+    path = tmp_path / "state.db"
+    SQLiteStore(path).close()
+
+    lines = read_until_killed(start_worker("accept", str(path), "4"), kill_after=400)
+
+    acknowledged = {external_id: int(entry_id) for kind, external_id, entry_id in lines if kind == "ack"}
+    assert len(acknowledged) >= 400
+    store = SQLiteStore(path)
+    tables = store.gateway
+    for external_id, entry_id in acknowledged.items():
+        entry = tables.inbox_get(entry_id)
+        assert entry is not None and entry.external_id == external_id
+        assert (entry.text, entry.status) == (f"text of {external_id}", PENDING)
+        chat = f"chat-{external_id[1:].partition('-')[0]}"
+        again, new = tables.inbox_accept(RouteKey("web", chat), external_id, "redelivered", received_at=0.0)
+        assert (again, new) == (entry, False)
+    unfinished = tables.inbox_unfinished()
+    assert {e.external_id for e in unfinished} >= set(acknowledged)
+    for n in range(4):  # each receiver's entries are whole and in order, with no gaps
+        mine = [e.external_id for e in unfinished if e.route.chat == f"chat-{n}"]
+        assert mine == [f"t{n}-{i}" for i in range(len(mine))]
     store.close()

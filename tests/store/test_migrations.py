@@ -11,6 +11,7 @@ import pytest
 
 from vigil.clock import FakeClock
 from vigil.store import NewMessage, SessionRecord
+from vigil.store.gateway_tables import RouteKey
 from vigil.store.sqlite import SQLiteStore
 from vigil.store.sqlite.migrations import LATEST_VERSION, MIGRATIONS, applied_version, migrate
 from vigil.usage import Usage
@@ -141,4 +142,26 @@ def test_files_are_private(tmp_path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         mode = stat.S_IMODE((path.parent / (path.name + suffix)).stat().st_mode)
         assert mode == 0o600, f"{path.name}{suffix} has mode {oct(mode)}"
+    store.close()
+
+
+def test_a_second_version_database_gains_the_gateway_tables(db_path: Path, clock: FakeClock) -> None:
+    make_v1_database(db_path)
+    with closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+        assert migrate(conn, target=2, now=200.0) == 2
+    store = SQLiteStore(db_path, clock=clock)
+    assert store.schema_version() == LATEST_VERSION >= 3
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute("SELECT applied_at FROM schema_migrations WHERE version = 3").fetchone() == (clock.now(),)
+    # What was there is untouched...
+    assert [(m.seq, m.content) for m in store.get_messages("bbbbbbbbbbbb")] == [(1, "we spoke about a lighthouse")]
+    assert store.get_meta("refresh_epoch").value == 3  # type: ignore[union-attr]
+    # ...and the old conversations can be routed to, with routes going when their session goes.
+    route = RouteKey("web", "browser-1")
+    store.gateway.route_set(route, "bbbbbbbbbbbb", now=clock.now())
+    entry, new = store.gateway.inbox_accept(route, "m1", "hello again", received_at=clock.now())
+    assert new and store.gateway.inbox_start(entry.id, "bbbbbbbbbbbb", now=clock.now()).attempts == 1
+    store.delete_session("bbbbbbbbbbbb")
+    assert store.gateway.route_get(route) is None
+    assert store.gateway.inbox_unfinished()[0].session_id == "bbbbbbbbbbbb"
     store.close()

@@ -9,6 +9,7 @@ import pytest
 
 from vigil.clock import FakeClock
 from vigil.store import SchemaTooNew, StoreError, StoreUnreadable
+from vigil.store.gateway_tables import RouteKey
 
 pytestmark = pytest.mark.postgres
 
@@ -168,3 +169,33 @@ def test_schemas_in_one_database_are_separate(postgres_server: str, pg_schema: s
         two.close()
     finally:
         query(postgres_server, f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+
+
+def test_a_first_version_schema_gains_the_gateway_tables(
+    postgres_server: str, pg_url: str, pg_schema: str, clock: FakeClock
+) -> None:
+    with psycopg.connect(postgres_server) as conn:
+        assert migrate(conn, pg_schema, target=1, now=100.0) == 1
+    query(
+        postgres_server,
+        f'INSERT INTO "{pg_schema}".sessions (id, source, title, started_at, updated_at) VALUES (%s, %s, %s, 1, 2)',
+        "aaaaaaaaaaaa", "cli", "old talk",
+    )
+    query(
+        postgres_server,
+        f'INSERT INTO "{pg_schema}".messages (session_id, seq, role, content, created_at) VALUES (%s, 1, %s, %s, 1)',
+        "aaaaaaaaaaaa", "user", "remember the lighthouse keeper",
+    )
+    store = PostgresStore(pg_url, clock=clock)
+    assert store.schema_version() == LATEST_VERSION >= 2
+    assert ledger(postgres_server, pg_schema) == [(1, 100.0)] + [(v, clock.now()) for v in range(2, LATEST_VERSION + 1)]
+    assert {"gateway_routes", "gateway_inbox", "gateway_outbox"} <= set(tables(postgres_server, pg_schema))
+    old = store.get_session("aaaaaaaaaaaa")
+    assert old.title == "old talk" and [m.content for m in store.get_messages(old.id)] == ["remember the lighthouse keeper"]
+    route = RouteKey("telegram", "42")
+    store.gateway.route_set(route, old.id, now=clock.now())
+    entry, new = store.gateway.inbox_accept(route, "m1", "hello again", received_at=clock.now())
+    assert new and store.gateway.routes_of(old.id) == [route]
+    store.delete_session(old.id)
+    assert store.gateway.route_get(route) is None and store.gateway.inbox_get(entry.id) == entry
+    store.close()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from multiprocessing.synchronize import Event
 from multiprocessing.queues import Queue
 from typing import Any
 
 from vigil.store import NewMessage
+from vigil.store.gateway_tables import RouteKey
 from vigil.store.sqlite import SQLiteStore
 
 
@@ -78,3 +80,44 @@ def open_and_create(path: str, start: Event, results: Queue[Any]) -> None:
             store.close()
     except Exception as exc:  # noqa: BLE001
         results.put(("error", repr(exc)))
+
+
+def accept_inbox(path: str, external_ids: list[str], threads: int, start: Event, results: Queue[Any]) -> None:
+    """Deliver every message of ``external_ids`` to the gateway inbox from ``threads`` threads
+    at once (each in its own order), as a platform redelivering to two gateways would; report
+    the ids this process was told it stored first, and every error."""
+    stored: list[tuple[str, int]] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    try:
+        store = SQLiteStore(path, durable=False)  # see append(): the locking is what is tested
+        try:
+
+            def deliver(offset: int) -> None:
+                order = external_ids[offset:] + external_ids[:offset]
+                for external_id in order:
+                    try:
+                        entry, new = store.gateway.inbox_accept(
+                            RouteKey("web", "chat"), external_id, f"text {external_id}", received_at=1.0
+                        )
+                    except Exception as exc:  # noqa: BLE001 - every failure is reported
+                        with lock:
+                            errors.append(f"accept {external_id}: {exc!r}")
+                        continue
+                    if new:
+                        with lock:
+                            stored.append((external_id, entry.id))
+
+            workers = [
+                threading.Thread(target=deliver, args=(n * len(external_ids) // threads,)) for n in range(threads)
+            ]
+            start.wait()
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"open: {exc!r}")
+    results.put(("accepted", stored, errors))

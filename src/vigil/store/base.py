@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Protocol, Sequence, Union, runtime_checkable
 
 from vigil.store.deletions import Deleted
+from vigil.store.gateway_tables import GatewayTables
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
@@ -41,6 +42,14 @@ class SessionStore(Protocol):
 
     def close(self) -> None:
         """Release connections. The store must not be used afterwards."""
+        ...
+
+    # -- the gateway ----------------------------------------------------------------------
+    @property
+    def gateway(self) -> GatewayTables:
+        """The gateway's durable routes, inbox and outbox in this store (same database, same
+        durability and concurrency guarantees as the rest; see ``store.gateway_tables``).
+        A route goes when its session is deleted; inbox and outbox entries stay."""
         ...
 
     # -- sessions -------------------------------------------------------------------------

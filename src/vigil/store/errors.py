@@ -34,3 +34,13 @@ class SchemaTooNew(StoreError):
 
 class StoreUnreadable(StoreError):
     """The database file exists but is not a usable vigil database."""
+
+
+class DamagedRow(StoreError):
+    """A stored row that cannot be read back as a record (a hand edit, a disk problem, a bug):
+    the message names the table, the row's id and what is wrong with it."""
+
+    def __init__(self, table: str, row_id: object, problem: str) -> None:
+        super().__init__(f"{table} row {row_id}: {problem}; repair or delete this row")
+        self.table = table
+        self.row_id = row_id

@@ -27,6 +27,8 @@ SENT = "sent"
 
 INBOX_STATUSES = (PENDING, RUNNING, ANSWERED, FAILED)
 OUTBOX_STATUSES = (PENDING, SENT, FAILED)
+OUTBOX_KINDS = ("reply", "command", "heartbeat", "notice")
+"""The kinds of outbox entry (see ``NewOutbound.kind``); any other is refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,8 @@ class InboxEntry:
     finished_at: float | None = None
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    started_at: float | None = None
+    """When it was last started (``None`` while it was never started)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,8 @@ class OutboxEntry:
     last_error: str | None = None
     sent_at: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    failed_at: float | None = None
+    """When it was marked ``failed`` (the last try failed)."""
 
 
 class GatewayTables(Protocol):
@@ -105,7 +111,9 @@ class GatewayTables(Protocol):
         ...
 
     def route_set(self, key: RouteKey, session_id: str, *, now: float) -> None:
-        """Point ``key`` at ``session_id`` (insert or replace)."""
+        """Point ``key`` at ``session_id`` (insert or replace; a replaced route keeps its
+        creation time). Raises ``SessionNotFound`` if there is no such session. Deleting a
+        session deletes the routes that point at it (``route_get`` then answers ``None``)."""
         ...
 
     def route_delete(self, key: RouteKey) -> bool:
@@ -113,7 +121,7 @@ class GatewayTables(Protocol):
         ...
 
     def routes_of(self, session_id: str) -> list[RouteKey]:
-        """Every route that points at ``session_id``, oldest first."""
+        """Every route that points at ``session_id``, oldest (first created) first."""
         ...
 
     # -- inbox ------------------------------------------------------------------------------
@@ -141,7 +149,8 @@ class GatewayTables(Protocol):
 
     def inbox_start(self, entry_id: int, session_id: str, *, now: float) -> InboxEntry:
         """Mark an entry ``running`` in ``session_id`` (attempts + 1) and return it.
-        Raises ``KeyError`` for an unknown id."""
+        Raises ``KeyError`` for an unknown id. An entry already finished is returned as it is
+        (its status says so) and not started again: a message is answered once."""
         ...
 
     def inbox_finish(
@@ -156,7 +165,9 @@ class GatewayTables(Protocol):
         """Mark an entry ``answered`` or ``failed`` and, in the same transaction, queue
         ``reply`` in the outbox (so an answered message always has its reply queued, once).
         Finishing an entry that is already finished writes nothing and returns ``None``.
-        Returns the queued outbox entry."""
+        Returns the queued outbox entry (``None`` without ``reply``); the reply's ``inbox_id``
+        and ``session_id`` default to the entry's. ``status`` must be ``answered`` or
+        ``failed`` (``ValueError``); an unknown id raises ``KeyError``."""
         ...
 
     def inbox_counts(self) -> dict[str, int]:
@@ -176,6 +187,8 @@ class GatewayTables(Protocol):
         """The earliest next attempt of a ``pending`` entry, or ``None``."""
         ...
 
+    # outbox_sent, outbox_retry and outbox_fail raise ``KeyError`` for an unknown id and leave
+    # an entry that is no longer ``pending`` as it is (a late answer of a given-up try).
     def outbox_sent(self, entry_id: int, *, now: float) -> None:
         """The adapter took it: status ``sent`` (attempts + 1)."""
         ...

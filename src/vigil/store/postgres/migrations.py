@@ -124,7 +124,77 @@ _V1_CORE = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_CORE,)
+# Routes go with their session (ON DELETE CASCADE): a deleted conversation is no longer
+# where a platform chat talks to. The inbox and outbox only record which session a message
+# went to or came from (no foreign key): their history, and a reply still to be sent, outlive
+# the session. created_order breaks ties between routes created at the same moment.
+_V2_GATEWAY = Migration(
+    2,
+    "gateway routes, inbox and outbox",
+    (
+        """
+        CREATE TABLE {s}.gateway_routes (
+            adapter       text COLLATE "C" NOT NULL,
+            chat          text COLLATE "C" NOT NULL,
+            thread        text COLLATE "C" NOT NULL DEFAULT '',
+            user_key      text COLLATE "C" NOT NULL DEFAULT '',
+            session_id    text COLLATE "C" NOT NULL REFERENCES {s}.sessions(id) ON DELETE CASCADE,
+            created_at    double precision NOT NULL,
+            updated_at    double precision NOT NULL,
+            created_order bigint GENERATED ALWAYS AS IDENTITY,
+            PRIMARY KEY (adapter, chat, thread, user_key)
+        )
+        """,
+        "CREATE INDEX gateway_routes_session ON {s}.gateway_routes (session_id, created_at, created_order)",
+        """
+        CREATE TABLE {s}.gateway_inbox (
+            id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            adapter     text COLLATE "C" NOT NULL,
+            chat        text COLLATE "C" NOT NULL,
+            thread      text COLLATE "C" NOT NULL DEFAULT '',
+            user_key    text COLLATE "C" NOT NULL DEFAULT '',
+            external_id text COLLATE "C" NOT NULL,
+            text        text NOT NULL,
+            sender      text NOT NULL DEFAULT '',
+            received_at double precision NOT NULL,
+            status      text NOT NULL DEFAULT 'pending',
+            session_id  text COLLATE "C",
+            attempts    integer NOT NULL DEFAULT 0,
+            started_at  double precision,
+            finished_at double precision,
+            error       text,
+            meta        text NOT NULL DEFAULT '{}',
+            UNIQUE (adapter, external_id)
+        )
+        """,
+        "CREATE INDEX gateway_inbox_unfinished ON {s}.gateway_inbox (status, id)",
+        """
+        CREATE TABLE {s}.gateway_outbox (
+            id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            adapter         text COLLATE "C" NOT NULL,
+            chat            text COLLATE "C" NOT NULL,
+            thread          text COLLATE "C" NOT NULL DEFAULT '',
+            user_key        text COLLATE "C" NOT NULL DEFAULT '',
+            kind            text NOT NULL,
+            text            text NOT NULL,
+            session_id      text COLLATE "C",
+            inbox_id        bigint,
+            created_at      double precision NOT NULL,
+            status          text NOT NULL DEFAULT 'pending',
+            attempts        integer NOT NULL DEFAULT 0,
+            next_attempt_at double precision NOT NULL,
+            last_error      text,
+            sent_at         double precision,
+            failed_at       double precision,
+            meta            text NOT NULL DEFAULT '{}'
+        )
+        """,
+        "CREATE INDEX gateway_outbox_pending ON {s}.gateway_outbox (next_attempt_at) WHERE status = 'pending'",
+        "CREATE INDEX gateway_outbox_status ON {s}.gateway_outbox (status, id)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_GATEWAY)
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
 # pg_advisory_xact_lock(class, key): the class keeps vigil's locks apart from other programs'.

@@ -25,6 +25,7 @@ from vigil.store.ids import check_session_id, is_session_ref, new_session_id, pr
 from vigil.store.postgres import meta
 from vigil.store.meta_batch import encode_swaps
 from vigil.store.postgres.conn import Database, parse_target
+from vigil.store.postgres.gateway_tables import PostgresGatewayTables
 from vigil.store.postgres.migrations import applied_version, open_schema
 from vigil.store.postgres.search import search_messages
 from vigil.store.postgres.text import ESCAPE, unescape
@@ -82,9 +83,15 @@ class PostgresStore:
             max_size=max_connections,
         )
         self._run = self._db.run
+        self._gateway = PostgresGatewayTables(self._db)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where}, schema={self.schema})"
+
+    @property
+    def gateway(self) -> PostgresGatewayTables:
+        """The gateway's routes, inbox and outbox in this schema (see ``store.gateway_tables``)."""
+        return self._gateway
 
     def schema_version(self) -> int:
         with self._db.read() as conn:

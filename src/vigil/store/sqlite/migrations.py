@@ -119,7 +119,76 @@ _V2_PROMPTS_USAGE_FTS = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_PROMPTS_USAGE_FTS)
+# Routes go with their session (ON DELETE CASCADE): a deleted conversation is no longer
+# where a platform chat talks to. The inbox and outbox only record which session a message
+# went to or came from (no foreign key): their history, and a reply still to be sent, outlive
+# the session. AUTOINCREMENT: an id is never given out again after prune.
+_V3_GATEWAY = Migration(
+    3,
+    "gateway routes, inbox and outbox",
+    (
+        """
+        CREATE TABLE gateway_routes (
+            adapter    TEXT NOT NULL,
+            chat       TEXT NOT NULL,
+            thread     TEXT NOT NULL DEFAULT '',
+            user_key   TEXT NOT NULL DEFAULT '',
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (adapter, chat, thread, user_key)
+        )
+        """,
+        "CREATE INDEX gateway_routes_session ON gateway_routes(session_id)",
+        """
+        CREATE TABLE gateway_inbox (
+            id          INTEGER PRIMARY KEY AUTOINCREMENT,
+            adapter     TEXT NOT NULL,
+            chat        TEXT NOT NULL,
+            thread      TEXT NOT NULL DEFAULT '',
+            user_key    TEXT NOT NULL DEFAULT '',
+            external_id TEXT NOT NULL,
+            text        TEXT NOT NULL,
+            sender      TEXT NOT NULL DEFAULT '',
+            received_at REAL NOT NULL,
+            status      TEXT NOT NULL DEFAULT 'pending',
+            session_id  TEXT,
+            attempts    INTEGER NOT NULL DEFAULT 0,
+            started_at  REAL,
+            finished_at REAL,
+            error       TEXT,
+            meta        TEXT NOT NULL DEFAULT '{}',
+            UNIQUE (adapter, external_id)
+        )
+        """,
+        "CREATE INDEX gateway_inbox_unfinished ON gateway_inbox(status, id)",
+        """
+        CREATE TABLE gateway_outbox (
+            id              INTEGER PRIMARY KEY AUTOINCREMENT,
+            adapter         TEXT NOT NULL,
+            chat            TEXT NOT NULL,
+            thread          TEXT NOT NULL DEFAULT '',
+            user_key        TEXT NOT NULL DEFAULT '',
+            kind            TEXT NOT NULL,
+            text            TEXT NOT NULL,
+            session_id      TEXT,
+            inbox_id        INTEGER,
+            created_at      REAL NOT NULL,
+            status          TEXT NOT NULL DEFAULT 'pending',
+            attempts        INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL,
+            last_error      TEXT,
+            sent_at         REAL,
+            failed_at       REAL,
+            meta            TEXT NOT NULL DEFAULT '{}'
+        )
+        """,
+        "CREATE INDEX gateway_outbox_pending ON gateway_outbox(next_attempt_at) WHERE status = 'pending'",
+        "CREATE INDEX gateway_outbox_status ON gateway_outbox(status, id)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY)
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
 _CREATE_LEDGER = """

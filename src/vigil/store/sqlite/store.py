@@ -48,6 +48,7 @@ from vigil.store.rows import (
 )
 from vigil.store.sqlite import meta
 from vigil.store.sqlite.conn import Database, is_busy, new_sidecars, prepare_file, sidecar_names
+from vigil.store.sqlite.gateway_tables import SQLiteGatewayTables
 from vigil.store.sqlite.group import GroupCommit
 from vigil.store.sqlite.migrations import LATEST_VERSION, applied_version, migrate
 
@@ -90,6 +91,7 @@ class SQLiteStore:
         before = sidecar_names(self.path)
         self._db = Database(self.path, durable=durable)
         self._group = GroupCommit(self._db)
+        self._gateway = SQLiteGatewayTables(self._db, self._group)
         try:
             self._open_schema(self._db.connection())
         except BaseException as exc:
@@ -131,6 +133,11 @@ class SQLiteStore:
         """How this store's writes are committed together (its counters are for tests and
         benchmarks)."""
         return self._group
+
+    @property
+    def gateway(self) -> SQLiteGatewayTables:
+        """The gateway's routes, inbox and outbox in this file (see ``store.gateway_tables``)."""
+        return self._gateway
 
     def schema_version(self) -> int:
         with self._db.read() as conn:

@@ -1,0 +1,306 @@
+"""The gateway's routes, inbox and outbox in the PostgreSQL store (``GatewayTables``).
+
+Each method is one transaction from the store's pool. Writes run at READ COMMITTED and are
+made race-free by the statements themselves rather than by locks taken beforehand: an insert
+of an inbox entry whose platform id is being stored by another transaction waits for it and
+then does nothing (``ON CONFLICT DO NOTHING``), and a status change is an ``UPDATE ... WHERE
+status = ...`` that a concurrent one makes wait and then re-checks, so of two processes
+finishing one entry, one finds it already finished.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Sequence
+
+import psycopg
+
+from vigil.store.errors import SessionNotFound
+from vigil.store.gateway_rows import (
+    INBOX,
+    INBOX_COLUMNS,
+    OUTBOX,
+    OUTBOX_COLUMNS,
+    ROUTE_COLUMNS,
+    ROUTE_MATCH,
+    OutboundParams,
+    check_id,
+    check_text,
+    counts_of,
+    finish_status,
+    inbox_from_row,
+    meta_json,
+    optional_limit,
+    outbound_params,
+    outbox_from_row,
+    outbox_statuses,
+    route_of,
+    route_params,
+)
+from vigil.store.gateway_tables import (
+    INBOX_STATUSES,
+    OUTBOX_STATUSES,
+    InboxEntry,
+    NewOutbound,
+    OutboxEntry,
+    RouteKey,
+)
+from vigil.store.postgres.conn import Database, Run
+
+_ROUTE = ROUTE_MATCH.format(p="%s")
+# Status values are written into the SQL (never user input) so that the partial index on
+# pending outbox entries can serve the queries that need it.
+_UNFINISHED = "status IN ('pending', 'running')"
+_INSERT_OUTBOX = (
+    f"INSERT INTO {{s}}.gateway_outbox ({ROUTE_COLUMNS}, kind, text, session_id, inbox_id, meta,"
+    " created_at, next_attempt_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    f" RETURNING {OUTBOX_COLUMNS}"
+)
+
+
+class PostgresGatewayTables:
+    """``GatewayTables`` in one PostgreSQL store's schema (``PostgresStore.gateway``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # -- routes -----------------------------------------------------------------------------
+    def route_get(self, key: RouteKey) -> str | None:
+        rows = self._db.query(f"SELECT session_id FROM {{s}}.gateway_routes WHERE {_ROUTE}", route_params(key))
+        return None if not rows else str(rows[0][0])
+
+    def route_set(self, key: RouteKey, session_id: str, *, now: float) -> None:
+        params = route_params(key)
+        check_text(session_id, "session_id", empty=False)
+        with self._db.write() as conn:
+            try:
+                self._db.run(
+                    conn,
+                    f"INSERT INTO {{s}}.gateway_routes ({ROUTE_COLUMNS}, session_id, created_at, updated_at)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (adapter, chat, thread, user_key)"
+                    " DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at",
+                    (*params, session_id, now, now),
+                )
+            except psycopg.errors.ForeignKeyViolation as exc:
+                raise SessionNotFound(session_id) from exc
+
+    def route_delete(self, key: RouteKey) -> bool:
+        params = route_params(key)
+        with self._db.write() as conn:
+            return bool(self._db.run(conn, f"DELETE FROM {{s}}.gateway_routes WHERE {_ROUTE}", params).rowcount)
+
+    def routes_of(self, session_id: str) -> list[RouteKey]:
+        with self._db.read() as conn:
+            rows = self._db.run(
+                conn,
+                f"SELECT {ROUTE_COLUMNS} FROM {{s}}.gateway_routes WHERE session_id = %s"
+                " ORDER BY created_at, created_order",
+                (session_id,),
+            ).fetchall()
+        return [route_of(row) for row in rows]
+
+    # -- inbox ------------------------------------------------------------------------------
+    def inbox_accept(
+        self,
+        route: RouteKey,
+        external_id: str,
+        text: str,
+        *,
+        sender: str = "",
+        received_at: float,
+        meta: dict[str, Any] | None = None,
+    ) -> tuple[InboxEntry, bool]:
+        params = (
+            *route_params(route),
+            check_text(external_id, "external_id", empty=False),
+            check_text(text, "text"),
+            check_text(sender, "sender"),
+            received_at,
+            meta_json(meta),
+        )
+        with self._db.write() as conn:
+            run = partial(self._db.run, conn)
+            inserted = run(
+                f"INSERT INTO {{s}}.gateway_inbox ({ROUTE_COLUMNS}, external_id, text, sender, received_at, meta)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (adapter, external_id) DO NOTHING"
+                f" RETURNING {INBOX_COLUMNS}",
+                params,
+            ).fetchone()
+            if inserted is not None:
+                return inbox_from_row(inserted), True
+            # The conflicting row is committed (ON CONFLICT waited for it), and this statement
+            # takes a new snapshot: it sees the row.
+            stored = run(
+                f"SELECT {INBOX_COLUMNS} FROM {{s}}.gateway_inbox WHERE adapter = %s AND external_id = %s",
+                (params[0], external_id),
+            ).fetchone()
+            return inbox_from_row(stored), False
+
+    def inbox_get(self, entry_id: int) -> InboxEntry | None:
+        check_id(entry_id)
+        with self._db.read() as conn:
+            row = self._db.run(
+                conn, f"SELECT {INBOX_COLUMNS} FROM {{s}}.gateway_inbox WHERE id = %s", (entry_id,)
+            ).fetchone()
+        return None if row is None else inbox_from_row(row)
+
+    def inbox_unfinished(self, *, limit: int | None = None) -> list[InboxEntry]:
+        wanted = optional_limit(limit)
+        with self._db.read() as conn:
+            rows = self._db.run(
+                conn,
+                f"SELECT {INBOX_COLUMNS} FROM {{s}}.gateway_inbox WHERE {_UNFINISHED} ORDER BY id LIMIT %s",
+                (wanted,),
+            ).fetchall()
+        return [inbox_from_row(row) for row in rows]
+
+    def inbox_start(self, entry_id: int, session_id: str, *, now: float) -> InboxEntry:
+        check_id(entry_id)
+        check_text(session_id, "session_id", empty=False)
+        with self._db.write() as conn:
+            run = partial(self._db.run, conn)
+            started = run(
+                "UPDATE {s}.gateway_inbox SET status = 'running', session_id = %s, attempts = attempts + 1,"
+                f" started_at = %s WHERE id = %s AND {_UNFINISHED} RETURNING {INBOX_COLUMNS}",
+                (session_id, now, entry_id),
+            ).fetchone()
+            return inbox_from_row(started if started is not None else _inbox_row(run, entry_id))
+
+    def inbox_finish(
+        self,
+        entry_id: int,
+        status: str,
+        *,
+        now: float,
+        error: str | None = None,
+        reply: NewOutbound | None = None,
+    ) -> OutboxEntry | None:
+        check_id(entry_id)
+        finish_status(status)
+        if error is not None:
+            check_text(error, "error")
+        queued = None if reply is None else outbound_params(reply)
+        with self._db.write() as conn:
+            run = partial(self._db.run, conn)
+            finished = run(
+                "UPDATE {s}.gateway_inbox SET status = %s, finished_at = %s, error = %s"
+                f" WHERE id = %s AND {_UNFINISHED} RETURNING session_id",
+                (status, now, error, entry_id),
+            ).fetchone()
+            if finished is None:
+                _inbox_row(run, entry_id)  # KeyError for an unknown id
+                return None
+            if queued is None:
+                return None
+            return _queue(run, queued, now, entry_id, finished["session_id"])
+
+    def inbox_counts(self) -> dict[str, int]:
+        return self._counts("gateway_inbox", INBOX, INBOX_STATUSES)
+
+    # -- outbox -----------------------------------------------------------------------------
+    def outbox_add(self, message: NewOutbound, *, now: float) -> OutboxEntry:
+        queued = outbound_params(message)
+        with self._db.write() as conn:
+            return _queue(partial(self._db.run, conn), queued, now, None, None)
+
+    def outbox_due(self, now: float, *, limit: int = 100) -> list[OutboxEntry]:
+        wanted = optional_limit(limit)
+        with self._db.read() as conn:
+            rows = self._db.run(
+                conn,
+                f"SELECT {OUTBOX_COLUMNS} FROM {{s}}.gateway_outbox WHERE status = 'pending'"
+                " AND next_attempt_at <= %s ORDER BY id LIMIT %s",
+                (now, wanted),
+            ).fetchall()
+        return [outbox_from_row(row) for row in rows]
+
+    def outbox_next_due(self) -> float | None:
+        rows = self._db.query("SELECT MIN(next_attempt_at) FROM {s}.gateway_outbox WHERE status = 'pending'")
+        value = rows[0][0]
+        return None if value is None else float(value)
+
+    def outbox_sent(self, entry_id: int, *, now: float) -> None:
+        self._outbox_update(entry_id, "status = 'sent', sent_at = %s", (now,))
+
+    def outbox_retry(self, entry_id: int, *, error: str, next_attempt_at: float) -> None:
+        check_text(error, "error")
+        self._outbox_update(entry_id, "last_error = %s, next_attempt_at = %s", (error, next_attempt_at))
+
+    def outbox_fail(self, entry_id: int, *, error: str, now: float) -> None:
+        check_text(error, "error")
+        self._outbox_update(entry_id, "status = 'failed', last_error = %s, failed_at = %s", (error, now))
+
+    def _outbox_update(self, entry_id: int, assignments: str, params: tuple[Any, ...]) -> None:
+        """One try's outcome for a pending entry (``assignments`` are fixed SQL, never input)."""
+        check_id(entry_id)
+        with self._db.write() as conn:
+            run = partial(self._db.run, conn)
+            changed = run(
+                f"UPDATE {{s}}.gateway_outbox SET attempts = attempts + 1, {assignments}"
+                " WHERE id = %s AND status = 'pending'",
+                (*params, entry_id),
+            ).rowcount
+            if not changed and run("SELECT 1 FROM {s}.gateway_outbox WHERE id = %s", (entry_id,)).fetchone() is None:
+                raise KeyError(f"no gateway outbox entry {entry_id}")
+
+    def outbox_list(
+        self, *, statuses: Sequence[str] = OUTBOX_STATUSES, limit: int = 100
+    ) -> list[OutboxEntry]:
+        wanted = outbox_statuses(statuses)
+        count = optional_limit(limit)
+        with self._db.read() as conn:
+            rows = self._db.run(
+                conn,
+                f"SELECT {OUTBOX_COLUMNS} FROM {{s}}.gateway_outbox WHERE status = ANY(%s)"
+                " ORDER BY id DESC LIMIT %s",
+                (wanted, count),
+            ).fetchall()
+        return [outbox_from_row(row) for row in rows]
+
+    def outbox_counts(self) -> dict[str, int]:
+        return self._counts("gateway_outbox", OUTBOX, OUTBOX_STATUSES)
+
+    def _counts(self, table: str, name: str, statuses: Sequence[str]) -> dict[str, int]:
+        with self._db.read() as conn:
+            rows = self._db.run(
+                conn, f"SELECT status, COUNT(*) AS n, MIN(id) AS first FROM {{s}}.{table} GROUP BY status"
+            ).fetchall()
+        return counts_of(rows, name, statuses)
+
+    # -- housekeeping -----------------------------------------------------------------------
+    def prune(self, before: float) -> int:
+        with self._db.write() as conn:
+            run = partial(self._db.run, conn)
+            inbox = run(
+                "DELETE FROM {s}.gateway_inbox WHERE status IN ('answered', 'failed') AND finished_at < %s",
+                (before,),
+            ).rowcount
+            outbox = run("DELETE FROM {s}.gateway_outbox WHERE status = 'sent' AND sent_at < %s", (before,)).rowcount
+        return int(inbox) + int(outbox)
+
+
+# -- helpers that run inside a write transaction ------------------------------------------------
+def _inbox_row(run: Run, entry_id: int) -> dict[str, Any]:
+    row: dict[str, Any] | None = run(
+        f"SELECT {INBOX_COLUMNS} FROM {{s}}.gateway_inbox WHERE id = %s", (entry_id,)
+    ).fetchone()
+    if row is None:
+        raise KeyError(f"no gateway inbox entry {entry_id}")
+    return row
+
+
+def _queue(run: Run, queued: OutboundParams, now: float, inbox_id: int | None, session_id: str | None) -> OutboxEntry:
+    """Insert a pending entry due now; ``inbox_id`` and ``session_id`` fill in what the
+    message leaves out (the entry it answers)."""
+    *route, kind, text, own_session, own_inbox, meta = queued
+    params = (
+        *route,
+        kind,
+        text,
+        own_session if own_session is not None else session_id,
+        own_inbox if own_inbox is not None else inbox_id,
+        meta,
+        now,
+        now,
+    )
+    return outbox_from_row(run(_INSERT_OUTBOX, params).fetchone())
