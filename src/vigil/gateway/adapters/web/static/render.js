@@ -43,6 +43,8 @@ export function heartbeatMarker(header, text) {
   let body = String(text || "");
   const firstLine = body.split("\n", 1)[0];
   if (header && firstLine.trim() === header.trim()) body = body.slice(firstLine.length).replace(/^\n+/, "");
+  // The closing "(This is an automatic heartbeat ...)" note is for the model, not the reader.
+  body = body.replace(/\n\n\([^()]*\)\s*$/, "");
   row.appendChild(el("div", "hb-header", `♥ ${(header || "Heartbeat").replace(/^\[|\]$/g, "")}`));
   if (body.trim()) row.appendChild(el("div", "hb-prompt", body.trim()));
   return row;
