@@ -246,7 +246,14 @@ function handle(event) {
       refreshListSoon();
       break;
     case "session_moved":
-      append(notice(`Continued in a new session (${event.reason || "moved"}).`));
+      if (!event.new_session_id) {
+        append(notice("This conversation has ended. Start a new one, or send a message to reopen it."));
+        refreshListSoon();
+        break;
+      }
+      append(notice(event.reason === "compression"
+        ? "The conversation was compressed; it continues in a new session."
+        : "Switched to another conversation."));
       select(event.new_session_id);
       break;
     case "status":
@@ -355,6 +362,8 @@ function wire() {
     $("toggle-sidebar").setAttribute("aria-expanded", String(open));
   });
   setInterval(tickHeartbeat, 1000);
+  // Other conversations change too (their heartbeats, other devices): refresh the list now and then.
+  setInterval(() => { if (!document.hidden) loadList(); }, 30000);
 }
 
 async function boot() {
