@@ -361,6 +361,10 @@ function wire() {
     const open = $("app").classList.toggle("sidebar-open");
     $("toggle-sidebar").setAttribute("aria-expanded", String(open));
   });
+  window.addEventListener("hashchange", () => {
+    const wanted = decodeURIComponent(location.hash.slice(1));
+    if (wanted && wanted !== state.id) select(wanted);
+  });
   setInterval(tickHeartbeat, 1000);
   // Other conversations change too (their heartbeats, other devices): refresh the list now and then.
   setInterval(() => { if (!document.hidden) loadList(); }, 30000);
