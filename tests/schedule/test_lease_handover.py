@@ -197,3 +197,15 @@ async def test_adopted_heartbeats_are_renewed_with_one_write_per_tick(profile: P
     repo.set("bbbbbbbbbbbb", "watch", 3600)
     await profile.run(POLL)
     assert gateway.owns("bbbbbbbbbbbb")
+
+
+async def test_a_repl_takes_back_what_a_gateway_took_while_it_stalled(profile: Profile) -> None:
+    HeartbeatRepo(profile.repl_store, profile.clock).set(SID, "watch the CI", INTERVAL)
+    repl = await profile.repl()
+    # As if the REPL had not renewed for a lease length and a gateway had adopted it then.
+    intruder = LeaseBook(profile.gateway_store, profile.clock, kind=GATEWAY, seconds=LEASE)
+    assert intruder.take_many([SID], force=True).taken == {SID}
+    await profile.run(15)
+    assert repl.owns(SID) and repl.leases.holder(SID).kind == REPL
+    await profile.run(120)
+    assert profile.fires.by("repl") == [1, 2]
