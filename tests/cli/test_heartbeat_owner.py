@@ -70,7 +70,7 @@ def test_a_heartbeat_nobody_runs_says_to_start_the_gateway(session_id: str, vigi
     assert _owner(session_id) is None
     table = _table(vigil_home)
     row = next(line for line in table.splitlines() if line.startswith(session_id))
-    assert " nobody " in row and NOBODY in table
+    assert row.rstrip().endswith(" nobody") and NOBODY in table
     assert f"owner:     {NOBODY}" in run_cli("heartbeat", "status", "-s", session_id).output
     run_cli("heartbeat", "pause", "-s", session_id)
     assert "owner:     nobody (paused)" in run_cli("heartbeat", "status", "-s", session_id).output
@@ -81,7 +81,7 @@ def test_a_heartbeat_the_gateway_holds_shows_the_gateway(session_id: str, vigil_
     assert _owner(session_id) == {"kind": "gateway", "pid": os.getpid(), "host": socket.gethostname()}
     table = _table(vigil_home)
     row = next(line for line in table.splitlines() if line.startswith(session_id))
-    assert " gateway " in row and "nobody" not in table
+    assert row.rstrip().endswith(" gateway") and "nobody" not in table
     assert "owner:     gateway" in run_cli("heartbeat", "status", "-s", session_id).output
 
 
@@ -105,7 +105,7 @@ def test_an_open_repl_owns_its_conversations_heartbeat_until_it_closes(
         expect_in_terminal(child, "you ›")
         assert _owner(session_id) == {"kind": "repl", "pid": child.pid, "host": socket.gethostname()}
         row = next(line for line in _table(vigil_home).splitlines() if line.startswith(session_id))
-        assert f" REPL pid {child.pid} " in row
+        assert row.rstrip().endswith(f" REPL pid {child.pid}")
         assert f"owner:     REPL pid {child.pid}" in run_cli("heartbeat", "status", "-s", session_id).output
         assert not _gateway_takes(session_id)  # a gateway keeps off while the REPL is open
         child.sendline("/quit")

@@ -17,6 +17,8 @@ from vigil.schedule.heartbeat.lease import (
     lease_key,
     live_leases,
 )
+from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
+from vigil.schedule.polling import TEST_POLL_ENV
 from vigil.store import SQLiteStore
 
 SID = "aaaaaaaaaaaa"
@@ -118,3 +120,17 @@ def test_two_stores_on_one_file_see_each_others_leases(db_path: Path, clock: Fak
     finally:
         first.close()
         second.close()
+
+
+def test_the_test_only_poll_variable_shortens_polls_and_leases(
+    store: SQLiteStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert HeartbeatScheduler(store, clock=clock).poll_interval == 15.0
+    assert LeaseBook(store, clock, kind=REPL).seconds == 30.0
+    monkeypatch.setenv(TEST_POLL_ENV, "0.5")
+    assert HeartbeatScheduler(store, clock=clock).poll_interval == 0.5
+    assert HeartbeatScheduler(store, clock=clock, poll_interval=0).poll_interval == 0  # no watcher stays none
+    book = LeaseBook(store, clock, kind=REPL)
+    assert book.seconds == 1.5 and book.renew_every == 0.5
+    monkeypatch.setenv(TEST_POLL_ENV, "soon")  # not a number: ignored
+    assert HeartbeatScheduler(store, clock=clock).poll_interval == 15.0

@@ -124,20 +124,19 @@ def list_heartbeats(app: AppContext, as_json: bool) -> None:
     table = Table(box=None, pad_edge=False)
     for column in ("session", "interval", "status", "next fire", "count"):
         table.add_column(column, no_wrap=True)
-    table.add_column("owner", min_width=8)  # "REPL pid 4242" may wrap in a narrow terminal
-    table.add_column("prompt")
+    table.add_column("prompt", min_width=8)
+    table.add_column("owner", min_width=7)  # "REPL pid 4242" may wrap in a narrow terminal
     unowned = False
     for item in listed:
         h = item.heartbeat
         if h is None:
-            table.add_row(escape(item.session_id), "?", "damaged", "-", "-", "-", escape(shorten(item.error, 40)))
+            table.add_row(escape(item.session_id), "?", "damaged", "-", "-", escape(shorten(item.error, 40)), "-")
             continue
         owner = owner_text(owners.get(h.session_id), h)
         unowned = unowned or owner == NOBODY
         table.add_row(
             h.session_id, format_interval(h.interval), h.status, _next_fire(h, now, app.settings.timezone),
-            str(h.fire_count), escape(owner.split(" — ")[0]),
-            escape(shorten(h.prompt, 40)),
+            str(h.fire_count), escape(shorten(h.prompt, 40)), escape(owner.split(" — ")[0]),
         )
     console.print(table)
     if unowned:
