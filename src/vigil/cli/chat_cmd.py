@@ -140,12 +140,17 @@ async def _ask_on_stderr(tool: str, description: str) -> bool:
 
 async def _interactive(app: AppContext, controller: ConversationController, stream: bool) -> int:
     """The REPL, with the conversation runtime and the heartbeat scheduler running behind it:
-    this process owns the open conversation's heartbeat while it runs."""
+    this process owns the open conversation's heartbeat while it runs. Opening a conversation
+    takes its heartbeat lease over (from a gateway too); leaving it (/new, /resume, /stop,
+    the end of the REPL) releases it, and the gateway runs the heartbeat from then on."""
     from vigil.cli.repl import Repl
     from vigil.runtime.conversation import Conversation
+    from vigil.schedule.heartbeat.lease import REPL, LeaseBook
     from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 
-    scheduler = HeartbeatScheduler(app.store, clock=controller.agent.clock)
+    clock = controller.agent.clock
+    leases = LeaseBook(app.store, clock, kind=REPL)
+    scheduler = HeartbeatScheduler(app.store, clock=clock, leases=leases)
     conversation = Conversation(controller, scheduler=scheduler)
     await scheduler.start()
     await conversation.start()

@@ -19,22 +19,26 @@ from vigil.cli.render import console, echo_json, err_console, relative, shorten
 from vigil.clock import SystemClock
 from vigil.runtime.heartbeat_commands import (
     HeartbeatCommand,
+    NOBODY,
     HeartbeatInputError,
     Wording,
     apply_command,
     input_error_reply,
+    owner_json,
+    owner_text,
     validated_words,
 )
 from vigil.runtime.slash import CommandReply
 from vigil.schedule import estop
+from vigil.schedule.heartbeat.lease import Lease, live_leases
 from vigil.schedule.heartbeat.record import Heartbeat
 from vigil.schedule.heartbeat.repo import HeartbeatRepo, Listed
 from vigil.schedule.heartbeat.text import format_time
 from vigil.schedule.intervals import format_interval
 
-FIRES_ONLY_WHEN_OPEN = (
-    "A heartbeat fires only while a process has its conversation open: `vigil chat --resume {id}` "
-    "for a CLI conversation, the gateway for a gateway conversation."
+WHERE_IT_FIRES = (
+    "A heartbeat fires in the REPL that has its conversation open (`vigil chat --resume {id}`), "
+    "otherwise in the running gateway (`vigil gateway run`)."
 )
 
 _session_option = click.option(
@@ -58,8 +62,14 @@ def _resolve(app: AppContext, ref: str) -> str:
 
 def _run(app: AppContext, ref: str, command: HeartbeatCommand) -> tuple[str, CommandReply]:
     session_id = _resolve(app, ref)
-    repo = HeartbeatRepo(app.store, SystemClock())
-    return session_id, apply_command(repo, session_id, command, _wording(session_id), app.settings.timezone)
+    clock = SystemClock()
+    repo = HeartbeatRepo(app.store, clock)
+
+    def owner_of(h: Heartbeat) -> str:
+        return owner_text(live_leases(app.store, [h.session_id], clock.now()).get(h.session_id), h)
+
+    reply = apply_command(repo, session_id, command, _wording(session_id), app.settings.timezone, owner_of)
+    return session_id, reply
 
 
 def _show(reply: CommandReply) -> None:
@@ -81,9 +91,9 @@ def heartbeat() -> None:
       vigil heartbeat set --session ID 15m "check the CI run"
       vigil heartbeat status|pause|resume|clear --session ID
 
-    A heartbeat fires only while a process has its conversation open (the REPL for a CLI
-    conversation, the gateway for gateway conversations). Intervals: 90s, 10m, 2h, 1d, 1h30m;
-    at least 60 seconds.
+    A heartbeat fires in the REPL that has its conversation open, otherwise in the running
+    gateway (`vigil gateway run`); `vigil heartbeat list` shows which. Intervals: 90s, 10m,
+    2h, 1d, 1h30m; at least 60 seconds.
     """
 
 
@@ -93,37 +103,45 @@ def heartbeat() -> None:
 def list_heartbeats(app: AppContext, as_json: bool) -> None:
     """List every heartbeat of the profile.
 
-    Session, interval, status, next fire and fire count.
+    Session, interval, status, next fire, fire count and owner: the process that runs it
+    ("gateway", "REPL pid 4242"), or nobody.
 
     A record that cannot be read is listed with status ``damaged``; `vigil heartbeat clear`
     removes it.
     """
     listed = HeartbeatRepo(app.store).scan()
     stopped = estop.status(app.store)
+    now = SystemClock().now()
+    owners = live_leases(app.store, [item.session_id for item in listed], now)
     if as_json:
-        echo_json([_as_json(item) for item in listed])
+        echo_json([_as_json(item, owners.get(item.session_id)) for item in listed])
         return
     if stopped is not None:
         err_console.print("[yellow]⏸ The emergency stop is on (`vigil resume` releases it): nothing fires.[/yellow]")
     if not listed:
         click.echo("No heartbeats. Set one in a chat with /heartbeat every 15m <prompt>.")
         return
-    now = SystemClock().now()
     table = Table(box=None, pad_edge=False)
     for column in ("session", "interval", "status", "next fire", "count"):
         table.add_column(column, no_wrap=True)
-    table.add_column("prompt")
+    table.add_column("prompt", min_width=8)
+    table.add_column("owner", min_width=7)  # "REPL pid 4242" may wrap in a narrow terminal
+    unowned = False
     for item in listed:
         h = item.heartbeat
         if h is None:
-            table.add_row(escape(item.session_id), "?", "damaged", "-", "-", escape(shorten(item.error, 40)))
+            table.add_row(escape(item.session_id), "?", "damaged", "-", "-", escape(shorten(item.error, 40)), "-")
             continue
+        owner = owner_text(owners.get(h.session_id), h)
+        unowned = unowned or owner == NOBODY
         table.add_row(
             h.session_id, format_interval(h.interval), h.status, _next_fire(h, now, app.settings.timezone),
-            str(h.fire_count),
-            escape(shorten(h.prompt, 40)),
+            str(h.fire_count), escape(shorten(h.prompt, 40)), escape(owner.split(" — ")[0]),
         )
     console.print(table)
+    if unowned:
+        # The full wording does not fit a column: the rows say "nobody", this line says more.
+        click.echo(f"{NOBODY} (or open the conversation: vigil chat --resume ID)")
 
 
 class _WordsCommand(click.Command):
@@ -183,7 +201,7 @@ def set_heartbeat(app: AppContext, session_ref: str, words: tuple[str, ...]) -> 
         return
     session_id, reply = _run(app, session_ref, command)
     _show(reply)
-    click.echo(FIRES_ONLY_WHEN_OPEN.format(id=session_id))
+    click.echo(WHERE_IT_FIRES.format(id=session_id))
 
 
 def _simple(action: str, summary: str) -> click.Command:
@@ -214,10 +232,10 @@ def _next_fire(h: Heartbeat, now: float, zone: str | None) -> str:
     return f"{when} (in {relative(h.next_due - now)})"
 
 
-def _as_json(item: Listed) -> dict[str, Any]:
+def _as_json(item: Listed, owner: Lease | None) -> dict[str, Any]:
     h = item.heartbeat
     if h is None:
-        return {"session": item.session_id, "status": "damaged", "error": item.error}
+        return {"session": item.session_id, "status": "damaged", "error": item.error, "owner": owner_json(owner)}
     return {
         "session": h.session_id,
         "interval": format_interval(h.interval),
@@ -229,6 +247,7 @@ def _as_json(item: Listed) -> dict[str, Any]:
         "count": h.fire_count,
         "version": h.version,
         "route": None if h.route is None else {"platform": h.route.platform, "chat": h.route.chat, "thread": h.route.thread},
+        "owner": owner_json(owner),
     }
 
 

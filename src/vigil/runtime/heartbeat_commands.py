@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from vigil.runtime.slash import CommandReply, ConversationControl
 from vigil.schedule import estop
+from vigil.schedule.heartbeat.lease import GATEWAY, Lease, this_host
 from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError, NoHeartbeat, Route
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.schedule.heartbeat.text import format_time
@@ -23,6 +24,8 @@ SUBCOMMANDS = ("every", "status", "pause", "resume", "clear")
 MISSING_INTERVAL = "missing interval: give a number and a unit, e.g. 15m"
 MAX_PROMPT_CHARS = 8_000
 HEART = "♥"
+NOBODY = "nobody — start vigil gateway run"
+"""The owner of an active heartbeat that no process runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +109,12 @@ def input_error_reply(error: HeartbeatInputError, wording: Wording = SLASH) -> C
 
 def apply_command(
     repo: HeartbeatRepo, session_id: str | None, command: HeartbeatCommand, wording: Wording = SLASH,
-    zone: str | None = None,
+    zone: str | None = None, owner_of: Callable[[Heartbeat], str] | None = None,
     route: Route | None = None,
 ) -> CommandReply:
     """Carry out a validated command on ``session_id``'s heartbeat (synchronous: store calls).
     Times in the reply are shown in ``zone`` (the profile's ``timezone``; ``None``: the machine's).
+    ``owner_of`` words who runs a heartbeat, for the status reply (``None``: not shown).
     ``route``: where a gateway conversation's heartbeat turns are delivered (stored with it).
 
     A damaged record can be replaced (``every``) or removed (``clear``); the other commands
@@ -134,7 +138,8 @@ def apply_command(
         )
     if command.action == "status":
         stopped = estop.status(repo.store) is not None
-        return CommandReply(status_message(existing, now, stopped, wording, zone))
+        owner = None if existing is None or owner_of is None else owner_of(existing)
+        return CommandReply(status_message(existing, now, stopped, wording, zone, owner))
     if existing is None or session_id is None:
         return CommandReply(_none_message(command.action, wording), is_error=command.action != "clear")
     try:
@@ -181,7 +186,7 @@ async def heartbeat_slash(control: ConversationControl, args: str) -> CommandRep
     repo = _repo_of(control)
     zone = getattr(getattr(control, "settings", None), "timezone", None)
     route: Route | None = getattr(control, "heartbeat_route", None)
-    return await asyncio.to_thread(apply_command, repo, session_id, command, SLASH, zone, route)
+    return await asyncio.to_thread(lambda: apply_command(repo, session_id, command, SLASH, zone, route=route))
 
 
 def _repo_of(control: Any) -> HeartbeatRepo:
@@ -203,9 +208,10 @@ def set_message(new: Heartbeat, replaced: Heartbeat | None, now: float, zone: st
 
 def status_message(
     heartbeat: Heartbeat | None, now: float, stopped: bool = False, wording: Wording = SLASH,
-    zone: str | None = None,
+    zone: str | None = None, owner: str | None = None,
 ) -> str:
-    """Interval, prompt, state, next fire (absolute and relative), fire count, last fire."""
+    """Interval, prompt, state, next fire (absolute and relative), fire count, last fire, and
+    the owner when given (see :func:`owner_text`)."""
     if heartbeat is None:
         return "No heartbeat in this conversation. Set one with " + wording.set_usage
     state = "active" if heartbeat.active else "paused"
@@ -223,9 +229,25 @@ def status_message(
         f"  next fire: {next_fire}",
         f"  fired:     {_times(heartbeat.fire_count)}; last fire: {last}",
     ]
+    if owner is not None:
+        lines.append(f"  owner:     {owner}")
     if stopped:
         lines.append("  ⚠ the emergency stop is on (`vigil resume` releases it): heartbeats do not fire")
     return "\n".join(lines)
+
+
+def owner_text(lease: Lease | None, heartbeat: Heartbeat) -> str:
+    """Who runs ``heartbeat``: ``gateway``, ``REPL pid 4242`` (``on <host>`` when that is not
+    this machine), or :data:`NOBODY` (``nobody (paused)`` for a paused one)."""
+    if lease is None:
+        return NOBODY if heartbeat.active else "nobody (paused)"
+    who = "gateway" if lease.kind == GATEWAY else f"REPL pid {lease.pid}"
+    return who if lease.host == this_host() else f"{who} on {lease.host}"
+
+
+def owner_json(lease: Lease | None) -> dict[str, Any] | None:
+    """The owner as ``vigil heartbeat list --json`` gives it (``None``: nobody)."""
+    return None if lease is None else {"kind": lease.kind, "pid": lease.pid, "host": lease.host}
 
 
 def describe_time(epoch: float | None, now: float, zone: str | None = None) -> str:

@@ -19,7 +19,9 @@ far past anything a date can show, and cron is the tool for rare jobs anyway."""
 
 TEST_MINIMUM_ENV = "VIGIL_TEST_HEARTBEAT_MIN_SECONDS"
 """Test-only: lowers the minimum so a pseudo-terminal test can watch a heartbeat fire in
-seconds. Never set this in real use."""
+seconds. Never set this in real use. Its companion ``VIGIL_TEST_SCHEDULE_POLL_SECONDS``
+(:data:`vigil.schedule.polling.TEST_POLL_ENV`) lowers the schedulers' poll interval and the
+heartbeat lease time, so a test can watch a heartbeat move between processes in seconds."""
 
 _UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 # [0-9], not \d: \d (and int()) would take Arabic-Indic or full-width digits as well.

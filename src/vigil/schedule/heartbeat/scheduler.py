@@ -21,24 +21,33 @@ blocked, or an attempt that failed, the heartbeat is tried again :data:`HOLD_OFF
 
 Changes made by other processes are noticed through the profile's schedule generation, one
 key read every ``poll_interval`` seconds; a change made here re-arms at once.
+
+With a :class:`~vigil.schedule.heartbeat.lease.LeaseBook` the scheduler fires an owned
+heartbeat only while it holds the session's ownership lease (see
+:mod:`vigil.schedule.heartbeat.ownership`): owning takes the lease, the watcher renews it,
+disowning and stopping release it, and a lease taken over elsewhere disowns the session. A
+gateway also adopts (:meth:`~HeartbeatScheduler.adopt`) every active heartbeat nobody holds.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from vigil.clock import Clock, SystemClock
 from vigil.schedule import estop
 from vigil.schedule.changes import read_generation
 from vigil.schedule.engine import DueEngine
+from vigil.schedule.heartbeat.lease import LeaseBook
+from vigil.schedule.heartbeat.ownership import LeaseKeeper, tick_seconds
 from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError
 from vigil.schedule.heartbeat.repo import PROCESS_OWNER, HeartbeatRepo, Reservation
-from vigil.schedule.polling import Offload, OffloadedCalls, watch_changes
+from vigil.schedule.heartbeat.targets import DirectTarget, HeartbeatTarget, SchedulerStats
+from vigil.schedule.polling import Offload, OffloadedCalls, poll_seconds, watch_changes
 from vigil.store import SessionStore, StoreError
+
+__all__ = ["GIVE_BACK_RETRY_DELAYS", "HOLD_OFF", "DirectTarget", "HeartbeatScheduler", "HeartbeatTarget", "SchedulerStats"]
 
 log = logging.getLogger(__name__)
 
@@ -58,36 +67,12 @@ attempt fails the reservation stays pending until it is stale (``STALE_AFTER``) 
 reclaimed by the next claim."""
 
 
-class HeartbeatTarget(Protocol):
-    """A conversation (or anything) that fires the heartbeats of the sessions it owns."""
-
-    def heartbeat_due(self, session_id: str) -> None:
-        """The heartbeat of ``session_id`` is due: start the claim protocol when idle.
-        Must return at once."""
-        ...
-
-
-@dataclass
-class SchedulerStats:
-    claims: int = 0
-    """Slots reserved by this process."""
-    confirmed: int = 0
-    """Reservations that reached execution."""
-    refunded: int = 0
-    not_due: int = 0
-    """Claims that found nothing to reserve (another process fired, paused, cleared ...)."""
-    withdrawn: int = 0
-    """Confirmations undone because their attempt did not begin after all; the fires that
-    reached execution are ``confirmed - withdrawn``."""
-    stopped: int = 0
-    """Attempts refused by the emergency stop."""
-    orphans_refunded: int = 0
-    held_off: int = 0
-    """Times a past due time was pushed back by ``HOLD_OFF`` instead of firing at once."""
-
-
 class HeartbeatScheduler:
-    """Arms the due-time engine for owned heartbeats and runs the claim protocol."""
+    """Arms the due-time engine for owned heartbeats and runs the claim protocol.
+
+    ``poll_interval`` is lowered by the test-only ``VIGIL_TEST_SCHEDULE_POLL_SECONDS``;
+    ``leases``: fire only the heartbeats whose ownership lease this scheduler holds.
+    """
 
     def __init__(
         self,
@@ -99,10 +84,11 @@ class HeartbeatScheduler:
         offload: Offload | None = None,
         hold_off: float = HOLD_OFF,
         retry_delays: Sequence[float] = GIVE_BACK_RETRY_DELAYS,
+        leases: LeaseBook | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
         self.repo = HeartbeatRepo(store, self.clock, owner=owner)
-        self.poll_interval = poll_interval
+        self.poll_interval = poll_seconds(poll_interval)
         self.hold_off = hold_off
         self.retry_delays = tuple(retry_delays)
         self.stats = SchedulerStats()
@@ -115,6 +101,11 @@ class HeartbeatScheduler:
         self._stopped = False  # the emergency stop as last seen
         self._generation: str | None = None
         self._watcher: asyncio.Task[None] | None = None
+        self._leases = None if leases is None else LeaseKeeper(self, leases)
+
+    @property
+    def leases(self) -> LeaseBook | None:
+        return None if self._leases is None else self._leases.book
 
     @property
     def store(self) -> SessionStore:
@@ -128,14 +119,17 @@ class HeartbeatScheduler:
         self.stats.orphans_refunded += len(refunded)
         self._generation = await self._call(read_generation, self.store)
         self._stopped = await self._call(estop.engaged, self.store)
+        if self._leases is not None and self._leases.adopting:
+            await self._call(self._leases.book.sweep)
         await self.resync()
         self.engine.start()
-        if self._watcher is None and self.poll_interval > 0:
+        if self._watcher is None and tick_seconds(self.poll_interval, self._leases) > 0:
             self._watcher = asyncio.create_task(self._watch(), name="heartbeat-watcher")
         return refunded
 
     async def stop(self) -> None:
-        """Stop the engine and the watcher (running turns are not touched)."""
+        """Stop the engine and the watcher and release the leases (running turns are not
+        touched)."""
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.cancel()
@@ -144,11 +138,46 @@ class HeartbeatScheduler:
             except asyncio.CancelledError:
                 pass
         await self.engine.stop()
+        if self._leases is not None:
+            await self._leases.close()
 
     # -- ownership ------------------------------------------------------------------------------
     def own(self, session_id: str, target: HeartbeatTarget) -> None:
-        """``target`` fires the heartbeat of ``session_id`` from now on (call :meth:`refresh`)."""
+        """``target`` fires the heartbeat of ``session_id`` from now on (call :meth:`refresh`;
+        with leases, that takes the session's lease first)."""
         self._targets[session_id] = target
+        if self._leases is not None:
+            self._leases.wanted(session_id)
+
+    def own_leased(self, session_id: str, target: HeartbeatTarget) -> None:
+        """Own ``session_id`` whose lease is held already (adoption)."""
+        self._targets[session_id] = target
+
+    def adopt(self, target_for: Callable[[str], HeartbeatTarget]) -> None:
+        """From now on own every active heartbeat whose lease is free (at start, at every
+        resync and poll tick), as :data:`~vigil.schedule.heartbeat.lease.GATEWAY` does;
+        ``target_for(session_id)`` gives the target. Needs leases."""
+        if self._leases is None:
+            raise ValueError("adopting heartbeats needs a LeaseBook (leases=...)")
+        self._leases.target_for = target_for
+        if self._watcher is not None:
+            self._leases.spawn(self.resync())
+
+    def lose(self, session_id: str) -> None:
+        """Another process holds the lease of ``session_id``: stop firing it here and tell
+        the target (``heartbeat_lost``, when it has one)."""
+        target = self._targets.get(session_id)
+        self.disown(session_id)
+        lost = getattr(target, "heartbeat_lost", None)
+        if callable(lost):
+            try:
+                lost(session_id)
+            except Exception:
+                log.exception("heartbeat_lost failed for %s", session_id)
+
+    def owned(self) -> set[str]:
+        """The sessions owned here, whether or not their lease is held yet."""
+        return set(self._targets)
 
     def disown(self, session_id: str, target: HeartbeatTarget | None = None) -> None:
         """Stop firing ``session_id`` here (only if ``target`` still owns it, when given)."""
@@ -159,9 +188,13 @@ class HeartbeatScheduler:
         self._parked.discard(session_id)
         self._not_before.pop(session_id, None)
         self.engine.disarm(session_id)
+        if self._leases is not None:
+            self._leases.dropped(session_id)
 
     def owns(self, session_id: str) -> bool:
-        return session_id in self._targets
+        """Whether this scheduler fires the heartbeat of ``session_id`` (with leases: owned
+        and its lease held)."""
+        return session_id in self._targets and (self._leases is None or session_id not in self._leases.pending)
 
     def known(self, session_id: str) -> Heartbeat | None:
         """The heartbeat of an owned session as last read (for status lines; no store call)."""
@@ -181,9 +214,16 @@ class HeartbeatScheduler:
         """No store call of the scheduler is in progress (for tests and benchmarks)."""
         return self._call.in_flight == 0
 
+    async def offloaded(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` off the event loop, counted in :attr:`quiet`."""
+        return await self._call(fn, *args)
+
     # -- arming -----------------------------------------------------------------------------------
     async def refresh(self, session_id: str) -> Heartbeat | None:
-        """Re-read the session's heartbeat and arm or disarm it accordingly."""
+        """Re-read the session's heartbeat and arm or disarm it accordingly (with leases,
+        take the session's lease first if it is not held yet)."""
+        if self._leases is not None and session_id in self._leases.pending:
+            await self._leases.take_pending([session_id])
         try:
             heartbeat = await self._call(self.repo.get, session_id)
         except HeartbeatError as exc:
@@ -193,13 +233,23 @@ class HeartbeatScheduler:
         return heartbeat
 
     async def resync(self) -> None:
-        """Re-read every owned heartbeat (after a change made by another process)."""
+        """Re-read every owned heartbeat (after a change made by another process). With leases,
+        first check the held leases, take the pending ones and adopt the free ones."""
+        listed: list[Heartbeat] | None = None
+        if self._leases is not None:
+            await self._leases.verify()
+            await self._leases.take_pending()
+            if self._leases.adopting:
+                listed = await self._call(self.repo.list)
+                await self._leases.adopt_free(listed)
         owned = list(self._targets)
-        if len(owned) <= _RESYNC_ONE_BY_ONE:
+        if listed is None and len(owned) <= _RESYNC_ONE_BY_ONE:
             for session_id in owned:
                 await self.refresh(session_id)
             return
-        stored = {h.session_id: h for h in await self._call(self.repo.list)}
+        if listed is None:
+            listed = await self._call(self.repo.list)
+        stored = {h.session_id: h for h in listed}
         for session_id in owned:
             self._apply(session_id, stored.get(session_id))
 
@@ -210,7 +260,8 @@ class HeartbeatScheduler:
             self._known.pop(session_id, None)
         else:
             self._known[session_id] = heartbeat
-        if heartbeat is None or not heartbeat.active or heartbeat.next_due is None:
+        unleased = self._leases is not None and session_id in self._leases.pending
+        if unleased or heartbeat is None or not heartbeat.active or heartbeat.next_due is None:
             self.engine.disarm(session_id)
         elif self._stopped:
             self._parked.add(session_id)
@@ -420,33 +471,9 @@ class HeartbeatScheduler:
         return True
 
     async def _watch(self) -> None:
-        await watch_changes(self.clock, self.poll_interval, self.check_changes, "schedule")
+        await watch_changes(self.clock, tick_seconds(self.poll_interval, self._leases), self._tick, "schedule")
 
-
-class DirectTarget:
-    """A target that fires as soon as a heartbeat is due, running ``run(reservation)`` after
-    the claim is confirmed. For headless runs, benchmarks and tests; conversations use
-    :class:`vigil.runtime.conversation.Conversation` instead."""
-
-    def __init__(
-        self,
-        scheduler: HeartbeatScheduler,
-        run: Callable[[Reservation], Awaitable[None] | None] | None = None,
-    ) -> None:
-        self.scheduler = scheduler
-        self.run = run
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    def heartbeat_due(self, session_id: str) -> None:
-        task = asyncio.create_task(self._fire(session_id))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def _fire(self, session_id: str) -> None:
-        reservation = await self.scheduler.claim(session_id)
-        if reservation is None or not await self.scheduler.confirm(reservation):
-            return
-        if self.run is not None:
-            result = self.run(reservation)
-            if inspect.isawaitable(result):
-                await result
+    async def _tick(self) -> None:
+        changed = await self.check_changes()
+        if self._leases is not None and not changed:
+            await self._leases.tick()
