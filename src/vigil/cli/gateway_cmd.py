@@ -63,7 +63,12 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
         raise click.ClickException(str(exc)) from None
     # Only what was given: the process's own defaults come from config.
     options = {name: value for name, value in (("web_port", web_port), ("bind", bind)) if value is not None}
-    asyncio.run(_run(app, options))
+    from vigil.gateway.lock import GatewayRunning, LockUnavailable
+
+    try:
+        asyncio.run(_run(app, options))
+    except (GatewayRunning, LockUnavailable) as exc:  # raised by the process's acquire() at start
+        raise click.ClickException(str(exc)) from None
 
 
 async def _run(app: AppContext, options: dict[str, Any]) -> None:
