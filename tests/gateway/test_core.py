@@ -187,7 +187,7 @@ async def test_a_heartbeat_set_from_a_platform_fires_unprompted_and_again_after_
     again = await make_gateway()  # a new process on the same store: no new message
     await eventually(lambda: [e for e in again.adapter.sent if e.kind == "heartbeat"], what="a fire after the restart")
     assert again.gateway.heartbeat_repo.get(session_id).fire_count > fired
-    assert any("re-armed" in line for line in again.lines)
+    assert any("armed from the store" in line for line in again.lines)
 
 
 async def _approval_round(h, approve: bool | None, target) -> list[dict]:

@@ -155,7 +155,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "config": LazyCommand("vigil.cli.config_cmd", "config", "Read and change the profile's config.yaml."),
     "cron": LazyCommand("vigil.cli.cron_cmd", "cron", "Scheduled jobs, each in a fresh session."),
     "gateway": LazyCommand(
-        "vigil.cli.gateway_cmd", "gateway", "The long-running process for schedules."
+        "vigil.cli.gateway_cmd", "gateway", "The long-running process and its service."
     ),
     "heartbeat": LazyCommand(
         "vigil.cli.heartbeat_cmd", "heartbeat", "Recurring instructions in conversations."

@@ -33,6 +33,7 @@ from vigil.models.base import ModelClient
 from vigil.profiles import Profile
 from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, Outcome, TurnBegan, TurnEnded
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
+from vigil.schedule.heartbeat.lease import GATEWAY, LeaseBook
 from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 from vigil.store import SessionStore, StoreError
 from vigil.store.gateway_tables import ANSWERED, FAILED, InboxEntry, NewOutbound, OutboxEntry, RouteKey
@@ -70,7 +71,9 @@ class Gateway:
         self.adapters: dict[str, Adapter] = dict(adapters)
         self.say = say
         self.metrics = metrics
-        self.heartbeats = heartbeats or HeartbeatScheduler(store, clock=self.clock)
+        self.heartbeats = heartbeats or HeartbeatScheduler(
+            store, clock=self.clock, leases=LeaseBook(store, self.clock, kind=GATEWAY)
+        )
         self.heartbeat_repo = HeartbeatRepo(store, self.clock)
         self.router = Router(store, self.clock)
         self.bus = EventBus()
@@ -148,8 +151,11 @@ class Gateway:
         adapters, then take input."""
         from vigil.gateway.recovery import recover
 
+        self.heartbeats.adopt(self._adopted)
         await self.heartbeats.start()
-        await self._rearm_heartbeats()
+        armed = len(self.heartbeats.engine)
+        if armed:
+            self.say(f"vigil gateway: {armed} heartbeat(s) armed from the store")
         self._accepting = True
         await recover(self)
         self.outbox.start()
@@ -232,26 +238,29 @@ class Gateway:
     def _newest(self, ref: str) -> str:
         return self.store.newest_continuation(self.store.resolve_session(ref))
 
-    async def _rearm_heartbeats(self) -> None:
-        """Every active heartbeat of a gateway route is armed again, with no new message."""
-        try:
-            heartbeats = await asyncio.to_thread(self.heartbeat_repo.list)
-        except StoreError as exc:
-            log.warning("cannot list heartbeats at start-up: %s", exc)
+    def _adopted(self, session_id: str) -> LiveConversation:
+        """The heartbeat target of a conversation this gateway adopts (its lease was free):
+        a live conversation, started when its heartbeat first comes due."""
+        live = self.live.get(session_id)
+        if live is None:
+            live = LiveConversation(self, session_id, None, self._new_workspace())
+            self.live[session_id] = live
+            self._gauge("live_conversations", len(self.live))
+        return live
+
+    async def prepare(self, live: LiveConversation) -> None:
+        """Before a live conversation first starts: a heartbeat's conversation with no route
+        yet delivers to the route stored with the heartbeat."""
+        if live.route is not None or live.session_id is None:
             return
-        armed = 0
-        for heartbeat in heartbeats:
-            route = heartbeat.route
-            if not heartbeat.active or route is None or route.platform not in self.adapters:
-                continue
-            key = RouteKey(route.platform, route.chat, route.thread or "")
-            try:
-                await self.live_for(heartbeat.session_id, key)
-                armed += 1
-            except StoreError as exc:
-                log.warning("cannot re-arm the heartbeat of %s: %s", heartbeat.session_id, exc)
-        if armed:
-            self.say(f"vigil gateway: {armed} heartbeat(s) re-armed from the store")
+        try:
+            heartbeat = await asyncio.to_thread(self.heartbeat_repo.get, live.session_id)
+        except Exception as exc:  # a damaged record: no route
+            log.warning("cannot read the heartbeat route of %s: %s", live.session_id, exc)
+            return
+        route = heartbeat.route if heartbeat is not None else None
+        if route is not None and route.platform in self.adapters:
+            live.set_route(RouteKey(route.platform, route.chat, route.thread or ""))
 
     # -- input ------------------------------------------------------------------------------
     def dispatch(self, entry: InboxEntry, live: LiveConversation, *, client_id: str | None = None) -> None:

@@ -70,6 +70,7 @@ class LiveConversation:
     async def ensure_started(self) -> None:
         async with self._start_lock:
             if not self._started:
+                await self.gateway.prepare(self)
                 await self.conversation.start()
                 self._started = True
 
