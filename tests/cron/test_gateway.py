@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import run_cli
+from tests.gateway.process import free_port
 from tests.cron.conftest import START, AddJob, MakeRunner, settle
 from vigil.clock import FakeClock
 from vigil.config import Settings
@@ -44,10 +45,10 @@ def _add_job_already_due(name: str, prompt: str, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("VIGIL_CRON_NOW")
 
 
-def _gateway_until_a_run_ends(env: dict[str, str]) -> tuple[str, list[dict], str, str, int]:
+def _gateway_until_a_run_ends(env: dict[str, str], *args: str) -> tuple[str, list[dict], str, str, int]:
     """Start `vigil gateway run`, wait until its first cron run has finished, stop it with
     SIGTERM; return the banner line, the run log, the rest of stdout, stderr and the exit code."""
-    process = subprocess.Popen([sys.executable, "-c", GATEWAY, "gateway", "run"], env=env,
+    process = subprocess.Popen([sys.executable, "-c", GATEWAY, "gateway", "run", *args], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
@@ -74,13 +75,15 @@ def test_gateway_process_runs_due_jobs_until_sigterm(
     fake_model.queue("Good morning.")
     env = {**os.environ, "VIGIL_HOME": str(vigil_home), "OPENAI_BASE_URL": fake_model.base_url,
            "OPENAI_API_KEY": fake_model.api_key}
-    banner, runs, out, err, code = _gateway_until_a_run_ends(env)
-    assert "serving the cron scheduler (1 job(s) armed" in banner and "no messaging platform" in banner
+    banner, runs, out, err, code = _gateway_until_a_run_ends(env, "--web-port", str(free_port()))
+    assert "the cron scheduler (1 job(s) armed" in banner and "no messaging platform" in banner
     assert code == 0, err
-    assert "stopped (1 cron run(s) started)" in out
+    assert "1 cron run(s) started)" in out
     runs = json.loads(run_cli("cron", "runs", "--json").output)
     assert [(r["job"], r["status"], r["answer"]) for r in runs] == [("soon", "ok", "Good morning.")]
-    said = (banner + out).splitlines()
+    printed = (banner + out).splitlines()
+    said = [line for line in printed if not line.startswith("    ")]  # the login link is printed, not logged
+    assert any("/login?token=" in line for line in printed if line.startswith("    ")), printed
     started = [line for line in said if "cron run started: soon (scheduled for " in line]
     ended = [line for line in said if "cron run ended: soon — ok in " in line]
     assert len(started) == 1 and len(ended) == 1 and said.index(started[0]) < said.index(ended[0]), said
@@ -101,7 +104,7 @@ async def test_serve_on_a_fake_clock(
     lines: list[str] = []
     task = asyncio.create_task(serve(store=store, profile=profile, settings=Settings(timezone="UTC"), client=runner.client,
                                      stop=stop, announce=lines.append, clock=clock,
-                                     config=GatewayConfig(poll_interval=0, stop_grace=5)))
+                                     config=GatewayConfig(poll_interval=0, stop_grace=5, serve_http=False)))
     while not lines:
         await asyncio.sleep(0.01)
     assert lines[0].startswith("2026-03-02 08:00:00 UTC vigil gateway:")
@@ -111,7 +114,7 @@ async def test_serve_on_a_fake_clock(
     while not any("cron run ended" in line for line in lines):
         await asyncio.sleep(0.01)
     stop.set()
-    scheduler = await task
+    scheduler = (await task).cron
     assert scheduler.stats.claims == 1 and "stopped" in lines[-1]
     assert "2026-03-02 08:01:00 UTC cron run started: tick (scheduled for 2026-03-02 08:01 UTC)" in lines
     assert [line for line in lines if "cron run ended: tick — ok in " in line]
@@ -142,7 +145,7 @@ def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     env["VIGIL_HOME"] = str(vigil_home)
     banner, runs, out, err, code = _gateway_until_a_run_ends(env)
-    assert "serving the cron scheduler" in banner
+    assert "the cron scheduler" in banner and "web chat at http://127.0.0.1:" in banner
     assert code == 0, err
     assert "no model is configured yet" in err
     assert runs[0]["status"] == "failed" and "No model is configured" in json.dumps(runs[0])

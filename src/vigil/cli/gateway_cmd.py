@@ -42,15 +42,21 @@ def gateway() -> None:
 )
 @pass_app
 def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
-    """Run in the foreground, running due cron jobs.
+    """Run in the foreground: the web chat, heartbeats and cron jobs.
 
-    It runs until Ctrl-C or SIGTERM.
+    It runs until Ctrl-C or SIGTERM: it stops taking messages, lets running turns finish
+    within gateway.stop_timeout (30 s), then exits 0. SIGHUP re-reads config.yaml for the
+    adapters. One gateway runs per profile; a second one refuses to start.
 
-    Prints a line as each run starts and ends (status, duration); the same lines go to
-    logs/gateway.log in the profile (rotated at 5 MB, three old files kept).
+    At start it prints a login link for the web chat (http://127.0.0.1:8787/login?token=…;
+    `vigil gateway status` shows it again). It serves every conversation of the profile, fires
+    the heartbeats of the conversations no `vigil chat` has open, and runs due cron jobs.
 
-    Works with no messaging platform and even before a model is configured (a job that fires
-    without one fails with a hint, and is retried with back-off).
+    Prints one line per turn, heartbeat fire, delivery, cron run and error; the same lines go
+    to logs/gateway.log in the profile (rotated at 5 MB, three old files kept). /healthz and
+    /metrics (Prometheus; send the token as a bearer token) are served on the same port.
+
+    Works even before a model is configured (turns and jobs fail with a hint until one is).
 
     The web chat listens on gateway.web.host (127.0.0.1); a non-loopback address there is
     refused unless --bind gives it on the command line."""
@@ -96,6 +102,7 @@ async def _run(app: AppContext, options: dict[str, Any]) -> None:
             settings=app.settings,
             client=client,
             announce=lambda line: click.echo(line, err=False),
+            private=lambda line: click.echo(line, err=False),
             **options,
         )
     finally:

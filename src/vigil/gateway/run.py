@@ -1,34 +1,46 @@
 """``vigil gateway run``: the long-running process of a profile.
 
-With no messaging platform configured (the only case so far) it is a pure scheduler: it runs
-due cron jobs until SIGINT, SIGTERM or SIGHUP (the terminal it runs in closing), saying what it
-does on stdout and in ``logs/gateway.log`` (``activity``). Platform adapters, their routing and the heartbeats of
-gateway conversations join here as they arrive.
+One process hosts the schedule engine (cron jobs and the heartbeats of every conversation no
+REPL has open), the platform adapters, the gateway core that routes their messages into
+conversations (:mod:`vigil.gateway.core`), and one HTTP server on loopback for the web chat,
+webhooks, ``/healthz`` and ``/metrics``. It says what it does on stdout and in
+``logs/gateway.log`` (``activity``): one line per turn, fire, delivery and error.
+
+SIGTERM and SIGINT: stop taking input, let running turns finish within
+``gateway.stop_timeout``, then exit 0. SIGHUP: re-read config.yaml and hand it to the adapters.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import signal
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 from vigil.clock import Clock, SystemClock
-from vigil.config import Settings
+from vigil.config import Settings, load_settings
 from vigil.gateway.activity import LOG_NAME, GatewayActivity
+from vigil.gateway.core import Gateway
+from vigil.gateway.http import HttpServer, listen, routes_app
+from vigil.gateway.lock import acquire
+from vigil.gateway.metrics import GatewayMetrics, http_routes, store_check
+from vigil.gateway.status import StatusKeeper
+from vigil.gateway.token import load_or_create_token
+from vigil.gateway.platforms import configured_adapters
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
+from vigil.runtime.cron_runner import CronRunner
 from vigil.schedule.cron.format import relative
 from vigil.schedule.cron.repo import CronRepo
-from vigil.runtime.cron_runner import CronRunner
 from vigil.schedule.cron.scheduler import POLL_INTERVAL, CronScheduler
 from vigil.schedule.cron.schedule import default_zone, format_instant
 from vigil.store import SessionStore
 
 log = logging.getLogger(__name__)
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +48,24 @@ class GatewayConfig:
     """How the gateway runs; the defaults are right outside tests."""
 
     poll_interval: float = POLL_INTERVAL
-    stop_grace: float = 10.0
+    stop_grace: float | None = None
+    """Seconds running turns and cron runs get at shutdown (``None``: ``gateway.stop_timeout``)."""
+    web_port: int | None = None
+    """``--web-port``: overrides ``gateway.web.port``."""
+    bind: str | None = None
+    """``--bind``: the address to listen on, given explicitly (may be non-loopback)."""
+    serve_http: bool = True
+
+
+@dataclass
+class GatewayRun:
+    """What a finished :func:`serve` leaves behind (for tests)."""
+
+    cron: CronScheduler
+    gateway: Gateway
+    url: str | None = None
+    reloads: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 async def serve(
@@ -49,39 +78,147 @@ async def serve(
     announce: Callable[[str], None],
     clock: Clock | None = None,
     config: GatewayConfig = GatewayConfig(),
-) -> CronScheduler:
-    """Serve until ``stop`` is set; ``announce`` receives every line the gateway says (start-up,
-    each cron run's start and end, shut-down), which also go to ``logs/gateway.log``.
-
-    Returns the scheduler (its ``stats`` say what ran)."""
+    reload: asyncio.Event | None = None,
+    private: Callable[[str], None] | None = None,
+) -> GatewayRun:
+    """Serve until ``stop`` is set. ``announce`` receives every line the gateway says, which
+    also go to ``logs/gateway.log``; ``private`` receives lines that must not be logged (the
+    login URL with its token). ``reload`` set: re-read config.yaml (SIGHUP)."""
     clock = clock or SystemClock()
     zone = default_zone(settings.timezone)
     activity = GatewayActivity(announce, profile.logs_dir / LOG_NAME, clock=clock, zone=zone)
+    grace = settings.gateway.stop_timeout if config.stop_grace is None else config.stop_grace
     try:
         repo = CronRepo(store, clock)
         runner = CronRunner(repo=repo, client=client, profile=profile, settings=settings, clock=clock)
         scheduler = CronScheduler(
             repo, activity.cron_runs(runner.execute), clock=clock, poll_interval=config.poll_interval
         )
+        adapters = configured_adapters(settings, profile)
+        metrics = GatewayMetrics()
+        scheduler.execute = counted_cron_runs(scheduler.execute, metrics)
+        gateway = Gateway(
+            store=store, profile=profile, settings=settings, client=client, adapters=adapters,
+            clock=clock, say=activity.say, metrics=metrics,
+        )
+        run = GatewayRun(scheduler, gateway)
+        http: HttpServer | None = None
+        token = load_or_create_token(profile)
+        if config.serve_http:
+            host = config.bind or settings.gateway.web.host
+            port = settings.gateway.web.port if config.web_port is None else config.web_port
+            routes = [route for adapter in adapters.values() for route in adapter.http_routes()]
+            routes += http_routes(metrics, store_check(store), authorized=lambda request: bearer_matches(request, token))
+            http = HttpServer(routes_app(routes), listen(host, port))
+            run.url = http.url
+        keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler))
+        await gateway.start()
+        if http is not None:
+            await http.start()
         armed = await scheduler.start()
         upcoming = scheduler.engine.next_due()
         when = (
             "" if upcoming is None
             else f", next at {format_instant(upcoming, zone)} ({relative(upcoming - clock.now())})"
         )
+        serving = f"the web chat at {run.url}/ and " if run.url is not None and "web" in adapters else ""
+        platforms = [name for name in adapters if name != "web"]
         activity.say(
-            f"vigil gateway: profile '{profile.name}' — serving the cron scheduler "
-            f"({armed} job(s) armed{when}); no messaging platform is configured. "
-            f"Stop with Ctrl-C or SIGTERM. Log: {profile.logs_dir / LOG_NAME}"
+            f"vigil gateway: profile '{profile.name}' — serving {serving}the cron scheduler "
+            f"({armed} job(s) armed{when}); "
+            + (f"platforms: {', '.join(platforms)}. " if platforms else "no messaging platform is configured. ")
+            + f"Stop with Ctrl-C or SIGTERM. Log: {profile.logs_dir / LOG_NAME}"
         )
+        if run.url is not None and "web" in adapters and private is not None:
+            private(f"    Open the web chat: {run.url}/login?token={token}")
+            private("    (the same link later: vigil gateway status)")
+        await asyncio.to_thread(keeper.write, "running")
+        keeping = asyncio.create_task(keeper.run(), name="gateway-status")
         try:
-            await stop.wait()
+            await _wait(stop, reload, lambda: _reload(run, profile, activity))
         finally:
-            await scheduler.stop(config.stop_grace)
-            activity.say(f"vigil gateway: stopped ({scheduler.stats.claims} cron run(s) started).")
-        return scheduler
+            activity.say("vigil gateway: stopping (no new input; running turns may finish)")
+            await _quietly(asyncio.to_thread(keeper.write, "stopping"))
+            await gateway.stop(grace)
+            if http is not None:
+                await http.stop()
+            await scheduler.stop(grace)
+            keeping.cancel()
+            await asyncio.gather(keeping, return_exceptions=True)
+            await _quietly(asyncio.to_thread(keeper.write, "stopped"))
+            activity.say(
+                f"vigil gateway: stopped ({gateway.answered} message(s) answered, "
+                f"{scheduler.stats.claims} cron run(s) started)."
+            )
+        return run
     finally:
         activity.close()
+
+
+def _snapshot(run: GatewayRun, cron: CronScheduler) -> dict[str, Any]:
+    """What the status record says, from the running parts (no store call)."""
+    snapshot = run.gateway.snapshot()
+    snapshot["url"] = run.url
+    snapshot["next_cron_run"] = cron.engine.next_due()
+    return snapshot
+
+
+def bearer_matches(request: Any, token: str) -> bool:
+    """``Authorization: Bearer <token>`` carries the gateway's login token."""
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def counted_cron_runs(execute: Any, metrics: GatewayMetrics) -> Any:
+    """``execute`` counting each cron run's outcome in the metrics."""
+
+    async def counted(claim: Any) -> Any:
+        try:
+            record = await execute(claim)
+        except BaseException:
+            metrics.cron_runs.labels(outcome="interrupted").inc()
+            raise
+        if record is not None:
+            metrics.cron_runs.labels(outcome=getattr(record, "status", "done")).inc()
+        return record
+
+    return counted
+
+
+async def _quietly(work: Any) -> None:
+    try:
+        await work
+    except Exception as exc:  # the status record is advice; shutting down must go on
+        log.warning("could not write the gateway status: %s", exc)
+
+
+async def _wait(stop: asyncio.Event, reload: asyncio.Event | None, on_reload: Callable[[], Any]) -> None:
+    while not stop.is_set():
+        waits = [asyncio.ensure_future(stop.wait())]
+        if reload is not None:
+            waits.append(asyncio.ensure_future(reload.wait()))
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        if reload is not None and reload.is_set() and not stop.is_set():
+            reload.clear()
+            await on_reload()
+
+
+async def _reload(run: GatewayRun, profile: Profile, activity: GatewayActivity) -> None:
+    try:
+        settings = await asyncio.to_thread(load_settings, profile.config_path)
+    except Exception as exc:  # a broken file keeps the running configuration
+        activity.say(f"vigil gateway: SIGHUP: config.yaml not reloaded, keeping the running configuration: {exc}")
+        return
+    for adapter in run.gateway.adapters.values():
+        try:
+            await adapter.reload(settings)
+        except Exception as exc:
+            activity.say(f"vigil gateway: error: adapter {adapter.name} could not reload: {exc}")
+    run.reloads += 1
+    activity.say("vigil gateway: SIGHUP: adapter configuration reloaded")
 
 
 async def run_until_signalled(
@@ -91,20 +228,33 @@ async def run_until_signalled(
     settings: Settings,
     client: ModelClient,
     announce: Callable[[str], None],
+    private: Callable[[str], None] | None = None,
+    config: GatewayConfig = GatewayConfig(),
+    web_port: int | None = None,
+    bind: str | None = None,
 ) -> None:
-    """:func:`serve` with SIGINT, SIGTERM and SIGHUP setting the stop event (running jobs get
-    the stop grace, then are recorded as interrupted; the process exits 0)."""
-    stop = asyncio.Event()
+    """:func:`serve` with SIGINT and SIGTERM setting the stop event and SIGHUP the reload
+    event (running turns get the stop grace, then are interrupted; the process exits 0).
+    ``web_port`` and ``bind`` are ``--web-port`` and ``--bind``."""
+    if web_port is not None or bind is not None:
+        config = replace(config, web_port=web_port if web_port is not None else config.web_port,
+                         bind=bind if bind is not None else config.bind)
+    stop, reload = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in _STOP_SIGNALS:
+    handlers = [(sig, stop) for sig in _STOP_SIGNALS] + [(signal.SIGHUP, reload)]
+    for sig, flag in handlers:
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, flag.set)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
-            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(stop.set))
+            signal.signal(sig, lambda *_, f=flag: loop.call_soon_threadsafe(f.set))
     try:
-        await serve(store=store, profile=profile, settings=settings, client=client, stop=stop, announce=announce)
+        with acquire(profile):
+            await serve(
+                store=store, profile=profile, settings=settings, client=client, stop=stop,
+                announce=announce, private=private, config=config, reload=reload,
+            )
     finally:
-        for sig in _STOP_SIGNALS:
+        for sig, _ in handlers:
             try:
                 loop.remove_signal_handler(sig)
             except (NotImplementedError, RuntimeError):  # pragma: no cover

@@ -1,0 +1,25 @@
+"""Which adapters a profile's configuration turns on.
+
+The web chat is on unless ``gateway.web.enabled`` is false; Slack and Telegram join here when
+their sections are configured.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vigil.config import Settings
+from vigil.profiles import Profile
+
+if TYPE_CHECKING:
+    from vigil.gateway.adapters.base import Adapter
+
+
+def configured_adapters(settings: Settings, profile: Profile) -> "dict[str, Adapter]":
+    adapters: dict[str, Adapter] = {}
+    if settings.gateway.web.enabled:
+        from vigil.gateway.adapters.web import WebAdapter
+
+        web = WebAdapter()
+        adapters[web.name] = web
+    return adapters

@@ -1,0 +1,129 @@
+"""The real ``vigil gateway run`` as a child process, and a client of its web API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+
+from vigil.testing.fake_model import FakeModelServer
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class GatewayProcess:
+    home: Path
+    fake: FakeModelServer
+    port: int = field(default_factory=free_port)
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[str] | None = None
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(self) -> dict[str, str]:
+        return {
+            **os.environ, "VIGIL_HOME": str(self.home), "OPENAI_BASE_URL": self.fake.base_url,
+            "OPENAI_API_KEY": self.fake.api_key, "VIGIL_MODEL": "fake-model", **self.env,
+        }
+
+    def start(self, timeout: float = 60) -> "GatewayProcess":
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "vigil.cli.main", "gateway", "run", "--web-port", str(self.port)],
+            env=self.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the gateway exited: {self.process.stdout.read() if self.process.stdout else ''}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("the gateway did not come up")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+        self._collect()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        code = self.process.wait(timeout)
+        self._collect()
+        return code
+
+    def _collect(self) -> None:
+        if self.process is not None and self.process.stdout is not None:
+            self.output.append(self.process.stdout.read())
+
+    @property
+    def token(self) -> str:
+        return (self.home / "gateway.token").read_text().strip()
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+
+
+def new_conversation(client: httpx.Client) -> str:
+    response = client.post("/api/conversations")
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def send(client: httpx.Client, session_id: str, text: str, client_id: str | None = None) -> dict[str, Any]:
+    response = client.post(
+        f"/api/conversations/{session_id}/messages", json={"text": text, "client_id": client_id or uuid.uuid4().hex}
+    )
+    assert response.status_code == 202, response.text
+    return response.json()
+
+
+def events(client: httpx.Client, session_id: str, timeout: float = 30) -> Iterator[dict[str, Any]]:
+    """The conversation's live events until ``timeout`` seconds pass."""
+    with client.stream("GET", f"/api/conversations/{session_id}/events", timeout=timeout) as stream:
+        deadline = time.monotonic() + timeout
+        for line in stream.iter_lines():
+            if line.startswith("data:"):
+                yield json.loads(line[5:])
+            if time.monotonic() > deadline:
+                return
+
+
+def history(client: httpx.Client, session_id: str) -> dict[str, Any]:
+    response = client.get(f"/api/conversations/{session_id}")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def wait_for(check, timeout: float = 30, what: str = "condition"):  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
