@@ -235,3 +235,32 @@ def test_the_page_reconnects_after_a_gateway_restart_and_keeps_working(
     assert page.evaluate("() => location.hash.slice(1)") == conversation
     users = page.locator(".message.user .bubble").all_inner_texts()
     assert users == ["before", "after"]
+
+
+def test_upload_shift_enter_and_search_from_the_page(
+    gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any, tmp_path: Path,
+) -> None:
+    page = browser_page
+    fake_model_env.set_default_reply("Got it.")
+    _logged_in_new_conversation(page, gateway)
+    document = tmp_path / "report.txt"
+    document.write_text("quarterly numbers")
+    page.set_input_files("#upload-input", str(document))
+    page.wait_for_function("() => document.getElementById('input').value.startsWith('I uploaded ')")
+    uploaded = Path(page.input_value("#input").removeprefix("I uploaded ").strip())
+    assert uploaded.name == "report.txt" and uploaded.read_text() == "quarterly numbers"
+    page.fill("#input", "first line")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type("second line about walruses")
+    assert page.input_value("#input") == "first line\nsecond line about walruses"  # not sent yet
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.body.textContent.includes('Got it.')")
+    assert page.locator(".message.user .bubble").all_inner_texts() == ["first line\nsecond line about walruses"]
+    assert page.input_value("#input") == ""
+    page.click("#new-conversation")
+    page.wait_for_function("() => document.querySelectorAll('#conversation-list .conversation').length === 2")
+    page.fill("#search", "walruses")
+    page.wait_for_function("() => document.querySelectorAll('#conversation-list .conversation').length === 1")
+    page.fill("#search", "no such words anywhere")
+    page.wait_for_selector("#conversation-list .empty-list")
+    assert page.errors == []

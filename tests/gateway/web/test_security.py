@@ -60,6 +60,7 @@ def test_no_token_is_refused_everywhere_but_login_health_and_static(
     assert anonymous.post("/logout", headers={"Origin": gateway.url}).status_code == 401
     assert anonymous.get("/login").status_code == 200
     assert anonymous.get("/healthz").status_code == 200
+    assert anonymous.get("/metrics").status_code == 401
     assert anonymous.get("/static/app.js").status_code == 200
     assert inbox_total(gateway.home) == 0
     _assert_nothing_processed(gateway, fake_model_env, conversation)
