@@ -191,6 +191,18 @@ def test_a_crash_mid_turn_restarts_the_entry(store: SessionStore) -> None:
     assert (again.attempts, again.session_id, again.started_at) == (2, second_try, 9.0)
 
 
+def test_starting_before_the_session_exists(store: SessionStore) -> None:
+    """A new conversation makes its session with its first turn: the entry is running in no
+    session yet, and the reply names the session that answered."""
+    tables = store.gateway
+    entry, _ = tables.inbox_accept(WEB, "m1", "hello", received_at=1.0)
+    started = tables.inbox_start(entry.id, "", now=2.0)
+    assert (started.status, started.session_id, started.attempts) == (RUNNING, None, 1)
+    answered_in = session(store)
+    reply = tables.inbox_finish(entry.id, ANSWERED, now=3.0, reply=NewOutbound(WEB, "hi", session_id=answered_in))
+    assert reply is not None and (reply.session_id, reply.inbox_id) == (answered_in, entry.id)
+
+
 def test_finishing_twice_writes_nothing(store: SessionStore) -> None:
     tables = store.gateway
     entry, _ = tables.inbox_accept(WEB, "m1", "hello", received_at=1.0)

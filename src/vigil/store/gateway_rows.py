@@ -103,6 +103,12 @@ def outbound_params(message: NewOutbound) -> OutboundParams:
     )
 
 
+def started_session(session_id: str) -> str | None:
+    """The session an entry is started in; ``""`` (not known yet: the conversation makes its
+    session with the first turn) is stored as ``None``."""
+    return check_text(session_id, "session_id") or None
+
+
 def finish_status(status: str) -> str:
     """``status`` if an inbox entry may finish with it."""
     if status not in FINISHED_STATUSES:
