@@ -167,6 +167,7 @@ class Agent:
         auto_title: bool = True,
         before_execution: BeforeExecution | None = None,
         unattended: bool = False,
+        user_meta: dict[str, Any] | None = None,
     ) -> TurnResult:
         """Run one turn of ``session_id`` for ``user_text`` and return the final answer.
 
@@ -175,7 +176,8 @@ class Agent:
 
         Cancelling the task (Ctrl-C, a signal) stops the turn; what was stored stays, tool
         calls left without a result get a placeholder result so the history stays valid, and
-        an answer cut off while streaming (cancelled, or the connection broke) is kept with a
+        ``user_meta`` is stored with the user message (the gateway marks which inbound
+        message it answers). An answer cut off while streaming (cancelled, or the connection broke) is kept with a
         marker saying so. Tool calls that share an id in one answer get distinct ids.
         """
         if not user_text.strip():
@@ -190,7 +192,7 @@ class Agent:
             await asyncio.to_thread(
                 self.store.update_session, session_id, title=_title_from(user_text)
             )
-        await self._append(session_id, history, NewMessage("user", user_text))
+        await self._append(session_id, history, NewMessage("user", user_text, meta=dict(user_meta or {})))
 
         specs = tool_specs(session.tool_names)
         context = ToolContext(

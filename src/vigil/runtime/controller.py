@@ -7,6 +7,7 @@ behaves identically everywhere.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from vigil.agent.compression import CompressionResult
 from vigil.agent.events import EventCallback
@@ -141,6 +142,7 @@ class ConversationController:
         auto_title: bool = True,
         before_execution: BeforeExecution | None = None,
         unattended: bool = False,
+        user_meta: dict[str, Any] | None = None,
     ) -> TurnResult:
         """Send a user message and run the turn (``auto_title``: an untitled session is named
         after this message; off for injected messages such as heartbeats).
@@ -153,6 +155,7 @@ class ConversationController:
             auto_title=auto_title,
             before_execution=before_execution,
             unattended=unattended,
+            user_meta=user_meta,
         )
         # compression may have moved the conversation to a continuation session
         self._session_id = result.session_id

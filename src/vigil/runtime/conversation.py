@@ -23,6 +23,7 @@ import inspect
 import logging
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from vigil.agent.events import Compressed, TurnEvent
 from vigil.agent.turn import TurnDeclined
@@ -55,6 +56,7 @@ they are meant to stop would defeat them."""
 class _Item:
     text: str
     future: asyncio.Future[Outcome] = field(repr=False)
+    meta: dict[str, Any] | None = None
 
 
 class Conversation:
@@ -150,10 +152,11 @@ class Conversation:
                 await asyncio.sleep(0)
 
     # -- input ------------------------------------------------------------------------------------
-    def submit(self, text: str) -> asyncio.Future[Outcome]:
-        """Queue a message or slash command; the future resolves when it has been handled."""
+    def submit(self, text: str, *, meta: dict[str, Any] | None = None) -> asyncio.Future[Outcome]:
+        """Queue a message or slash command; the future resolves when it has been handled.
+        ``meta`` is stored with the user message of the turn (not with commands)."""
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        item = _Item(text, future)
+        item = _Item(text, future, meta)
         if self._is_urgent(text):
             self.interrupt()
             self._queue.appendleft(item)
@@ -185,6 +188,17 @@ class Conversation:
                 return
         if self._current is not None and self._current.future is future:
             self.interrupt()
+
+    def drop_queued(self) -> int:
+        """Withdraw every input still waiting (their futures are cancelled); the running one
+        goes on. For a front end that stops taking input but lets the current turn finish."""
+        dropped = 0
+        while self._queue:
+            item = self._queue.popleft()
+            if not item.future.done():
+                item.future.cancel()
+            dropped += 1
+        return dropped
 
     def drafting(self) -> None:
         """The person typed into a non-empty draft: hold heartbeats back for another
@@ -244,7 +258,7 @@ class Conversation:
             if self.controller.is_command(item.text):
                 outcome = await self._command(item.text)
             else:
-                outcome = await self._turn(USER, item.text)
+                outcome = await self._turn(USER, item.text, meta=item.meta)
         finally:
             self._current = None
         if not item.future.done():
@@ -259,7 +273,9 @@ class Conversation:
         await self._track(refresh=True)
         return Outcome("command", reply=reply)
 
-    async def _turn(self, kind: str, text: str, attempt: HeartbeatAttempt | None = None) -> Outcome:
+    async def _turn(
+        self, kind: str, text: str, attempt: HeartbeatAttempt | None = None, *, meta: dict[str, Any] | None = None
+    ) -> Outcome:
         """Run one turn. A user turn is announced (``TurnBegan``) at once; a heartbeat turn
         only when its attempt begins executing, and not at all if it never does: then its
         slot is given back and no ``TurnEnded`` follows."""
@@ -272,6 +288,7 @@ class Conversation:
                 auto_title=kind == USER,
                 before_execution=None if attempt is None else attempt.before_execution,
                 unattended=kind == HEARTBEAT,
+                user_meta=meta,
             )
         )
         self._running, self._attempt = task, attempt

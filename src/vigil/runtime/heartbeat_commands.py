@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from vigil.runtime.slash import CommandReply, ConversationControl
 from vigil.schedule import estop
-from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError, NoHeartbeat
+from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError, NoHeartbeat, Route
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.schedule.heartbeat.text import format_time
 from vigil.schedule.intervals import IntervalError, format_interval, parse_interval
@@ -107,9 +107,11 @@ def input_error_reply(error: HeartbeatInputError, wording: Wording = SLASH) -> C
 def apply_command(
     repo: HeartbeatRepo, session_id: str | None, command: HeartbeatCommand, wording: Wording = SLASH,
     zone: str | None = None,
+    route: Route | None = None,
 ) -> CommandReply:
     """Carry out a validated command on ``session_id``'s heartbeat (synchronous: store calls).
     Times in the reply are shown in ``zone`` (the profile's ``timezone``; ``None``: the machine's).
+    ``route``: where a gateway conversation's heartbeat turns are delivered (stored with it).
 
     A damaged record can be replaced (``every``) or removed (``clear``); the other commands
     answer with a one-line error that says how to remove it.
@@ -117,7 +119,7 @@ def apply_command(
     now = repo.clock.now()
     if command.action == "every":
         assert session_id is not None and command.interval is not None and command.prompt is not None
-        new, replaced = repo.set(session_id, command.prompt, command.interval)
+        new, replaced = repo.set(session_id, command.prompt, command.interval, route=route)
         return CommandReply(set_message(new, replaced, now, zone))
     try:
         existing = repo.get(session_id) if session_id is not None else None
@@ -178,7 +180,8 @@ async def heartbeat_slash(control: ConversationControl, args: str) -> CommandRep
         session_id = await ensure()
     repo = _repo_of(control)
     zone = getattr(getattr(control, "settings", None), "timezone", None)
-    return await asyncio.to_thread(apply_command, repo, session_id, command, SLASH, zone)
+    route: Route | None = getattr(control, "heartbeat_route", None)
+    return await asyncio.to_thread(apply_command, repo, session_id, command, SLASH, zone, route)
 
 
 def _repo_of(control: Any) -> HeartbeatRepo:

@@ -1,0 +1,106 @@
+"""A conversation the gateway is running: its agent, its runtime queue and who hears it.
+
+Each live conversation has its own :class:`~vigil.agent.turn.Agent` (so an approval request
+reaches this conversation's people) on the gateway's shared model client, and a
+:class:`~vigil.runtime.conversation.Conversation`, the same runtime the REPL uses: one FIFO
+queue of messages and commands, at most one turn, heartbeats only when idle. Its events go to
+the gateway (:meth:`Gateway.on_live_event`), which fans them out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vigil.agent.turn import Agent
+from vigil.runtime.controller import ConversationController
+from vigil.runtime.conversation import Conversation
+from vigil.runtime.conversation_events import ConversationEvent
+from vigil.schedule.heartbeat.record import Route
+from vigil.store.gateway_tables import RouteKey
+
+if TYPE_CHECKING:
+    from vigil.gateway.core import Gateway
+
+
+class GatewayController(ConversationController):
+    """The conversation controller of a gateway conversation: a heartbeat set here is stored
+    with the route its turns are delivered to."""
+
+    route: RouteKey | None = None
+
+    @property
+    def heartbeat_route(self) -> Route | None:
+        if self.route is None:
+            return None
+        return Route(self.route.adapter, self.route.chat, self.route.thread or None)
+
+
+class LiveConversation:
+    """One running conversation of the gateway (see the module docstring)."""
+
+    def __init__(self, gateway: "Gateway", session_id: str | None, route: RouteKey | None, cwd: Path) -> None:
+        self.gateway = gateway
+        self.route = route
+        agent = Agent(
+            store=gateway.store,
+            client=gateway.client,
+            profile=gateway.profile,
+            settings=gateway.settings,
+            cwd=cwd,
+            clock=gateway.clock,
+            approve=self._approve,
+            source=route.adapter if route is not None else "gateway",
+        )
+        self.controller = GatewayController(agent, session_id=session_id)
+        self.controller.route = route
+        self.conversation = Conversation(self.controller, scheduler=gateway.heartbeats)
+        self.conversation.listeners.append(self._on_event)
+        self.lock = asyncio.Lock()
+        """Held while inputs are handed to the queue, so they enter it in the order received."""
+        self._started = False
+        self._start_lock = asyncio.Lock()
+        self._pending_start: asyncio.Future[None] | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.controller.session_id
+
+    async def ensure_started(self) -> None:
+        async with self._start_lock:
+            if not self._started:
+                await self.conversation.start()
+                self._started = True
+
+    def heartbeat_due(self, session_id: str) -> None:
+        """HeartbeatTarget: the conversation fires it at its next idle moment (starting the
+        conversation first when the heartbeat is what brings it to life)."""
+        if self._started:
+            self.conversation.heartbeat_due(session_id)
+            return
+        task = asyncio.ensure_future(self._start_then_fire(session_id))
+        self._pending_start = task
+
+    async def _start_then_fire(self, session_id: str) -> None:
+        await self.ensure_started()
+        self.conversation.heartbeat_due(session_id)
+
+    async def close(self) -> None:
+        await self.conversation.close()
+
+    def set_route(self, route: RouteKey | None) -> None:
+        self.route = route
+        self.controller.route = route
+
+    async def _approve(self, tool: str, description: str) -> bool:
+        session_id = self.session_id or ""
+        return await self.gateway.approvals.ask(
+            session_id, tool, description, lambda item: self.gateway.announce(self, item)
+        )
+
+    async def _on_event(self, item: ConversationEvent) -> None:
+        await self.gateway.on_live_event(self, item)
+
+    def status(self) -> dict[str, Any]:
+        return {"busy": self.conversation.busy, "queued": self.conversation.queued}

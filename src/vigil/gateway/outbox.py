@@ -1,0 +1,133 @@
+"""The outbox sender: every reply the gateway owes goes out from the store, retried with back-off.
+
+A reply is queued durably (``store.gateway``) before anything tries to send it, so a crash or
+a platform outage delays it but never loses it. A failed try is repeated after
+:func:`backoff` (or the platform's ``retry_after``); after ``attempts`` tries, or at once for
+an error the platform says is permanent, the entry is marked failed, logged and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Mapping
+
+from vigil.clock import Clock
+from vigil.gateway.adapters.base import Adapter, DeliveryError
+from vigil.store import SessionStore, StoreError
+from vigil.store.gateway_tables import OutboxEntry
+
+log = logging.getLogger(__name__)
+
+BACKOFF_BASE = 1.0
+BACKOFF_CAP = 300.0
+IDLE_RECHECK = 30.0
+"""Seconds between looks at the outbox when nothing wakes the sender (another process may
+have queued something; a clock jump may have made something due)."""
+
+Report = Callable[[str, OutboxEntry, str | None], None]
+"""Called with ``sent``, ``retry`` or ``failed``, the entry and the error text."""
+
+
+def backoff(attempt: int) -> float:
+    """Seconds before try ``attempt + 1`` (1, 2, 4 … capped at 5 minutes)."""
+    return min(BACKOFF_CAP, BACKOFF_BASE * 2 ** max(0, attempt - 1))
+
+
+class OutboxSender:
+    """Sends due outbox entries through their adapters until stopped."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        adapters: Mapping[str, Adapter],
+        clock: Clock,
+        *,
+        attempts: int,
+        report: Report,
+    ) -> None:
+        self.store = store
+        self.adapters = adapters
+        self.clock = clock
+        self.attempts = attempts
+        self.report = report
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="outbox")
+
+    def wake(self) -> None:
+        """Something was queued: look now."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def drain(self) -> None:
+        """Send everything due now, once (shutdown and tests)."""
+        await self._send_due()
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            self._wake.clear()
+            try:
+                await self._send_due()
+                next_due = await asyncio.to_thread(self.store.gateway.outbox_next_due)
+                failures = 0
+            except StoreError as exc:
+                failures += 1
+                log.warning("outbox: store error (retrying): %s", exc)
+                next_due = self.clock.now() + backoff(failures)
+            now = self.clock.now()
+            wait = IDLE_RECHECK if next_due is None else min(IDLE_RECHECK, max(0.0, next_due - now))
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _send_due(self) -> None:
+        while True:
+            due = await asyncio.to_thread(self.store.gateway.outbox_due, self.clock.now())
+            if not due:
+                return
+            for entry in due:
+                await self._send(entry)
+            if len(due) < 100:
+                return
+
+    async def _send(self, entry: OutboxEntry) -> None:
+        tables = self.store.gateway
+        adapter = self.adapters.get(entry.route.adapter)
+        try:
+            if adapter is None:
+                raise DeliveryError(f"no '{entry.route.adapter}' adapter is running")
+            await adapter.send(entry)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an adapter bug must not stop the outbox
+            error = str(exc) or type(exc).__name__
+            retryable = getattr(exc, "retryable", True)
+            tries = entry.attempts + 1
+            if not retryable or tries >= self.attempts:
+                await asyncio.to_thread(tables.outbox_fail, entry.id, error=error, now=self.clock.now())
+                log.error("outbox: reply %d to %s failed for good after %d tries: %s",
+                          entry.id, entry.route.adapter, tries, error)
+                self.report("failed", entry, error)
+                return
+            delay = getattr(exc, "retry_after", None) or backoff(tries)
+            await asyncio.to_thread(
+                tables.outbox_retry, entry.id, error=error, next_attempt_at=self.clock.now() + delay
+            )
+            self.report("retry", entry, error)
+            return
+        await asyncio.to_thread(tables.outbox_sent, entry.id, now=self.clock.now())
+        self.report("sent", entry, None)

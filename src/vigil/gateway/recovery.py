@@ -1,0 +1,89 @@
+"""Start-up: answer, once, every inbound message a crash left unanswered.
+
+An unfinished inbox entry is in one of three states, told apart by the conversation's history
+(the user message of a gateway turn carries ``meta["inbox"]``): never started (no such
+message: answer it now), answered but not marked (a final answer follows the message: finish
+the entry with that answer, no new turn), or cut off mid-turn (the message is there without a
+final answer: answer it again). An entry started :data:`MAX_ATTEMPTS` times is given up on
+rather than crashing the gateway forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Sequence
+
+from vigil.store import MessageRecord, SessionNotFound, StoreError
+from vigil.store.gateway_tables import ANSWERED, FAILED, InboxEntry, NewOutbound
+
+if TYPE_CHECKING:
+    from vigil.gateway.core import Gateway
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+
+
+def answer_in_history(messages: Sequence[MessageRecord], inbox_id: int) -> tuple[bool, str | None]:
+    """(whether the entry's user message is in ``messages``, the final answer after it)."""
+    found = False
+    for message in messages:
+        if not found:
+            found = message.role == "user" and message.meta.get("inbox") == inbox_id
+            continue
+        if message.role == "user":
+            break
+        if message.role == "assistant" and not message.tool_calls and not message.meta.get("cut_off"):
+            return True, message.content or ""
+    return found, None
+
+
+def _history(gateway: "Gateway", session_id: str) -> list[MessageRecord]:
+    store = gateway.store
+    messages: list[MessageRecord] = []
+    for session in store.conversation_sessions(session_id):
+        messages.extend(store.get_messages(session.id))
+    return messages
+
+
+async def recover(gateway: "Gateway") -> int:
+    """Answer what is unfinished; returns how many entries were handed on or finished."""
+    try:
+        entries = await asyncio.to_thread(gateway.store.gateway.inbox_unfinished)
+    except StoreError as exc:
+        log.error("cannot read the inbox at start-up: %s", exc)
+        return 0
+    handled = 0
+    for entry in entries:
+        try:
+            handled += await _recover_one(gateway, entry)
+        except (StoreError, SessionNotFound) as exc:
+            log.error("cannot recover inbox entry %d: %s", entry.id, exc)
+    if handled:
+        gateway.say(f"vigil gateway: {handled} message(s) left unanswered by the last run are being answered")
+    return handled
+
+
+async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
+    if entry.session_id:
+        try:
+            session_id = await asyncio.to_thread(gateway.store.newest_continuation, entry.session_id)
+            history = await asyncio.to_thread(_history, gateway, session_id)
+        except SessionNotFound:
+            history = []
+        found, answer = answer_in_history(history, entry.id)
+        if answer is not None:
+            reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
+            await gateway.finish(entry, ANSWERED, reply)
+            return 1
+        if entry.attempts >= MAX_ATTEMPTS:
+            note = f"⚠ vigil gave up on this message after {entry.attempts} attempts that did not finish"
+            await gateway.finish(entry, FAILED, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
+                                 error="gave up after repeated attempts")
+            return 1
+    lock = gateway._route_locks.setdefault(entry.route, asyncio.Lock())
+    async with lock:
+        live = await gateway._live_for_route(entry.route)
+        gateway.dispatch(entry, live)
+    return 1
