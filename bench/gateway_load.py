@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import signal
 import socket
 import sqlite3
@@ -58,6 +59,7 @@ class Gateway:
     port: int
     fake: FakeModelServer
     process: subprocess.Popen[bytes] | None = None
+    profile_to: Path | None = None
 
     @property
     def url(self) -> str:
@@ -69,8 +71,9 @@ class Gateway:
             "OPENAI_API_KEY": self.fake.api_key, "VIGIL_MODEL": "fake-model",
         }
         log = open(self.home / "gateway.out", "ab")
+        profiler = ["-m", "cProfile", "-o", str(self.profile_to)] if self.profile_to else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "vigil.cli.main", "gateway", "run", "--web-port", str(self.port)],
+            [sys.executable, *profiler, "-m", "vigil.cli.main", "gateway", "run", "--web-port", str(self.port)],
             env=env, stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
@@ -216,9 +219,11 @@ async def run_phase(gateway: Gateway, conversations: int, messages: int, kill: b
     return phase, audit(gateway.home / "state.db")
 
 
-def report(name: str, phase: Phase, counts: dict[str, int]) -> None:
+def report(name: str, phase: Phase, counts: dict[str, int], gateway_cpu: float, bench_cpu: float) -> None:
     seconds = phase.ended - phase.started
     print(f"{name}: {counts['accepted']} messages in {seconds:.1f} s = {counts['accepted'] / seconds:.0f} messages/s")
+    print(f"  CPU: gateway process {gateway_cpu:.1f} s ({gateway_cpu / counts['accepted'] * 1000:.1f} ms a message, "
+          f"start-up included), this process (clients + fake model) {bench_cpu:.1f} s")
     if phase.latencies:
         ms = [x * 1000 for x in phase.latencies]
         print(f"  added latency per message: p50 {pct(ms, 0.5):.1f} ms, p99 {pct(ms, 0.99):.1f} ms, "
@@ -231,20 +236,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--messages", type=int, default=10)
+    parser.add_argument("--profile", type=Path, help="write a cProfile of the steady phase's gateway here")
+    parser.add_argument("--steady-only", action="store_true", help="skip the SIGKILL phase")
     args = parser.parse_args()
     print(f"workload: {args.conversations} concurrent web conversations x {args.messages} messages, "
           "fake model answering at once, durable SQLite store, 2 phases")
     with FakeModelServer() as fake, tempfile.TemporaryDirectory() as tmp:
-        for name, kill in (("steady", False), ("SIGKILL + restart", True)):
+        phases = (("steady", False),) if args.steady_only else (("steady", False), ("SIGKILL + restart", True))
+        for name, kill in phases:
             home = Path(tmp) / name.split()[0]
             home.mkdir()
-            gateway = Gateway(home, free_port(), fake)
+            gateway = Gateway(home, free_port(), fake, profile_to=args.profile if not kill else None)
+            children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            own_before = resource.getrusage(resource.RUSAGE_SELF)
             gateway.start()
             try:
                 phase, counts = asyncio.run(run_phase(gateway, args.conversations, args.messages, kill))
             finally:
                 gateway.stop()
-            report(name, phase, counts)
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = lambda after, before: (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)  # noqa: E731
+            report(name, phase, counts, cpu(children, children_before), cpu(own, own_before))
     return 0
 
 

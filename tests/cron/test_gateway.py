@@ -61,7 +61,9 @@ def _gateway_until_a_run_ends(env: dict[str, str], *args: str) -> tuple[str, lis
             assert time.monotonic() < deadline, runs
             time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=15)
+        # Not communicate(): it reads the raw pipe and would miss what readline() buffered.
+        process.wait(15)
+        out, err = process.stdout.read(), process.stderr.read() if process.stderr else ""
     finally:
         if process.poll() is None:
             process.kill()
@@ -83,7 +85,7 @@ def test_gateway_process_runs_due_jobs_until_sigterm(
     assert [(r["job"], r["status"], r["answer"]) for r in runs] == [("soon", "ok", "Good morning.")]
     printed = (banner + out).splitlines()
     said = [line for line in printed if not line.startswith("    ")]  # the login link is printed, not logged
-    assert any("/login?token=" in line for line in printed if line.startswith("    ")), printed
+    assert any("/login?token=" in line for line in printed if line.startswith("    ")), "\n".join(printed)
     started = [line for line in said if "cron run started: soon (scheduled for " in line]
     ended = [line for line in said if "cron run ended: soon — ok in " in line]
     assert len(started) == 1 and len(ended) == 1 and said.index(started[0]) < said.index(ended[0]), said

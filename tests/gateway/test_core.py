@@ -235,3 +235,16 @@ async def test_no_answer_to_an_approval_means_denied(make_gateway: GatewayFactor
     assert not (target / "ran").exists()
     tool_results = [e for e in seen if e["type"] == "tool_finished"]
     assert tool_results and "declined" in tool_results[0]["content"]
+
+
+async def test_a_message_that_keeps_crashing_the_gateway_is_given_up_on(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway(start=False)
+    tables = h.store.gateway
+    entry, _ = tables.inbox_accept(CHAT, "poison", "crash me", received_at=1.0)
+    for _ in range(3):  # three starts that never finished (each a crash mid-turn)
+        tables.inbox_start(entry.id, "", now=1.0)
+    await h.gateway.start()
+    await eventually(lambda: h.adapter.sent, what="the give-up notice")
+    assert "gave up" in h.adapter.texts()[0]
+    assert tables.inbox_get(entry.id).status == FAILED
+    assert h.fake.requests == []

@@ -247,6 +247,14 @@ def check_everything(store: SessionStore, model: Model) -> None:
 def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], SessionStore]]:
     """A store with nothing in it but the sessions, new for every example hypothesis runs."""
     opened: list[SessionStore] = []
+    if request.param == "postgres":
+        # Opened here, not inside an example: the connection pool draws on the global random
+        # state, which hypothesis wants its examples to leave alone.
+        from vigil.store.postgres import PostgresStore
+
+        url = request.getfixturevalue("pg_clean_url")
+        opened.append(PostgresStore(url, clock=FakeClock()))
+        opened[0].schema_version()
 
     def fresh() -> SessionStore:
         if request.param == "sqlite":
@@ -254,11 +262,6 @@ def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Call
                 opened.pop().close()
             opened.append(SQLiteStore(tmp_path / f"{uuid.uuid4().hex}.db", clock=FakeClock()))
         else:
-            url = request.getfixturevalue("pg_clean_url")
-            if not opened:
-                from vigil.store.postgres import PostgresStore
-
-                opened.append(PostgresStore(url, clock=FakeClock()))
             empty_schema(request.getfixturevalue("postgres_server"), url.rpartition("schema=")[2])
         store = opened[0]
         for session_id in SESSIONS:

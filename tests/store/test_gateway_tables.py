@@ -3,9 +3,6 @@ every backend, through the protocol only (raw SQL only to damage or break a tabl
 
 from __future__ import annotations
 
-import random
-import threading
-
 import pytest
 
 from vigil.store import SessionNotFound, SessionStore, StoreError
@@ -20,7 +17,6 @@ from vigil.store.gateway_tables import (
     RouteKey,
 )
 
-from .conftest import StoreFactory
 from .gateway_support import (
     BREAK_OUTBOX,
     REPAIR_OUTBOX,
@@ -193,6 +189,18 @@ def test_a_crash_mid_turn_restarts_the_entry(store: SessionStore) -> None:
     assert [e.id for e in tables.inbox_unfinished()] == [entry.id]
     again = tables.inbox_start(entry.id, second_try, now=9.0)
     assert (again.attempts, again.session_id, again.started_at) == (2, second_try, 9.0)
+
+
+def test_starting_before_the_session_exists(store: SessionStore) -> None:
+    """A new conversation makes its session with its first turn: the entry is running in no
+    session yet, and the reply names the session that answered."""
+    tables = store.gateway
+    entry, _ = tables.inbox_accept(WEB, "m1", "hello", received_at=1.0)
+    started = tables.inbox_start(entry.id, "", now=2.0)
+    assert (started.status, started.session_id, started.attempts) == (RUNNING, None, 1)
+    answered_in = session(store)
+    reply = tables.inbox_finish(entry.id, ANSWERED, now=3.0, reply=NewOutbound(WEB, "hi", session_id=answered_in))
+    assert reply is not None and (reply.session_id, reply.inbox_id) == (answered_in, entry.id)
 
 
 def test_finishing_twice_writes_nothing(store: SessionStore) -> None:
@@ -446,68 +454,3 @@ def test_a_damaged_outbox_row_is_named_not_sent(store: SessionStore, raw: RawSQL
     raw(f"UPDATE {{s}}.gateway_outbox SET meta = '{{}}', status = 'in flight' WHERE id = {entry.id}")
     with pytest.raises(DamagedRow, match=rf"gateway_outbox row {entry.id}: column status"):
         tables.outbox_counts()
-
-
-# -- concurrency ----------------------------------------------------------------------------
-def test_concurrent_accepts_of_one_message_store_it_once(store_factory: StoreFactory) -> None:
-    """Threads on four stores of their own (four processes, as far as the database can tell)
-    deliver the same messages in different orders: each is stored once, and exactly one
-    delivery of each hears ``True``."""
-    stores = [store_factory() for _ in range(4)]
-    ids = [f"update-{n}" for n in range(40)]
-    threads_per_store = 2
-    barrier = threading.Barrier(len(stores) * threads_per_store)
-    outcomes: list[tuple[str, int, bool]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def deliver(store: SessionStore, seed: int) -> None:
-        order = ids[:]
-        random.Random(seed).shuffle(order)
-        barrier.wait()
-        for external_id in order:
-            try:
-                entry, new = store.gateway.inbox_accept(WEB, external_id, f"text of {external_id}", received_at=1.0)
-            except BaseException as exc:  # noqa: BLE001 - every failure is reported
-                with lock:
-                    errors.append(exc)
-                continue
-            with lock:
-                outcomes.append((external_id, entry.id, new))
-
-    threads = [
-        threading.Thread(target=deliver, args=(s, n * threads_per_store + t))
-        for n, s in enumerate(stores)
-        for t in range(threads_per_store)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    for external_id in ids:
-        mine = [(entry_id, new) for eid, entry_id, new in outcomes if eid == external_id]
-        assert len(mine) == len(threads)
-        assert sum(new for _, new in mine) == 1, external_id
-        assert len({entry_id for entry_id, _ in mine}) == 1
-    assert stores[0].gateway.inbox_counts()[PENDING] == len(ids)
-
-
-def test_concurrent_finishes_queue_one_reply(store_factory: StoreFactory) -> None:
-    stores = [store_factory() for _ in range(3)]
-    entry, _ = stores[0].gateway.inbox_accept(WEB, "m1", "hello", received_at=1.0)
-    barrier = threading.Barrier(6)
-    replies: list[object] = []
-
-    def finish(store: SessionStore, n: int) -> None:
-        barrier.wait()
-        replies.append(store.gateway.inbox_finish(entry.id, ANSWERED, now=2.0, reply=NewOutbound(WEB, f"reply {n}")))
-
-    threads = [threading.Thread(target=finish, args=(stores[n % 3], n)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    queued = [r for r in replies if r is not None]
-    assert len(replies) == 6 and len(queued) == 1
-    assert stores[1].gateway.outbox_list() == queued

@@ -77,11 +77,11 @@ async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
             reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
             await gateway.finish(entry, ANSWERED, reply)
             return 1
-        if entry.attempts >= MAX_ATTEMPTS:
-            note = f"⚠ vigil gave up on this message after {entry.attempts} attempts that did not finish"
-            await gateway.finish(entry, FAILED, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
-                                 error="gave up after repeated attempts")
-            return 1
+    if entry.attempts >= MAX_ATTEMPTS:
+        note = f"⚠ vigil gave up on this message after {entry.attempts} attempts that did not finish"
+        await gateway.finish(entry, FAILED, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
+                             error="gave up after repeated attempts")
+        return 1
     lock = gateway._route_locks.setdefault(entry.route, asyncio.Lock())
     async with lock:
         live = await gateway._live_for_route(entry.route)

@@ -91,8 +91,8 @@ def outbound_params(message: NewOutbound) -> OutboundParams:
         raise ValueError(f"unknown outbox kind {message.kind!r}; expected one of {list(OUTBOX_KINDS)}")
     if message.session_id is not None:
         check_text(message.session_id, "session_id", empty=False)
-    if message.inbox_id is not None and (type(message.inbox_id) is not int):
-        raise TypeError(f"inbox_id must be an int, not {type(message.inbox_id).__name__}")
+    if message.inbox_id is not None:
+        check_id(message.inbox_id)
     return (
         *route_params(message.route),
         message.kind,
@@ -101,6 +101,12 @@ def outbound_params(message: NewOutbound) -> OutboundParams:
         message.inbox_id,
         meta_json(message.meta),
     )
+
+
+def started_session(session_id: str) -> str | None:
+    """The session an entry is started in; ``""`` (not known yet: the conversation makes its
+    session with the first turn) is stored as ``None``."""
+    return check_text(session_id, "session_id") or None
 
 
 def finish_status(status: str) -> str:

@@ -150,7 +150,8 @@ class GatewayTables(Protocol):
     def inbox_start(self, entry_id: int, session_id: str, *, now: float) -> InboxEntry:
         """Mark an entry ``running`` in ``session_id`` (attempts + 1) and return it.
         Raises ``KeyError`` for an unknown id. An entry already finished is returned as it is
-        (its status says so) and not started again: a message is answered once."""
+        (its status says so) and not started again: a message is answered once.
+        ``session_id=""`` (the session is not made yet) leaves ``session_id`` ``None``."""
         ...
 
     def inbox_finish(

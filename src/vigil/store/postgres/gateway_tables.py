@@ -36,6 +36,7 @@ from vigil.store.gateway_rows import (
     outbox_statuses,
     route_of,
     route_params,
+    started_session,
 )
 from vigil.store.gateway_tables import (
     INBOX_STATUSES,
@@ -156,13 +157,13 @@ class PostgresGatewayTables:
 
     def inbox_start(self, entry_id: int, session_id: str, *, now: float) -> InboxEntry:
         check_id(entry_id)
-        check_text(session_id, "session_id", empty=False)
+        started_in = started_session(session_id)
         with self._db.write() as conn:
             run = partial(self._db.run, conn)
             started = run(
                 "UPDATE {s}.gateway_inbox SET status = 'running', session_id = %s, attempts = attempts + 1,"
                 f" started_at = %s WHERE id = %s AND {_UNFINISHED} RETURNING {INBOX_COLUMNS}",
-                (session_id, now, entry_id),
+                (started_in, now, entry_id),
             ).fetchone()
             return inbox_from_row(started if started is not None else _inbox_row(run, entry_id))
 

@@ -33,6 +33,7 @@ from vigil.store.gateway_rows import (
     outbox_statuses,
     route_of,
     route_params,
+    started_session,
 )
 from vigil.store.gateway_tables import (
     INBOX_STATUSES,
@@ -152,13 +153,13 @@ class SQLiteGatewayTables:
 
     def inbox_start(self, entry_id: int, session_id: str, *, now: float) -> InboxEntry:
         check_id(entry_id)
-        check_text(session_id, "session_id", empty=False)
+        started_in = started_session(session_id)
 
         def write(conn: sqlite3.Connection) -> InboxEntry:
             started = conn.execute(
                 "UPDATE gateway_inbox SET status = 'running', session_id = ?, attempts = attempts + 1,"
                 f" started_at = ? WHERE id = ? AND {_UNFINISHED} RETURNING {INBOX_COLUMNS}",
-                (session_id, now, entry_id),
+                (started_in, now, entry_id),
             ).fetchall()
             if started:
                 return inbox_from_row(started[0])
