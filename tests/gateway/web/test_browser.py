@@ -95,6 +95,8 @@ def test_log_in_chat_stream_heartbeat_reload_and_script_shown_as_text(
     partial = [text for text in seen if text and len(text) < len("Hello! Here is bold, code and a list:")]
     assert partial, f"the answer never showed part way: {seen[:5]}"
     assert page.locator(".message.user .bubble").first.inner_text() == "hi there"
+    page.wait_for_function("() => document.getElementById('status').textContent === ''")  # no longer busy
+    page.wait_for_function("() => document.getElementById('title').textContent === 'hi there'")
 
     # A heartbeat set from the composer fires unprompted, marked with its header.
     _send(page, "/heartbeat every 3s say tick")
