@@ -69,11 +69,12 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
         raise click.ClickException(str(exc)) from None
     # Only what was given: the process's own defaults come from config.
     options = {name: value for name, value in (("web_port", web_port), ("bind", bind)) if value is not None}
+    from vigil.gateway.http import PortUnavailable
     from vigil.gateway.lock import GatewayRunning, LockUnavailable
 
     try:
         asyncio.run(_run(app, options))
-    except (GatewayRunning, LockUnavailable) as exc:  # raised by the process's acquire() at start
+    except (GatewayRunning, LockUnavailable, PortUnavailable) as exc:  # raised at start, before serving
         raise click.ClickException(str(exc)) from None
 
 

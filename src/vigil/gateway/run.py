@@ -16,6 +16,7 @@ import asyncio
 import hmac
 import logging
 import signal
+import socket
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -86,8 +87,15 @@ async def serve(
     login URL with its token). ``reload`` set: re-read config.yaml (SIGHUP)."""
     clock = clock or SystemClock()
     zone = default_zone(settings.timezone)
+    sock: socket.socket | None = None
+    if config.serve_http:
+        # First of all: a port in use is a clear error before anything is written or started.
+        host = config.bind or settings.gateway.web.host
+        port = settings.gateway.web.port if config.web_port is None else config.web_port
+        sock = listen(host, port)
     activity = GatewayActivity(announce, profile.logs_dir / LOG_NAME, clock=clock, zone=zone)
     grace = settings.gateway.stop_timeout if config.stop_grace is None else config.stop_grace
+    http: HttpServer | None = None
     try:
         repo = CronRepo(store, clock)
         runner = CronRunner(repo=repo, client=client, profile=profile, settings=settings, clock=clock)
@@ -102,14 +110,13 @@ async def serve(
             clock=clock, say=activity.say, metrics=metrics,
         )
         run = GatewayRun(scheduler, gateway)
-        http: HttpServer | None = None
         token = load_or_create_token(profile)
-        if config.serve_http:
-            host = config.bind or settings.gateway.web.host
-            port = settings.gateway.web.port if config.web_port is None else config.web_port
+        if sock is not None:
             routes = [route for adapter in adapters.values() for route in adapter.http_routes()]
-            routes += http_routes(metrics, store_check(store), authorized=lambda request: bearer_matches(request, token))
-            http = HttpServer(routes_app(routes), listen(host, port))
+            routes += http_routes(
+                metrics, store_check(store), authorized=lambda request: bearer_matches(request, token)
+            )
+            http = HttpServer(routes_app(routes), sock)
             run.url = http.url
         keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler))
         await gateway.start()
@@ -153,6 +160,8 @@ async def serve(
         return run
     finally:
         activity.close()
+        if http is None and sock is not None:
+            sock.close()
 
 
 def _snapshot(run: GatewayRun, cron: CronScheduler) -> dict[str, Any]:
