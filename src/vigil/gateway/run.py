@@ -81,10 +81,12 @@ async def serve(
     config: GatewayConfig = GatewayConfig(),
     reload: asyncio.Event | None = None,
     private: Callable[[str], None] | None = None,
+    on_started: Callable[[GatewayRun], None] | None = None,
 ) -> GatewayRun:
     """Serve until ``stop`` is set. ``announce`` receives every line the gateway says, which
     also go to ``logs/gateway.log``; ``private`` receives lines that must not be logged (the
-    login URL with its token). ``reload`` set: re-read config.yaml (SIGHUP)."""
+    login URL with its token). ``reload`` set: re-read config.yaml (SIGHUP). ``on_started``
+    is called with the running parts once the gateway serves (for tests and embedders)."""
     clock = clock or SystemClock()
     zone = default_zone(settings.timezone)
     sock: socket.socket | None = None
@@ -111,10 +113,11 @@ async def serve(
         )
         run = GatewayRun(scheduler, gateway)
         token = load_or_create_token(profile)
+        run.extra["token"] = token
         if sock is not None:
             routes = [route for adapter in adapters.values() for route in adapter.http_routes()]
             routes += http_routes(
-                metrics, store_check(store), authorized=lambda request: bearer_matches(request, token)
+                metrics, store_check(store), authorized=lambda request: bearer_matches(request, run.extra["token"])
             )
             http = HttpServer(routes_app(routes), sock)
             run.url = http.url
@@ -141,6 +144,8 @@ async def serve(
             private("    (the same link later: vigil gateway status)")
         await asyncio.to_thread(keeper.write, "running")
         keeping = asyncio.create_task(keeper.run(), name="gateway-status")
+        if on_started is not None:
+            on_started(run)
         try:
             await _wait(stop, reload, lambda: _reload(run, profile, activity))
         finally:
@@ -221,6 +226,10 @@ async def _reload(run: GatewayRun, profile: Profile, activity: GatewayActivity) 
     except Exception as exc:  # a broken file keeps the running configuration
         activity.say(f"vigil gateway: SIGHUP: config.yaml not reloaded, keeping the running configuration: {exc}")
         return
+    try:  # /metrics takes the token the web chat takes (a deleted token file makes a new one)
+        run.extra["token"] = await asyncio.to_thread(load_or_create_token, profile)
+    except OSError as exc:
+        activity.say(f"vigil gateway: error: SIGHUP: cannot read the login token, keeping the old one: {exc}")
     for adapter in run.gateway.adapters.values():
         try:
             await adapter.reload(settings)
