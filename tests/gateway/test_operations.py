@@ -447,6 +447,18 @@ def test_the_log_has_a_line_per_turn_fire_failed_delivery_and_cron_run_and_never
     assert gateway.token in output(gateway)  # printed on stdout, for the person who started it
 
 
+def test_under_the_systemd_journal_the_login_token_is_not_printed(fake_model: FakeModelServer, vigil_home: Path) -> None:
+    """systemd sets JOURNAL_STREAM when stdout is the journal: a log, which must not keep the token."""
+    gateway = GatewayProcess(vigil_home, fake_model, env={"JOURNAL_STREAM": "8:123456"})
+    gateway.start()
+    assert gateway.stop() == 0
+    said = output(gateway)
+    assert gateway.token not in said and "login?token=" not in said
+    assert "Open the web chat with the login URL `vigil gateway status` prints" in said
+    shown = vigil(gateway, "gateway", "status")  # where the person finds it instead
+    assert shown.returncode == 3 and gateway.token in shown.stdout
+
+
 # -- defects found in the core (owned elsewhere): the failing tests -------------------------------
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -49,7 +49,7 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
     adapters. One gateway runs per profile; a second one refuses to start.
 
     At start it prints a login link for the web chat (http://127.0.0.1:8787/login?token=…;
-    `vigil gateway status` shows it again). It serves every conversation of the profile, fires
+    `vigil gateway status` shows it again), except into the systemd journal, which is kept. It serves every conversation of the profile, fires
     the heartbeats of the conversations no `vigil chat` has open, and runs due cron jobs.
 
     Prints one line per turn, heartbeat fire, delivery, cron run and error; the same lines go
@@ -79,7 +79,7 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
 
 
 async def _run(app: AppContext, options: dict[str, Any]) -> None:
-    from vigil.gateway.run import run_until_signalled
+    from vigil.gateway.run import GatewayConfig, run_until_signalled
     from vigil.models.base import ModelError
     from vigil.models.factory import resolve_model_settings
     from vigil.models.lazy import LazyModelClient
@@ -104,6 +104,8 @@ async def _run(app: AppContext, options: dict[str, Any]) -> None:
             client=client,
             announce=lambda line: click.echo(line, err=False),
             private=lambda line: click.echo(line, err=False),
+            # systemd sets JOURNAL_STREAM when stdout goes to the journal, a log kept on disk.
+            config=GatewayConfig(login_link=not os.environ.get("JOURNAL_STREAM")),
             **options,
         )
     finally:

@@ -56,6 +56,9 @@ class GatewayConfig:
     bind: str | None = None
     """``--bind``: the address to listen on, given explicitly (may be non-loopback)."""
     serve_http: bool = True
+    login_link: bool = True
+    """Print the login URL with its token at start; off where stdout is kept as a log (the
+    systemd journal), which must not hold the token: then only where to find it is said."""
 
 
 @dataclass
@@ -140,8 +143,12 @@ async def serve(
             + f"Stop with Ctrl-C or SIGTERM. Log: {profile.logs_dir / LOG_NAME}"
         )
         if run.url is not None and "web" in adapters and private is not None:
-            private(f"    Open the web chat: {run.url}/login?token={token}")
-            private("    (the same link later: vigil gateway status)")
+            if config.login_link:
+                private(f"    Open the web chat: {run.url}/login?token={token}")
+                private("    (the same link later: vigil gateway status)")
+            else:
+                private("    Open the web chat with the login URL `vigil gateway status` prints "
+                        "(not written here: this output is kept as a log)")
         await asyncio.to_thread(keeper.write, "running")
         keeping = asyncio.create_task(keeper.run(), name="gateway-status")
         if on_started is not None:
