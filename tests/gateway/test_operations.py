@@ -160,7 +160,12 @@ def test_a_second_gateway_on_the_same_profile_refuses_in_one_line_and_writes_not
     status_before = json.loads(vigil(gateway, "gateway", "status", "--json").stdout)
 
     other_port = free_port()
-    second = vigil(gateway, "gateway", "run", "--web-port", str(other_port), timeout=60)
+    # Started without a model in its environment: it would warn about that if it ran, but it refuses first.
+    unconfigured = {**gateway.environment(), "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "VIGIL_MODEL": ""}
+    second = subprocess.run(
+        [sys.executable, "-m", "vigil.cli.main", "gateway", "run", "--web-port", str(other_port)],
+        env=unconfigured, capture_output=True, text=True, timeout=60,
+    )
 
     assert second.returncode == 1
     said = (second.stdout + second.stderr).strip()

@@ -84,17 +84,19 @@ async def _run(app: AppContext, options: dict[str, Any]) -> None:
     from vigil.models.factory import resolve_model_settings
     from vigil.models.lazy import LazyModelClient
 
-    try:
-        resolve_model_settings(app.settings.model, os.environ)
-    except ModelError as exc:
-        click.echo(
-            f"vigil gateway: warning: no model is configured yet; scheduled runs will fail until one is. {exc}",
-            err=True,
-        )
-    from vigil.tools import sandbox
+    def warn() -> None:  # once the lock is ours: a gateway that refuses to start says only why
+        try:
+            resolve_model_settings(app.settings.model, os.environ)
+        except ModelError as exc:
+            click.echo(
+                f"vigil gateway: warning: no model is configured yet; scheduled runs will fail until one is. {exc}",
+                err=True,
+            )
+        from vigil.tools import sandbox
 
-    if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
-        click.echo(f"vigil gateway: {warning}", err=True)
+        if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
+            click.echo(f"vigil gateway: {warning}", err=True)
+
     client = LazyModelClient(app.settings.model)
     try:
         await run_until_signalled(
@@ -106,6 +108,7 @@ async def _run(app: AppContext, options: dict[str, Any]) -> None:
             private=lambda line: click.echo(line, err=False),
             # systemd sets JOURNAL_STREAM when stdout goes to the journal, a log kept on disk.
             config=GatewayConfig(login_link=not os.environ.get("JOURNAL_STREAM")),
+            on_locked=warn,
             **options,
         )
     finally:

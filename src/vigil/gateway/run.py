@@ -257,10 +257,12 @@ async def run_until_signalled(
     config: GatewayConfig = GatewayConfig(),
     web_port: int | None = None,
     bind: str | None = None,
+    on_locked: Callable[[], None] | None = None,
 ) -> None:
     """:func:`serve` with SIGINT and SIGTERM setting the stop event and SIGHUP the reload
     event (running turns get the stop grace, then are interrupted; the process exits 0).
-    ``web_port`` and ``bind`` are ``--web-port`` and ``--bind``."""
+    ``web_port`` and ``bind`` are ``--web-port`` and ``--bind``; ``on_locked`` is called once
+    the profile's gateway lock is held (warnings that a refused second gateway must not print)."""
     if web_port is not None or bind is not None:
         config = replace(config, web_port=web_port if web_port is not None else config.web_port,
                          bind=bind if bind is not None else config.bind)
@@ -274,6 +276,8 @@ async def run_until_signalled(
             signal.signal(sig, lambda *_, f=flag: loop.call_soon_threadsafe(f.set))
     try:
         with acquire(profile):
+            if on_locked is not None:
+                on_locked()
             await serve(
                 store=store, profile=profile, settings=settings, client=client, stop=stop,
                 announce=announce, private=private, config=config, reload=reload,
