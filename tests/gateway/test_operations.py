@@ -18,6 +18,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.gateway.operations import (
+    answers, configure, gateway, interrupted_then_restarted, log_text, output, users, vigil,
+)
 from tests.gateway.process import GatewayProcess, free_port, history, new_conversation, send, wait_for
 from vigil.store import SQLiteStore
 from vigil.store.gateway_tables import NewOutbound, RouteKey
@@ -26,44 +29,7 @@ from vigil.testing.scripting import Reply
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture
-def gateway(fake_model: FakeModelServer, vigil_home: Path):
-    process = GatewayProcess(vigil_home, fake_model, env={"VIGIL_TEST_HEARTBEAT_MIN_SECONDS": "1"})
-    yield process
-    if process.process is not None and process.process.poll() is None:
-        process.stop(signal.SIGKILL)
-
-
-def vigil(gateway: GatewayProcess, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run a ``vigil`` command against the gateway's profile."""
-    return subprocess.run(
-        [sys.executable, "-m", "vigil.cli.main", *args], env=gateway.environment(),
-        capture_output=True, text=True, timeout=timeout,
-    )
-
-
-def configure(gateway: GatewayProcess, key: str, value: str) -> None:
-    done = vigil(gateway, "config", "set", key, value)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def answers(client: httpx.Client, session_id: str) -> list[str]:
-    return [m["content"] for m in history(client, session_id)["messages"]
-            if m["role"] == "assistant" and not m["tool_calls"]]
-
-
-def users(client: httpx.Client, session_id: str) -> list[str]:
-    return [m["content"] for m in history(client, session_id)["messages"] if m["role"] == "user"]
-
-
-def log_text(gateway: GatewayProcess) -> str:
-    path = gateway.home / "logs" / "gateway.log"
-    return path.read_text() if path.exists() else ""
-
-
-def output(gateway: GatewayProcess) -> str:
-    return "".join(gateway.output)
+__all__ = ["gateway"]  # the fixture, imported for pytest
 
 
 # -- 1. SIGTERM ------------------------------------------------------------------------------
@@ -98,50 +64,13 @@ def test_sigterm_lets_the_running_turn_finish_and_leaves_queued_messages_for_the
     assert gateway.stop() == 0
 
 
-def _interrupted_then_restarted(gateway: GatewayProcess, fake_model: FakeModelServer) -> tuple[str, list[dict[str, Any]]]:
-    """A turn cut off by SIGTERM's bound, then the gateway started again: the session id and
-    its history once the message is answered."""
-    configure(gateway, "gateway.stop_timeout", "0.5")
-    fake_model.queue(Reply.text(["slow "] * 40, chunk_delay=0.5))
-    gateway.start()
-    with gateway.client() as client:
-        session_id = new_conversation(client)
-        send(client, session_id, "answer me")
-        fake_model.wait_for_requests(1, timeout=20)
-        assert gateway.stop(signal.SIGTERM) == 0
-    said = output(gateway)
-    assert "waiting up to 0.5 s for 1 running turn(s)" in said
-    assert "stopped (0 message(s) answered" in said
-
-    fake_model.queue("the one answer")
-    gateway.start()
-    with gateway.client() as client:
-        wait_for(lambda: "the one answer" in answers(client, session_id), what="the answer after restart")
-        time.sleep(1)  # nothing more comes
-        messages = history(client, session_id)["messages"]
-    assert gateway.stop() == 0
-    return session_id, messages
-
-
 def test_sigterm_with_a_bound_shorter_than_the_turn_interrupts_it_and_it_is_answered_once_after_restart(
     gateway: GatewayProcess, fake_model: FakeModelServer
 ) -> None:
-    _, messages = _interrupted_then_restarted(gateway, fake_model)
+    _, messages = interrupted_then_restarted(gateway, fake_model)
     final = [m["content"] for m in messages if m["role"] == "assistant" and m["content"] == "the one answer"]
     assert final == ["the one answer"]
     assert len(fake_model.requests) == 2
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "recovery.py re-dispatches a cut-off inbox entry as a fresh turn (gateway.dispatch -> "
-    "conversation.submit(entry.text)), which stores the user message a second time: the history "
-    "(and the model's next prompt) holds the question twice"
-))
-def test_a_message_whose_turn_sigterm_interrupted_is_in_the_history_once_after_restart(
-    gateway: GatewayProcess, fake_model: FakeModelServer
-) -> None:
-    _, messages = _interrupted_then_restarted(gateway, fake_model)
-    assert [m["content"] for m in messages if m["role"] == "user"] == ["answer me"]
 
 
 # -- 2. a second gateway ---------------------------------------------------------------------
@@ -462,42 +391,3 @@ def test_under_the_systemd_journal_the_login_token_is_not_printed(fake_model: Fa
     assert "Open the web chat with the login URL `vigil gateway status` prints" in said
     shown = vigil(gateway, "gateway", "status")  # where the person finds it instead
     assert shown.returncode == 3 and gateway.token in shown.stdout
-
-
-# -- defects found in the core (owned elsewhere): the failing tests -------------------------------
-
-@pytest.mark.xfail(strict=True, reason=(
-    "core.py _settle() calls inbox_start() (attempts + 1) when an entry is dispatched, not when its "
-    "turn starts: a message that only waited in the queue counts as started at every SIGTERM, and "
-    "recovery.py gives it up after MAX_ATTEMPTS restarts without ever having run it"
-))
-def test_a_message_that_only_waited_in_the_queue_is_not_counted_as_started(
-    gateway: GatewayProcess, fake_model: FakeModelServer
-) -> None:
-    """Counted as started, a message queued behind a long turn at three SIGTERMs in a row is
-    given up ("vigil gave up on this message after 3 attempts") without ever having run."""
-    configure(gateway, "gateway.stop_timeout", "0.2")
-    fake_model.queue(Reply.text(["slow "] * 40, chunk_delay=0.5))
-    gateway.start()
-    with gateway.client() as client:
-        session_id = new_conversation(client)
-        running = send(client, session_id, "a long job")["inbox_id"]
-        queued = send(client, session_id, "a quick question")["inbox_id"]
-        fake_model.wait_for_requests(1, timeout=30)
-        assert gateway.stop(signal.SIGTERM) == 0
-    assert len(fake_model.requests) == 1  # the queued message never reached the model
-    store = SQLiteStore(gateway.home / "state.db")
-    try:
-        started, waited = store.gateway.inbox_get(running), store.gateway.inbox_get(queued)
-    finally:
-        store.close()
-    assert started is not None and started.attempts == 1
-    assert waited is not None and waited.attempts == 0, waited
-
-
-def _unfinished(gateway: GatewayProcess) -> list[Any]:
-    store = SQLiteStore(gateway.home / "state.db")
-    try:
-        return store.gateway.inbox_unfinished()
-    finally:
-        store.close()
