@@ -49,8 +49,9 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
     adapters. One gateway runs per profile; a second one refuses to start.
 
     At start it prints a login link for the web chat (http://127.0.0.1:8787/login?token=…;
-    `vigil gateway status` shows it again), except into the systemd journal, which is kept. It serves every conversation of the profile, fires
-    the heartbeats of the conversations no `vigil chat` has open, and runs due cron jobs.
+    `vigil gateway status` shows it again), except into the systemd journal, which is kept.
+    It serves every conversation of the profile, fires the heartbeats of the conversations no
+    `vigil chat` has open, and runs due cron jobs.
 
     Prints one line per turn, heartbeat fire, delivery, cron run and error; the same lines go
     to logs/gateway.log in the profile (rotated at 5 MB, three old files kept). /healthz and
