@@ -49,8 +49,9 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
     adapters. One gateway runs per profile; a second one refuses to start.
 
     At start it prints a login link for the web chat (http://127.0.0.1:8787/login?token=…;
-    `vigil gateway status` shows it again). It serves every conversation of the profile, fires
-    the heartbeats of the conversations no `vigil chat` has open, and runs due cron jobs.
+    `vigil gateway status` shows it again), except into the systemd journal, which is kept.
+    It serves every conversation of the profile, fires the heartbeats of the conversations no
+    `vigil chat` has open, and runs due cron jobs.
 
     Prints one line per turn, heartbeat fire, delivery, cron run and error; the same lines go
     to logs/gateway.log in the profile (rotated at 5 MB, three old files kept). /healthz and
@@ -69,31 +70,34 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
         raise click.ClickException(str(exc)) from None
     # Only what was given: the process's own defaults come from config.
     options = {name: value for name, value in (("web_port", web_port), ("bind", bind)) if value is not None}
+    from vigil.gateway.http import PortUnavailable
     from vigil.gateway.lock import GatewayRunning, LockUnavailable
 
     try:
         asyncio.run(_run(app, options))
-    except (GatewayRunning, LockUnavailable) as exc:  # raised by the process's acquire() at start
+    except (GatewayRunning, LockUnavailable, PortUnavailable) as exc:  # raised at start, before serving
         raise click.ClickException(str(exc)) from None
 
 
 async def _run(app: AppContext, options: dict[str, Any]) -> None:
-    from vigil.gateway.run import run_until_signalled
+    from vigil.gateway.run import GatewayConfig, run_until_signalled
     from vigil.models.base import ModelError
     from vigil.models.factory import resolve_model_settings
     from vigil.models.lazy import LazyModelClient
 
-    try:
-        resolve_model_settings(app.settings.model, os.environ)
-    except ModelError as exc:
-        click.echo(
-            f"vigil gateway: warning: no model is configured yet; scheduled runs will fail until one is. {exc}",
-            err=True,
-        )
-    from vigil.tools import sandbox
+    def warn() -> None:  # once the lock is ours: a gateway that refuses to start says only why
+        try:
+            resolve_model_settings(app.settings.model, os.environ)
+        except ModelError as exc:
+            click.echo(
+                f"vigil gateway: warning: no model is configured yet; scheduled runs will fail until one is. {exc}",
+                err=True,
+            )
+        from vigil.tools import sandbox
 
-    if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
-        click.echo(f"vigil gateway: {warning}", err=True)
+        if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
+            click.echo(f"vigil gateway: {warning}", err=True)
+
     client = LazyModelClient(app.settings.model)
     try:
         await run_until_signalled(
@@ -103,6 +107,9 @@ async def _run(app: AppContext, options: dict[str, Any]) -> None:
             client=client,
             announce=lambda line: click.echo(line, err=False),
             private=lambda line: click.echo(line, err=False),
+            # systemd sets JOURNAL_STREAM when stdout goes to the journal, a log kept on disk.
+            config=GatewayConfig(login_link=not os.environ.get("JOURNAL_STREAM")),
+            on_locked=warn,
             **options,
         )
     finally:

@@ -16,6 +16,7 @@ import asyncio
 import hmac
 import logging
 import signal
+import socket
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -55,6 +56,9 @@ class GatewayConfig:
     bind: str | None = None
     """``--bind``: the address to listen on, given explicitly (may be non-loopback)."""
     serve_http: bool = True
+    login_link: bool = True
+    """Print the login URL with its token at start; off where stdout is kept as a log (the
+    systemd journal), which must not hold the token: then only where to find it is said."""
 
 
 @dataclass
@@ -80,14 +84,23 @@ async def serve(
     config: GatewayConfig = GatewayConfig(),
     reload: asyncio.Event | None = None,
     private: Callable[[str], None] | None = None,
+    on_started: Callable[[GatewayRun], None] | None = None,
 ) -> GatewayRun:
     """Serve until ``stop`` is set. ``announce`` receives every line the gateway says, which
     also go to ``logs/gateway.log``; ``private`` receives lines that must not be logged (the
-    login URL with its token). ``reload`` set: re-read config.yaml (SIGHUP)."""
+    login URL with its token). ``reload`` set: re-read config.yaml (SIGHUP). ``on_started``
+    is called with the running parts once the gateway serves (for tests and embedders)."""
     clock = clock or SystemClock()
     zone = default_zone(settings.timezone)
+    sock: socket.socket | None = None
+    if config.serve_http:
+        # First of all: a port in use is a clear error before anything is written or started.
+        host = config.bind or settings.gateway.web.host
+        port = settings.gateway.web.port if config.web_port is None else config.web_port
+        sock = listen(host, port)
     activity = GatewayActivity(announce, profile.logs_dir / LOG_NAME, clock=clock, zone=zone)
     grace = settings.gateway.stop_timeout if config.stop_grace is None else config.stop_grace
+    http: HttpServer | None = None
     try:
         repo = CronRepo(store, clock)
         runner = CronRunner(repo=repo, client=client, profile=profile, settings=settings, clock=clock)
@@ -102,14 +115,14 @@ async def serve(
             clock=clock, say=activity.say, metrics=metrics,
         )
         run = GatewayRun(scheduler, gateway)
-        http: HttpServer | None = None
         token = load_or_create_token(profile)
-        if config.serve_http:
-            host = config.bind or settings.gateway.web.host
-            port = settings.gateway.web.port if config.web_port is None else config.web_port
+        run.extra["token"] = token
+        if sock is not None:
             routes = [route for adapter in adapters.values() for route in adapter.http_routes()]
-            routes += http_routes(metrics, store_check(store), authorized=lambda request: bearer_matches(request, token))
-            http = HttpServer(routes_app(routes), listen(host, port))
+            routes += http_routes(
+                metrics, store_check(store), authorized=lambda request: bearer_matches(request, run.extra["token"])
+            )
+            http = HttpServer(routes_app(routes), sock)
             run.url = http.url
         keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler))
         await gateway.start()
@@ -130,10 +143,16 @@ async def serve(
             + f"Stop with Ctrl-C or SIGTERM. Log: {profile.logs_dir / LOG_NAME}"
         )
         if run.url is not None and "web" in adapters and private is not None:
-            private(f"    Open the web chat: {run.url}/login?token={token}")
-            private("    (the same link later: vigil gateway status)")
+            if config.login_link:
+                private(f"    Open the web chat: {run.url}/login?token={token}")
+                private("    (the same link later: vigil gateway status)")
+            else:
+                private("    Open the web chat with the login URL `vigil gateway status` prints "
+                        "(not written here: this output is kept as a log)")
         await asyncio.to_thread(keeper.write, "running")
         keeping = asyncio.create_task(keeper.run(), name="gateway-status")
+        if on_started is not None:
+            on_started(run)
         try:
             await _wait(stop, reload, lambda: _reload(run, profile, activity))
         finally:
@@ -153,6 +172,8 @@ async def serve(
         return run
     finally:
         activity.close()
+        if http is None and sock is not None:
+            sock.close()
 
 
 def _snapshot(run: GatewayRun, cron: CronScheduler) -> dict[str, Any]:
@@ -212,6 +233,10 @@ async def _reload(run: GatewayRun, profile: Profile, activity: GatewayActivity) 
     except Exception as exc:  # a broken file keeps the running configuration
         activity.say(f"vigil gateway: SIGHUP: config.yaml not reloaded, keeping the running configuration: {exc}")
         return
+    try:  # /metrics takes the token the web chat takes (a deleted token file makes a new one)
+        run.extra["token"] = await asyncio.to_thread(load_or_create_token, profile)
+    except OSError as exc:
+        activity.say(f"vigil gateway: error: SIGHUP: cannot read the login token, keeping the old one: {exc}")
     for adapter in run.gateway.adapters.values():
         try:
             await adapter.reload(settings)
@@ -232,10 +257,12 @@ async def run_until_signalled(
     config: GatewayConfig = GatewayConfig(),
     web_port: int | None = None,
     bind: str | None = None,
+    on_locked: Callable[[], None] | None = None,
 ) -> None:
     """:func:`serve` with SIGINT and SIGTERM setting the stop event and SIGHUP the reload
     event (running turns get the stop grace, then are interrupted; the process exits 0).
-    ``web_port`` and ``bind`` are ``--web-port`` and ``--bind``."""
+    ``web_port`` and ``bind`` are ``--web-port`` and ``--bind``; ``on_locked`` is called once
+    the profile's gateway lock is held (warnings that a refused second gateway must not print)."""
     if web_port is not None or bind is not None:
         config = replace(config, web_port=web_port if web_port is not None else config.web_port,
                          bind=bind if bind is not None else config.bind)
@@ -249,6 +276,8 @@ async def run_until_signalled(
             signal.signal(sig, lambda *_, f=flag: loop.call_soon_threadsafe(f.set))
     try:
         with acquire(profile):
+            if on_locked is not None:
+                on_locked()
             await serve(
                 store=store, profile=profile, settings=settings, client=client, stop=stop,
                 announce=announce, private=private, config=config, reload=reload,
