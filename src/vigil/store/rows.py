@@ -133,7 +133,8 @@ def messages_from_packed_rows(session_id: str, rows: Iterable[Sequence[Any]]) ->
 
     A damaged ``extra`` raises ``StoreError`` naming the session and the message: a history
     must be whole. This is the hot path of every cold turn: a row without ``extra`` costs one
-    tuple and an empty dict; every ``extra`` is decoded and checked whole.
+    tuple and an empty dict; every ``extra`` is decoded and checked whole, inline (a Python
+    call per row would cost as much as the decoding).
     """
     out: list[MessageRecord] = []
     append = out.append
@@ -145,56 +146,64 @@ def messages_from_packed_rows(session_id: str, rows: Iterable[Sequence[Any]]) ->
                     (id_, session_id, seq, role, content, (), None, None, created_at, NO_USAGE, {}),
                 )
             )
-        else:
+            continue
+        try:
             try:
-                calls, call_id, tool_name, usage, meta = _extra_of(extra)
-            except (TypeError, ValueError) as exc:
-                raise _damaged(session_id, seq, "extra", exc) from exc
-            append(
-                _new_record(
-                    MessageRecord,
-                    (id_, session_id, seq, role, content, calls, call_id, tool_name, created_at, usage, meta),
-                )
+                value, end = _scan_once(extra, 0)
+            except StopIteration:
+                end = -1
+            if end != len(extra):
+                value = json.loads(extra)  # raises the decoder's own description of the damage
+            if type(value) is not list or len(value) != 5:
+                raise TypeError("expected a JSON list of five fields")
+            calls, call_id, tool_name, counts, meta = value
+            if calls is not None:
+                calls = _checked_calls(calls)
+            else:
+                calls = ()
+            if counts is None:
+                usage = NO_USAGE
+            elif type(counts) is list and len(counts) == 4:
+                i, r, w, o = counts
+                if not (type(i) is int and type(r) is int and type(w) is int and type(o) is int):
+                    raise TypeError("usage: expected a JSON list of four integers")
+                usage = _new_object(Usage)
+                _set_i(usage, i)
+                _set_r(usage, r)
+                _set_w(usage, w)
+                _set_o(usage, o)
+            else:
+                raise TypeError("usage: expected a JSON list of four integers")
+            if meta is None:
+                meta = {}
+            elif type(meta) is not dict:
+                raise TypeError("meta: expected a JSON object")
+            if not (call_id is None or type(call_id) is str) or not (tool_name is None or type(tool_name) is str):
+                raise TypeError("tool_call_id and tool_name must be strings")
+        except (TypeError, ValueError) as exc:
+            raise _damaged(session_id, seq, "extra", exc) from exc
+        append(
+            _new_record(
+                MessageRecord,
+                (id_, session_id, seq, role, content, calls, call_id, tool_name, created_at, usage, meta),
             )
+        )
     return out
-
-
-def _extra_of(raw: Any) -> tuple[tuple[ToolCall, ...], str | None, str | None, Usage, dict[str, Any]]:
-    value = _loads(raw)
-    if type(value) is not list or len(value) != 5:
-        raise TypeError("expected a JSON list of five fields")
-    calls, call_id, tool_name, counts, meta = value
-    if not (call_id is None or type(call_id) is str) or not (tool_name is None or type(tool_name) is str):
-        raise TypeError("tool_call_id and tool_name must be strings")
-    if meta is None:
-        meta = {}
-    elif type(meta) is not dict:
-        raise TypeError("meta: expected a JSON object")
-    return (
-        () if calls is None else _checked_calls(calls),
-        call_id,
-        tool_name,
-        NO_USAGE if counts is None else _checked_usage(counts),
-        meta,
-    )
 
 
 def _checked_calls(value: Any) -> tuple[ToolCall, ...]:
     if type(value) is list:
-        calls = tuple([_new_record(ToolCall, item) for item in value if type(item) is list and len(item) == 3])
-        if len(calls) == len(value) and all(
-            type(i) is str and type(n) is str and type(a) is str for i, n, a in calls
-        ):
-            return calls
+        calls = []
+        for item in value:
+            if type(item) is not list or len(item) != 3:
+                break
+            id_, name, arguments = item
+            if type(id_) is not str or type(name) is not str or type(arguments) is not str:
+                break
+            calls.append(_new_record(ToolCall, item))
+        else:
+            return tuple(calls)
     raise TypeError("tool_calls: expected a JSON list of [id, name, arguments] strings")
-
-
-def _checked_usage(value: Any) -> Usage:
-    if type(value) is list and len(value) == 4:
-        i, r, w, o = value
-        if type(i) is int and type(r) is int and type(w) is int and type(o) is int:
-            return _usage(i, r, w, o)
-    raise TypeError("usage: expected a JSON list of four integers")
 
 
 def messages_from_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[MessageRecord]:
@@ -268,6 +277,9 @@ _set_counts = (
     Usage.cache_write_tokens.__set__,  # type: ignore[attr-defined]
     Usage.output_tokens.__set__,  # type: ignore[attr-defined]
 )
+
+
+_set_i, _set_r, _set_w, _set_o = _set_counts
 
 
 def _usage(i: int, r: int, w: int, o: int) -> Usage:
