@@ -247,3 +247,15 @@ def test_a_third_version_database_packs_its_messages_without_loss(db_path: Path,
     with closing(sqlite3.connect(db_path)) as conn:
         columns = [r[1] for r in conn.execute("PRAGMA table_info(messages)")]
     assert columns == ["id", "session_id", "seq", "role", "content", "created_at", "extra"]
+
+
+def test_packed_rows_read_loosely_typed_fields_back_as_the_typed_columns_did(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    session = store.create_session(source="cli")
+    calls = (ToolCall(7, "terminal", "{}"),)  # type: ignore[arg-type]
+    store.append_message(session.id, NewMessage(role="assistant", tool_calls=calls, usage=Usage(True, 0, 0, 2)))
+    store.append_message(session.id, NewMessage(role="tool", content="ok", tool_call_id=7, tool_name="terminal"))  # type: ignore[arg-type]
+    asked, answered = store.get_messages(session.id)
+    assert asked.tool_calls == (ToolCall("7", "terminal", "{}"),) and asked.usage == Usage(1, 0, 0, 2)
+    assert answered.tool_call_id == "7"
+    store.close()

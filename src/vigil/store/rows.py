@@ -115,12 +115,20 @@ def packed_extra(
     wrong shape (a damaged row) are kept as they are, so that loading the history reports
     them as before instead of dropping them.
     """
+    # What SQLite's typed columns used to coerce (an int id, a bool count) is coerced here,
+    # so that it reads back as before instead of as damage.
     if type(tool_calls) is tuple:
-        calls: Any = [list(call) for call in tool_calls] or None
+        calls: Any = [[str(part) for part in call] for call in tool_calls] or None
     else:
         calls = None if tool_calls == [] else tool_calls
-    usage = list(counts) if any(counts) else None
-    extra = [calls, tool_call_id, tool_name, usage, None if meta == {} else meta]
+    usage = [int(n) if type(n) is bool else n for n in counts] if any(counts) else None
+    extra = [
+        calls,
+        None if tool_call_id is None else str(tool_call_id),
+        None if tool_name is None else str(tool_name),
+        usage,
+        None if meta == {} else meta,
+    ]
     return None if extra == _NOTHING else canonical_json(extra)
 
 
