@@ -182,6 +182,7 @@ def make_v3_database(path: Path) -> None:
                 ("bbbbbbbbbbbb", "aaaaaaaaaaaa", None, 20.0, 30.0),
                 ("dddddddddddd", None, None, 40.0, 40.0),
                 ("eeeeeeeeeeee", None, None, 50.0, 50.0),
+                ("ffffffffffff", None, None, 60.0, 60.0),
             ],
         )
         columns = (
@@ -197,6 +198,7 @@ def make_v3_database(path: Path) -> None:
             ("bbbbbbbbbbbb", 1, "user", "remember the lighthouse keeper", "[]", None, None, 11.0, 0, 0, 0, 0,
              '{"copied_from":{"seq":1,"session":"aaaaaaaaaaaa"}}'),
             ("dddddddddddd", 1, "assistant", "fine", "{not json", None, None, 41.0, 0, 0, 0, 0, "{}"),
+            ("ffffffffffff", 1, "user", "hi", "[]", None, None, 61.0, 0, 0, 0, 0, '{"x": NaN}'),
         ]
         # fmt: on
         rows += [("eeeeeeeeeeee", n, "assistant", f"step {n}", "[]", None, None, 50.0 + n, 1, 2, 3, n, "{}") for n in range(1, 2346)]
@@ -238,6 +240,8 @@ def test_a_third_version_database_packs_its_messages_without_loss(db_path: Path,
     with pytest.raises(StoreError) as refused:
         store.get_messages("dddddddddddd")
     assert "session dddddddddddd message 1" in str(refused.value) and "tool_calls" in str(refused.value)
+    with pytest.raises(StoreError, match="session ffffffffffff message 1"):
+        store.get_messages("ffffffffffff")  # even damage JSON cannot hold
 
     added = store.append_message("eeeeeeeeeeee", NewMessage(role="user", content="and now?"))
     assert added.seq == 2345 and added.id > last_id

@@ -246,7 +246,12 @@ def _packed_old_row(
 ) -> str | None:
     if calls == "[]" and call_id is None and tool_name is None and not (i or r or w or o) and meta == "{}":
         return None  # most rows: nothing but text
-    return packed_extra(_old_calls(calls), call_id, tool_name, (i, r, w, o), _decoded(meta))
+    try:
+        return packed_extra(_old_calls(calls), call_id, tool_name, (i, r, w, o), _decoded(meta))
+    except (TypeError, ValueError):
+        # Damage no JSON can carry (NaN, say): kept as text that is not JSON, so that loading
+        # the history reports this message, and what it held is still there to repair by hand.
+        return "damaged in schema 3: " + repr((calls, call_id, tool_name, i, r, w, o, meta))
 
 
 def _old_calls(text: Any) -> Any:
