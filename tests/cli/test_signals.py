@@ -211,18 +211,27 @@ def test_the_repl_stops_cleanly_on_sigterm_and_sighup(
     _assert_every_call_answered(vigil_home, session_id)
 
 
-def test_the_gateway_stops_gracefully_on_sighup_too(fake_model: FakeModelServer, vigil_home: Path) -> None:
-    """`gateway run` is a service: a signal is its normal stop, so it exits 0 (the commands
-    above are cut short, hence 128 + signal)."""
+def test_the_gateway_reloads_on_sighup_and_stops_gracefully_on_sigterm(
+    fake_model: FakeModelServer, vigil_home: Path
+) -> None:
+    """`gateway run` is a service: SIGHUP re-reads its configuration, and a stop signal is its
+    normal end, so it exits 0 (the commands above are cut short, hence 128 + signal)."""
+    from tests.gateway.process import free_port
+
     gateway = subprocess.Popen(
-        [sys.executable, "-m", "vigil.cli.main", "gateway", "run"], env=_env(fake_model, vigil_home),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "vigil.cli.main", "gateway", "run", "--web-port", str(free_port())],
+        env=_env(fake_model, vigil_home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         assert gateway.stdout is not None
-        assert "serving the cron scheduler" in gateway.stdout.readline()
+        assert "the cron scheduler" in gateway.stdout.readline()
         gateway.send_signal(signal.SIGHUP)
-        out, err = gateway.communicate(timeout=BOUND)
+        while "SIGHUP" not in (line := gateway.stdout.readline()):
+            assert line, "the gateway ended on SIGHUP"
+        assert "reloaded" in line and gateway.poll() is None
+        gateway.send_signal(signal.SIGTERM)
+        gateway.wait(BOUND)
+        out, err = gateway.stdout.read(), gateway.stderr.read() if gateway.stderr else ""
     finally:
         if gateway.poll() is None:
             gateway.kill()

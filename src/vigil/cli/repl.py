@@ -104,6 +104,7 @@ class Repl:
         self.profile = profile
         self.stream = stream
         self._prompt_open = False
+        self._gap_interrupts = 0  # Ctrl-C pressed while no prompt was open (see _loop)
         self._streaming = False  # this turn's answer is written as it arrives
         self._streamed = False  # a line of streamed text is open
         self._streamed_any = False
@@ -211,7 +212,24 @@ class Repl:
             pass
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        # Between two prompts the terminal is not in raw mode, so Ctrl-C is a SIGINT rather
+        # than a key: without this it would end the process with a traceback-like "Aborted!".
+        loop.add_signal_handler(signal.SIGINT, self._interrupted_between_prompts)
+        try:
+            await self._prompts()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    def _interrupted_between_prompts(self) -> None:
+        self._gap_interrupts += 1
+
+    async def _prompts(self) -> None:
         while True:
+            if self._gap_interrupts:
+                self._gap_interrupts = 0
+                if self._leaves_on_interrupt(at_prompt=False):
+                    return
             self._prompt_open = True
             try:
                 # Output is routed above the prompt only while the prompt is open (a heartbeat
@@ -241,7 +259,7 @@ class Repl:
                 if reply.action == "quit":
                     return
 
-    def _leaves_on_interrupt(self) -> bool:
+    def _leaves_on_interrupt(self, *, at_prompt: bool = True) -> bool:
         """Ctrl-C at the prompt: it stops a heartbeat turn running under the prompt, or
         drops the draft; at an empty prompt the first one says how to leave and a second
         within :data:`LEAVE_WINDOW` seconds leaves."""
@@ -249,7 +267,7 @@ class Repl:
             self._ctrl_c_at = None
             return False
         # The buffer still holds what was on the line when Ctrl-C ended the prompt.
-        if self.session.default_buffer.text.strip():
+        if at_prompt and self.session.default_buffer.text.strip():
             self._ctrl_c_at = None
             return False
         now = time.monotonic()
@@ -273,7 +291,7 @@ class Repl:
         try:
             return await future
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
+            loop.add_signal_handler(signal.SIGINT, self._interrupted_between_prompts)
 
     async def _approve(self, tool: str, description: str) -> bool:
         if self._prompt_open:

@@ -26,8 +26,31 @@ _SETTLE_CHECKS = 20
 _SETTLE_SECONDS = 0.05
 
 
+_open_files: dict[tuple[int, int], int] = {}
+"""Database files this process has open, by (device, inode), with how many stores use each."""
+_open_files_lock = threading.Lock()
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _already_open(path: Path) -> bool:
+    key = _file_id(path)
+    with _open_files_lock:
+        return key is not None and _open_files.get(key, 0) > 0
+
+
 def prepare_file(path: Path) -> None:
     """Make sure ``path`` can be handed to SQLite without SQLite ever writing to a stranger.
+
+    A file this process already has open as a store is not read again: closing any descriptor
+    of a file drops every POSIX lock the process holds on it, SQLite's included, and another
+    process could then checkpoint and delete the write-ahead log under the open store.
 
     A missing file is created empty with mode 0600 (SQLite gives the ``-wal`` and ``-shm``
     files the database's mode), its directory too. An existing file must be a regular file
@@ -35,6 +58,8 @@ def prepare_file(path: Path) -> None:
     data (a ``-wal`` or ``-journal`` file with content); anything else - a FIFO, a directory,
     a symlink loop, another program's file - raises ``StoreUnreadable`` and is not touched.
     """
+    if _already_open(path):
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -152,6 +177,10 @@ class Database:
         self._lock = threading.Lock()
         self._conns: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
         self._closed = False
+        self._file = _file_id(path)
+        if self._file is not None:
+            with _open_files_lock:
+                _open_files[self._file] = _open_files.get(self._file, 0) + 1
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use (autocommit; transactions explicit)."""
@@ -252,7 +281,14 @@ class Database:
     def close(self) -> None:
         """Close every thread's connection; further use raises ``StoreError``."""
         with self._lock:
-            self._closed = True
+            already, self._closed = self._closed, True
             for _, conn in self._conns:
                 conn.close()
             self._conns = []
+        if not already and self._file is not None:
+            with _open_files_lock:
+                left = _open_files.get(self._file, 1) - 1
+                if left > 0:
+                    _open_files[self._file] = left
+                else:
+                    _open_files.pop(self._file, None)
