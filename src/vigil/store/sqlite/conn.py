@@ -26,6 +26,9 @@ _SETTLE_CHECKS = 20
 _SETTLE_SECONDS = 0.05
 
 
+CLOSE_WAIT = 10.0
+"""Seconds :meth:`Database.close` waits for statements running in other threads."""
+
 _open_files: dict[tuple[int, int], int] = {}
 """Database files this process has open, by (device, inode), with how many stores use each."""
 _open_files_lock = threading.Lock()
@@ -177,6 +180,9 @@ class Database:
         self._lock = threading.Lock()
         self._conns: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
         self._closed = False
+        self._closing_done = False
+        self._busy = 0
+        self._idle = threading.Condition()
         self._file = _file_id(path)
         if self._file is not None:
             with _open_files_lock:
@@ -241,8 +247,27 @@ class Database:
             yield conn
 
     @contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Count a statement in progress, so that :meth:`close` does not close a connection
+        under a thread still using it (the sqlite3 module would crash the process)."""
+        with self._idle:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._busy -= 1
+                if self._busy == 0:
+                    self._idle.notify_all()
+
+    @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
-        conn = self.connection()
+        with self.in_use():
+            with self._transaction_on(self.connection(), begin) as conn:
+                yield conn
+
+    @contextmanager
+    def _transaction_on(self, conn: sqlite3.Connection, begin: str) -> Iterator[sqlite3.Connection]:
         try:
             conn.execute(begin)
             try:
@@ -260,14 +285,15 @@ class Database:
         A single statement sees one snapshot by itself; skipping ``BEGIN`` and ``COMMIT``
         saves two statements on the hot path of loading a history.
         """
-        cursor = self.connection().cursor()
-        cursor.row_factory = None
-        try:
-            return cursor.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise self.translate(exc) from exc
-        finally:
-            cursor.close()
+        with self.in_use():
+            cursor = self.connection().cursor()
+            cursor.row_factory = None
+            try:
+                return cursor.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self.translate(exc) from exc
+            finally:
+                cursor.close()
 
     def translate(self, exc: sqlite3.Error) -> StoreError:
         """A user-facing ``StoreError`` for an SQLite failure on this file."""
@@ -279,9 +305,13 @@ class Database:
         return StoreError(f"session database {self.path}: {exc}")
 
     def close(self) -> None:
-        """Close every thread's connection; further use raises ``StoreError``."""
+        """Close every thread's connection; further use raises ``StoreError``. Statements
+        still running in other threads are waited for (at most :data:`CLOSE_WAIT` seconds)."""
+        with self._idle:
+            self._closed = True
+            self._idle.wait_for(lambda: self._busy == 0, CLOSE_WAIT)
         with self._lock:
-            already, self._closed = self._closed, True
+            already, self._closing_done = self._closing_done, True
             for _, conn in self._conns:
                 conn.close()
             self._conns = []

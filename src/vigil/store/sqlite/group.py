@@ -91,6 +91,10 @@ class GroupCommit:
         return request.outcome()
 
     def _commit(self, batch: list[_Request[Any]]) -> None:
+        with self._db.in_use():
+            self._commit_on(batch)
+
+    def _commit_on(self, batch: list[_Request[Any]]) -> None:
         try:
             conn = self._db.connection()
         except StoreError as exc:

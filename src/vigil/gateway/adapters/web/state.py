@@ -59,7 +59,7 @@ def guarded(state: WebState, endpoint: Endpoint, *, page: bool = False) -> Endpo
         ):
             return error(403, "refused: a cross-origin request (the Origin is not this server)")
         if state.gateway is None:
-            return error(503, "the web chat is starting")
+            return error(503, "the web chat is not running (the gateway is starting or stopping)")
         return await endpoint(request)
 
     return checked

@@ -15,6 +15,8 @@ const state = {
   heartbeat: null,    // the conversation's heartbeat, or null
   pending: new Map(), // client_id -> user bubble not yet accepted
   lastReply: "",      // the text of the last answer or command reply shown
+  busy: false,
+  queued: 0,
 };
 
 function newClientId() {
@@ -52,7 +54,11 @@ async function loadList() {
     const item = el("li");
     const button = el("button", "conversation");
     button.type = "button";
-    if (c.id === state.id) { button.classList.add("selected"); button.setAttribute("aria-current", "true"); }
+    if (c.id === state.id) {
+      button.classList.add("selected");
+      button.setAttribute("aria-current", "true");
+      $("title").textContent = c.title || "(untitled)";  // a title is given after the first answer
+    }
     button.appendChild(el("span", "conv-title", c.title || "(untitled)"));
     const meta = el("span", "conv-meta muted",
       `${c.source || ""} · ${c.message_count ?? 0} msgs · ${formatTime(c.updated_at)}`);
@@ -103,7 +109,10 @@ function renderHistory(view) {
   scrollToEnd();
 }
 
+// Busy follows the turns themselves (turn_began / turn_ended); `status` events give the queue.
 function showStatus(busy, queued) {
+  state.busy = Boolean(busy);
+  state.queued = queued || 0;
   const parts = [];
   if (busy) parts.push("thinking…");
   if (queued) parts.push(`${queued} queued`);
@@ -200,6 +209,7 @@ function handle(event) {
       break;
     }
     case "turn_began":
+      showStatus(true, Math.max(0, state.queued - (event.kind === "user" ? 1 : 0)));
       state.turn = null;
       if (event.kind === "heartbeat") append(heartbeatMarker(event.header, event.text));
       else if (event.text && lastUserText() !== event.text) append(userBubble(event.text));
@@ -226,6 +236,7 @@ function handle(event) {
         state.lastReply = event.content || "";
       }
       state.turn = null;
+      showStatus(false, state.queued);
       refreshListSoon();
       break;
     case "command_reply":
@@ -257,7 +268,7 @@ function handle(event) {
       select(event.new_session_id);
       break;
     case "status":
-      showStatus(event.busy, event.queued);
+      showStatus(state.busy, event.queued);
       break;
     case "reply":
       // The outbox's copy of an answer: already shown when it streamed; if this page missed

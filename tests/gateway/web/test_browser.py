@@ -1,0 +1,268 @@
+"""The web chat in a real browser: Playwright driving Debian's Chromium, headless, against the
+real gateway and the fake model. Skipped (with the reason) where either is missing."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tests.gateway.web.conftest import WebGateway
+from vigil.testing.fake_model import FakeModelServer
+from vigil.testing.scripting import Reply, ToolCallSpec
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
+)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),
+]
+
+ANSWER = "Hello! Here is **bold**, `code` and a list:\n\n- one\n- two"
+EVIL = '<script>window.__pwned = 1</script> and <img src=x onerror="window.__pwned = 2"> [link](javascript:window.__pwned=3)'
+WAIT_MS = 30_000
+
+
+@pytest.fixture
+def browser_page(gateway: WebGateway) -> Iterator[Any]:
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(WAIT_MS)
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.errors = errors
+            yield page
+        finally:
+            browser.close()
+
+
+def _send(page: Any, text: str) -> None:
+    page.fill("#input", text)
+    page.press("#input", "Enter")
+
+
+def _answer_after(page: Any, user_text: str) -> str | None:
+    """The text of the answer bubble right after the user's message ``user_text``."""
+    return page.evaluate("""(wanted) => {
+        const rows = [...document.querySelectorAll('#messages > .message')];
+        const at = rows.findIndex(r => r.classList.contains('user') && r.textContent === wanted);
+        const next = at < 0 ? null : rows.slice(at + 1).find(r => r.classList.contains('assistant'));
+        return next ? next.querySelector('.bubble').textContent : null;
+    }""", user_text)
+
+
+def _record_streaming(page: Any) -> None:
+    """Keep every text the streaming answer bubble shows (to see it grow token by token)."""
+    page.evaluate("""() => {
+        window.__seen = [];
+        new MutationObserver(() => {
+            const bubble = document.querySelector('.message.assistant.streaming .bubble');
+            if (bubble) window.__seen.push(bubble.textContent);
+        }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});
+    }""")
+
+
+def test_log_in_chat_stream_heartbeat_reload_and_script_shown_as_text(
+    gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any, tmp_path: Path,
+) -> None:
+    page = browser_page
+    fake_model_env.rule(contains="say tick", reply="tick tock")  # the heartbeat's prompt
+    fake_model_env.rule(contains="hi there", reply=Reply.text(ANSWER, chunk_delay=0.05))
+    fake_model_env.rule(contains="something nasty", reply=EVIL)
+
+    # Logging in with the printed URL lands on the page; without the cookie it is the login page.
+    page.goto(f"{gateway.url}/")
+    assert page.url.endswith("/login") and page.locator("input#token").is_visible()
+    page.goto(f"{gateway.url}/login?token={gateway.token}")
+    page.wait_for_url(f"{gateway.url}/")
+    page.click("#new-conversation")
+    page.wait_for_function("() => location.hash.length > 1")
+    conversation = page.evaluate("() => location.hash.slice(1)")
+
+    # A message, and its answer streamed into the bubble token by token, rendered as Markdown.
+    _record_streaming(page)
+    _send(page, "hi there")
+    page.wait_for_selector(".message.assistant:not(.streaming) .markdown ul li")
+    answer = page.locator(".message.assistant .markdown").first
+    assert answer.locator("strong").inner_text() == "bold" and answer.locator("code").inner_text() == "code"
+    seen = page.evaluate("() => window.__seen")
+    partial = [text for text in seen if text and len(text) < len("Hello! Here is bold, code and a list:")]
+    assert partial, f"the answer never showed part way: {seen[:5]}"
+    assert page.locator(".message.user .bubble").first.inner_text() == "hi there"
+    page.wait_for_function("() => document.getElementById('status').textContent === ''")  # no longer busy
+    page.wait_for_function("() => document.getElementById('title').textContent === 'hi there'")
+
+    # A heartbeat set from the composer fires unprompted, marked with its header.
+    _send(page, "/heartbeat every 3s say tick")
+    page.wait_for_selector("#heartbeat:not([hidden])")
+    assert "every 3s" in page.inner_text("#hb-summary") and "say tick" in page.inner_text("#hb-summary")
+    page.wait_for_function("() => /next (in \\d+s|due now)/.test(document.getElementById('hb-countdown').textContent)")
+    page.wait_for_selector(".heartbeat-turn .hb-header")
+    assert "Heartbeat" in page.inner_text(".heartbeat-turn .hb-header")
+    assert "fires every 3s" in page.inner_text(".heartbeat-turn .hb-header")
+    page.wait_for_function("""() => [...document.querySelectorAll('.message.assistant:not(.streaming) .markdown')]
+        .some(e => e.textContent.includes('tick tock'))""")
+    page.screenshot(path=str(tmp_path / "web-chat-heartbeat.png"))  # active, with its countdown
+    _send(page, "/heartbeat pause")
+    page.wait_for_selector("#heartbeat.paused")
+
+    # An answer carrying HTML is shown as text: no element made, nothing run.
+    _send(page, "show me something nasty")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.markdown')].some(e => e.textContent.includes('<script>'))")
+    assert _answer_after(page, "show me something nasty") == EVIL
+    assert page.locator("#messages script, #messages img, #messages a[href^='javascript']").count() == 0
+    assert page.evaluate("() => window.__pwned") is None
+
+    # After a reload the history is all there, the heartbeat turn still marked.
+    page.reload()
+    page.wait_for_selector(".message.assistant .markdown ul li")
+    assert conversation in page.url
+    users = page.locator(".message.user .bubble").all_inner_texts()
+    assert users[0] == "hi there" and "show me something nasty" in users
+    assert page.locator(".heartbeat-turn .hb-header").count() >= 1
+    assert page.locator(".markdown", has_text="tick tock").count() >= 1
+    assert _answer_after(page, "show me something nasty") == EVIL
+    assert _answer_after(page, "hi there") == "Hello! Here is bold, code and a list:onetwo"
+    assert page.locator("#messages script, #messages img").count() == 0
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.locator("#conversation-list .conversation.selected").count() == 1
+    page.screenshot(path=str(tmp_path / "web-chat.png"))
+    page.set_viewport_size({"width": 420, "height": 800})  # a phone: the list hides behind a button
+    page.wait_for_function("() => document.getElementById('sidebar').getBoundingClientRect().right <= 0")
+    assert page.locator("#toggle-sidebar").is_visible() and page.locator("#input").is_visible()
+    page.screenshot(path=str(tmp_path / "web-chat-narrow.png"))
+    page.click("#toggle-sidebar")
+    page.wait_for_function("() => document.getElementById('sidebar').getBoundingClientRect().left >= 0")
+    assert page.locator("#conversation-list .conversation.selected").is_visible()
+    assert page.errors == []
+
+
+def test_the_markdown_renderer_never_makes_markup_from_an_answer(
+    gateway: WebGateway, browser_page: Any,
+) -> None:
+    page = browser_page
+    page.goto(f"{gateway.url}/login?token={gateway.token}")
+    page.wait_for_url(f"{gateway.url}/")
+    result = page.evaluate("""async () => {
+        const { renderMarkdown } = await import('/static/markdown.js');
+        const inputs = [
+            '<script>window.__pwned = 1</script>',
+            '<img src=x onerror="window.__pwned = 2">',
+            '**<b onmouseover=alert(1)>bold</b>** and `<i>code</i>`',
+            '[click](javascript:window.__pwned=3) [data](data:text/html,<script>x</script>) [ok](https://example.com/a?b=<c>)',
+            '```html\\n<iframe src="https://evil.example"></iframe>\\n```',
+            '# <svg onload=alert(1)>\\n- <a href="javascript:x">list</a>\\n> <style>body{display:none}</style>',
+        ];
+        const allowed = new Set(['P','BR','STRONG','EM','CODE','PRE','A','UL','OL','LI','H3','H4','H5','H6','BLOCKQUOTE','HR']);
+        const out = [];
+        for (const input of inputs) {
+            const box = document.createElement('div');
+            box.appendChild(renderMarkdown(input));
+            const tags = [...box.querySelectorAll('*')].map(e => e.tagName);
+            const attrs = [...box.querySelectorAll('*')].flatMap(e => [...e.attributes].map(a => a.name + '=' + a.value));
+            out.push({ text: box.textContent, bad: tags.filter(t => !allowed.has(t)), attrs });
+        }
+        return { out, pwned: window.__pwned ?? null };
+    }""")
+    out = result["out"]
+    assert result["pwned"] is None
+    assert all(item["bad"] == [] for item in out), out
+    assert out[0]["text"] == "<script>window.__pwned = 1</script>"
+    assert out[1]["text"] == '<img src=x onerror="window.__pwned = 2">'
+    assert "<b onmouseover=alert(1)>bold</b>" in out[2]["text"] and "<i>code</i>" in out[2]["text"]
+    links = [a for item in out for a in item["attrs"] if a.startswith("href=")]
+    assert links == ["href=https://example.com/a?b=%3Cc%3E"], links
+    assert all(a.split("=")[0] in ("href", "rel", "target", "data-lang") for item in out for a in item["attrs"])
+    assert '<iframe src="https://evil.example"></iframe>' in out[4]["text"]
+
+
+def _logged_in_new_conversation(page: Any, gateway: WebGateway) -> str:
+    page.goto(f"{gateway.url}/login?token={gateway.token}")
+    page.wait_for_url(f"{gateway.url}/")
+    page.click("#new-conversation")
+    page.wait_for_function("() => location.hash.length > 1")
+    return str(page.evaluate("() => location.hash.slice(1)"))
+
+
+def test_a_dangerous_command_waits_for_the_approve_button_and_shows_as_a_command_line(
+    gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any, tmp_path: Path,
+) -> None:
+    page = browser_page
+    target = tmp_path / "approved"
+    target.mkdir()
+    command = f"mkfs.ext4 /nonexistent/vigil-device; touch {target}/ran"
+    fake_model_env.queue(Reply.tool_calls(ToolCallSpec("terminal", {"command": command})), "Cleaned up.")
+    _logged_in_new_conversation(page, gateway)
+    _send(page, "clean up")
+    card = page.wait_for_selector(".approval")
+    assert "terminal" in card.inner_text() and "mkfs.ext4" in card.inner_text()
+    page.wait_for_function("() => /denied automatically in/.test(document.querySelector('.approval-countdown').textContent)")
+    assert not (target / "ran").exists()  # nothing runs before the click
+    page.click(".approval button.primary")
+    page.wait_for_selector(".approval.approved")
+    page.wait_for_selector("details.tool[data-done]")
+    assert (target / "ran").exists()
+    line = page.inner_text("details.tool summary code")
+    assert line == f"$ {command}"
+    assert not page.locator("details.tool pre.tool-result").is_visible()  # collapsed until opened
+    page.click("details.tool summary")
+    assert page.locator("details.tool pre.tool-result").is_visible()
+    page.wait_for_function("() => document.body.textContent.includes('Cleaned up.')")
+    assert page.locator(".approval button:enabled").count() == 0
+    assert page.errors == []
+
+
+def test_the_page_reconnects_after_a_gateway_restart_and_keeps_working(
+    gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any,
+) -> None:
+    page = browser_page
+    fake_model_env.rule(contains="before", reply="Answer before the restart.")
+    fake_model_env.rule(contains="after", reply="Answer after the restart.")
+    conversation = _logged_in_new_conversation(page, gateway)
+    _send(page, "before")
+    page.wait_for_function("() => document.body.textContent.includes('Answer before the restart.')")
+    gateway.stop()
+    page.wait_for_function("() => /reconnecting/.test(document.getElementById('connection').textContent)")
+    gateway.start()
+    page.wait_for_function("() => document.getElementById('connection').textContent === ''", timeout=60_000)
+    _send(page, "after")
+    page.wait_for_function("() => document.body.textContent.includes('Answer after the restart.')")
+    assert page.evaluate("() => location.hash.slice(1)") == conversation
+    users = page.locator(".message.user .bubble").all_inner_texts()
+    assert users == ["before", "after"]
+
+
+def test_upload_shift_enter_and_search_from_the_page(
+    gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any, tmp_path: Path,
+) -> None:
+    page = browser_page
+    fake_model_env.set_default_reply("Got it.")
+    _logged_in_new_conversation(page, gateway)
+    document = tmp_path / "report.txt"
+    document.write_text("quarterly numbers")
+    page.set_input_files("#upload-input", str(document))
+    page.wait_for_function("() => document.getElementById('input').value.startsWith('I uploaded ')")
+    uploaded = Path(page.input_value("#input").removeprefix("I uploaded ").strip())
+    assert uploaded.name == "report.txt" and uploaded.read_text() == "quarterly numbers"
+    page.fill("#input", "first line")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type("second line about walruses")
+    assert page.input_value("#input") == "first line\nsecond line about walruses"  # not sent yet
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.body.textContent.includes('Got it.')")
+    assert page.locator(".message.user .bubble").all_inner_texts() == ["first line\nsecond line about walruses"]
+    assert page.input_value("#input") == ""
+    page.click("#new-conversation")
+    page.wait_for_function("() => document.querySelectorAll('#conversation-list .conversation').length === 2")
+    page.fill("#search", "walruses")
+    page.wait_for_function("() => document.querySelectorAll('#conversation-list .conversation').length === 1")
+    page.fill("#search", "no such words anywhere")
+    page.wait_for_selector("#conversation-list .empty-list")
+    assert page.errors == []
