@@ -165,13 +165,13 @@ def audit(db: Path) -> dict[str, int]:
             "SELECT inbox_id FROM gateway_outbox WHERE inbox_id IS NOT NULL AND kind = 'reply'"))
         answers: Counter[int] = Counter()
         current: int | None = None
-        for role, meta, calls in connection.execute(
-            "SELECT role, meta, tool_calls FROM messages ORDER BY session_id, seq"
-        ):
-            data = json.loads(meta) if meta else {}
+        # extra: [tool_calls, tool_call_id, tool_name, usage, meta] or NULL (see store.rows).
+        for role, extra in connection.execute("SELECT role, extra FROM messages ORDER BY session_id, seq"):
+            calls, _, _, _, meta = json.loads(extra) if extra else (None,) * 5
+            data = meta or {}
             if role == "user":
                 current = data.get("inbox")
-            elif role == "assistant" and current is not None and calls in (None, "", "[]") and not data.get("cut_off"):
+            elif role == "assistant" and current is not None and not calls and not data.get("cut_off"):
                 answers[current] += 1
                 current = None
         accepted = [row[0] for row in connection.execute("SELECT id FROM gateway_inbox")]

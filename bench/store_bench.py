@@ -6,7 +6,9 @@ add ``--backend postgres --url postgresql://...`` for the PostgreSQL store (stor
 Prints figures and, for each, a ratio against a baseline measured in the same run (plain
 sqlite3 doing the bare minimum: a bare SELECT of the same rows for history loads, the single
 writer and a commit per INSERT for concurrent appends), so the numbers mean something on a
-noisy machine.
+noisy machine. History loads are also timed on the same rows in the column-per-field layout
+of schema 3 with its decoding (before migration 4 packed them), in the issue's history shape
+and in the shape the agent writes. ``--only history`` runs just that part.
 Nothing here asserts.
 """
 
@@ -28,9 +30,16 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from vigil.store import NewMessage, ToolCall
-from vigil.store.rows import MESSAGE_COLUMNS
+from vigil.store import MessageRecord, NewMessage, ToolCall
+from vigil.store.rows import (
+    MESSAGE_COLUMNS,
+    MESSAGE_SELECT,
+    PACKED_MESSAGE_COLUMNS,
+    canonical_json,
+    messages_from_rows,
+)
 from vigil.store.sqlite import SQLiteStore
+from vigil.store.sqlite.migrations import migrate
 from vigil.usage import Usage
 
 COMMON = (
@@ -216,41 +225,108 @@ def bench_concurrent_appends(workdir: Path, count: int, make: Callable[[int, int
     store.close()
 
 
-def bench_history(workdir: Path, size: int, loads: int, make: Callable[[int, int], str]) -> None:
-    store = SQLiteStore(workdir / "history.db", durable=False)
-    session = store.create_session(source="bench")
+def bench_history_messages(size: int, shape: str, make: Callable[[int, int], str]) -> list[NewMessage]:
+    """``size`` messages in one of two shapes. ``bench``: the issue's yardstick, a quarter each
+    of user text, assistant text, assistant tool calls with usage, tool results. ``agent``: what
+    the agent itself writes, where every assistant message carries usage and a stop reason and
+    a failing tool result is flagged."""
+    out = []
     for i in range(size):
-        if i % 4 == 2:
+        kind = i % 4
+        usage = Usage(5, 900, 0, 30) if kind == 2 or (shape == "agent" and kind == 1) else Usage()
+        meta: dict[str, object] = {}
+        if shape == "agent" and kind in (1, 2):
+            meta = {"stop_reason": "tool_calls" if kind == 2 else "end_turn"}
+        if shape == "agent" and kind == 3 and i % 20 == 3:
+            meta = {"is_error": True}
+        if kind == 2:
             calls = (ToolCall(id=f"call_{i}", name="terminal", arguments='{"cmd": "ls -la /tmp"}'),)
-            store.append_message(
-                session.id, NewMessage(role="assistant", tool_calls=calls, usage=Usage(5, 900, 0, 30))
+            out.append(NewMessage(role="assistant", tool_calls=calls, usage=usage, meta=meta))
+        elif kind == 3:
+            out.append(
+                NewMessage(
+                    role="tool", content=make(20, 200), tool_call_id=f"call_{i - 1}", tool_name="terminal", meta=meta
+                )
             )
-        elif i % 4 == 3:
-            message = NewMessage(
-                role="tool", content=make(20, 200), tool_call_id=f"call_{i - 1}", tool_name="terminal"
-            )
-            store.append_message(session.id, message)
         else:
-            store.append_message(
-                session.id, NewMessage(role="user" if i % 4 == 0 else "assistant", content=make(5, 120))
+            role = "user" if kind == 0 else "assistant"
+            out.append(NewMessage(role=role, content=make(5, 120), usage=usage, meta=meta))
+    return out
+
+
+def old_layout_copy(path: Path, session_id: str, records: list[MessageRecord]) -> sqlite3.Connection:
+    """The same history in the schema before messages were packed (version 3, a column per
+    field), to time the previous load path against the current one in the same run."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=3)
+    conn.execute(
+        "INSERT INTO sessions (id, source, started_at, updated_at) VALUES (?, 'bench', 0, 0)", (session_id,)
+    )
+    conn.executemany(
+        f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+        [
+            (
+                *r[:5],
+                canonical_json([c.as_dict() for c in r.tool_calls]),
+                r.tool_call_id,
+                r.tool_name,
+                r.created_at,
+                r.usage.input_tokens,
+                r.usage.cache_read_tokens,
+                r.usage.cache_write_tokens,
+                r.usage.output_tokens,
+                canonical_json(r.meta),
             )
-    # Interleaved, so that a slow spell of the machine hits both alike.
-    loads_s, raws_s = [], []
-    with closing(sqlite3.connect(store.path)) as conn:
+            for r in records
+        ],
+    )
+    return conn
+
+
+def bench_history(workdir: Path, size: int, loads: int, shape: str, make: Callable[[int, int], str]) -> None:
+    store = SQLiteStore(workdir / f"history-{shape}.db", durable=False)
+    session = store.create_session(source="bench")
+    for message in bench_history_messages(size, shape, make):
+        store.append_message(session.id, message)
+    records = store.get_messages(session.id)
+    old = old_layout_copy(workdir / f"history-{shape}-v3.db", session.id, records)
+    old_sql = f"SELECT {MESSAGE_SELECT}, NULL FROM messages WHERE session_id = ? AND seq > 0 ORDER BY seq LIMIT -1"
+    assert messages_from_rows(session.id, old.execute(old_sql, (session.id,)).fetchall()) == records
+
+    def timed(fn: Callable[[], object], into: list[float]) -> None:
+        started = time.perf_counter()
+        fn()
+        into.append(time.perf_counter() - started)
+
+    # Interleaved, so that a slow spell of the machine hits every contender alike.
+    loads_s: list[float] = []
+    raws_s: list[float] = []
+    old_s: list[float] = []
+    old_raws_s: list[float] = []
+    with closing(sqlite3.connect(store.path)) as conn, closing(old):
+        new_bare = f"SELECT {PACKED_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq"
+        old_bare = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq"
         for _ in range(loads):
-            started = time.perf_counter()
-            store.get_messages(session.id)
-            loads_s.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq", (session.id,)).fetchall()
-            raws_s.append(time.perf_counter() - started)
+            timed(lambda: store.get_messages(session.id), loads_s)
+            timed(lambda: conn.execute(new_bare, (session.id,)).fetchall(), raws_s)
+            timed(lambda: messages_from_rows(session.id, old.execute(old_sql, (session.id,)).fetchall()), old_s)
+            timed(lambda: old.execute(old_bare, (session.id,)).fetchall(), old_raws_s)
     store.close()
-    load, raw = statistics.median(loads_s), statistics.median(raws_s)
-    print(f"\nload a whole history ({size} messages, median of {loads} loads, interleaved with the baseline)")
+    load, raw, before, old_raw = (statistics.median(v) for v in (loads_s, raws_s, old_s, old_raws_s))
+    pairs = statistics.median(a / b for a, b in zip(loads_s, raws_s))
+    before_pairs = statistics.median(a / b for a, b in zip(loads_s, old_s))
+    print(
+        f"\nload a whole history ({size} messages, '{shape}' shape, median of {loads} loads, "
+        "interleaved with the baselines)"
+    )
     print(f"  store.get_messages (records)           {load * 1000:>9.2f} ms   target <= 1.0 ms")
     print(
         f"  baseline: bare SELECT, same rows       {raw * 1000:>9.2f} ms   store is x{load / raw:.2f} of it "
-        f"(target <= x1.5; median of per-pair ratios x{statistics.median(a / b for a, b in zip(loads_s, raws_s)):.2f})"
+        f"(target <= x1.5; median of per-pair ratios x{pairs:.2f})"
+    )
+    print(
+        f"  before: column per field (schema 3)    {before * 1000:>9.2f} ms   now x{load / before:.2f} of it "
+        f"(per pair x{before_pairs:.2f}); its bare SELECT of 14 columns {old_raw * 1000:.2f} ms"
     )
 
 
@@ -345,6 +421,12 @@ def main() -> None:
     )
     parser.add_argument("--loads", type=int, default=101, help="history loads (median reported)")
     parser.add_argument(
+        "--history-shapes", default="bench,agent", help="which histories to load: bench, agent (comma-separated)"
+    )
+    parser.add_argument(
+        "--only", choices=["appends", "concurrent", "history", "search"], default=None, help="run one part"
+    )
+    parser.add_argument(
         "--corpus", "--messages", type=int, default=100_000, help="messages in the search corpus"
     )
     parser.add_argument("--repeats", type=int, default=7, help="runs of each search query (median reported)")
@@ -378,10 +460,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         workdir = Path(tmp)
         print(f"  databases {workdir}")
-        bench_appends(workdir, args.appends, args.rounds, make)
-        bench_concurrent_appends(workdir, args.concurrent, make)
-        bench_history(workdir, args.history, args.loads, make)
-        bench_search(workdir, args.corpus, args.repeats, rng, words, make)
+        if args.only in (None, "appends"):
+            bench_appends(workdir, args.appends, args.rounds, make)
+        if args.only in (None, "concurrent"):
+            bench_concurrent_appends(workdir, args.concurrent, make)
+        for shape in args.history_shapes.split(",") if args.only in (None, "history") else ():
+            bench_history(workdir, args.history, args.loads, shape, make)
+        if args.only in (None, "search"):
+            bench_search(workdir, args.corpus, args.repeats, rng, words, make)
 
 
 if __name__ == "__main__":

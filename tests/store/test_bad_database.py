@@ -241,16 +241,32 @@ def test_a_damaged_session_row_is_named_not_a_traceback(
     store.close()
 
 
-def test_a_damaged_message_row_is_named(db_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ('[[["c","terminal"]],null,null,null,null]', "tool_calls"),  # a call without its arguments
+        ('[[["c",1,"{}"]],null,null,null,null]', "tool_calls"),
+        ('["x",null,null,null,null]', "tool_calls"),
+        ("[[[", "extra"),  # not JSON
+        ('[null,null,null,[1,2,"three",4],null]', "usage"),
+        ('[null,null,null,null,[]]', "meta"),
+        ('[null,"c",7,null,null]', "tool_name"),
+        ('{"tool_calls":[]}', "five fields"),
+        ("[null,null,null,null]", "five fields"),
+    ],
+)
+def test_a_damaged_message_row_is_named(db_path: Path, extra: str, named: str) -> None:
     store = SQLiteStore(db_path)
     session = store.create_session(source="cli")
+    store.append_message(session.id, NewMessage(role="user", content="hello"))
     store.append_message(
         session.id, NewMessage(role="assistant", tool_calls=(ToolCall("c", "terminal", "{}"),))
     )
-    damage(db_path, "UPDATE messages SET tool_calls = '[{\"id\": 1}]' WHERE session_id = ?", session.id)
+    damage(db_path, "UPDATE messages SET extra = ? WHERE session_id = ? AND seq = 2", extra, session.id)
     with pytest.raises(StoreError) as refused:
         store.get_messages(session.id)
-    assert session.id in str(refused.value) and "tool_calls" in str(refused.value)
+    assert f"session {session.id} message 2" in str(refused.value) and named in str(refused.value)
+    assert [m.content for m in store.get_messages(session.id, limit=1)] == ["hello"]  # the rest still reads
     store.close()
 
 

@@ -73,7 +73,9 @@ MESSAGE_COLUMNS = (
     "id, session_id, seq, role, content, tool_calls, tool_call_id, tool_name, created_at, "
     "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, meta"
 )
-"""The columns of the messages table, in the order of :class:`MessageRecord`."""
+"""The columns of the PostgreSQL messages table (a column per field), in the order of
+:class:`MessageRecord`. SQLite packs the rarely used ones into one (see
+:data:`PACKED_MESSAGE_COLUMNS`)."""
 MESSAGE_SELECT = (
     "id, seq, role, content, NULLIF(tool_calls, '[]'), tool_call_id, tool_name, created_at, "
     "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, NULLIF(meta, '{}')"
@@ -85,6 +87,131 @@ nothing to hand over."""
 
 NO_USAGE = Usage()
 _new_record = tuple.__new__
+
+PACKED_MESSAGE_COLUMNS = "id, session_id, seq, role, content, created_at, extra"
+"""The columns of the SQLite messages table. ``extra`` is NULL for a message of nothing but
+text, else the JSON array ``[tool_calls, tool_call_id, tool_name, usage, meta]``, each
+``null`` where the message has none: ``tool_calls`` a list of ``[id, name, arguments]``,
+``usage`` the four counters ``[input, cache_read, cache_write, output]``, ``meta`` an object.
+
+Why: every history load reads every row of a session, and each column read costs about as
+much in Python as a small decode; a fixed array unpacks in one step where an object costs a
+look-up per field."""
+PACKED_MESSAGE_SELECT = "id, seq, role, content, created_at, extra"
+"""What :func:`messages_from_packed_rows` reads of one session's messages."""
+
+
+def packed_extra(
+    tool_calls: tuple[ToolCall, ...] | Any,
+    tool_call_id: str | None,
+    tool_name: str | None,
+    counts: Sequence[Any],
+    meta: dict[str, Any] | Any,
+) -> str | None:
+    """The ``extra`` column of a message (see :data:`PACKED_MESSAGE_COLUMNS`): ``None`` when
+    it has nothing but text. ``counts`` are the four usage counters in the order of the list.
+
+    A migration hands over what old columns held, decoded where they decode: values of the
+    wrong shape (a damaged row) are kept as they are, so that loading the history reports
+    them as before instead of dropping them.
+    """
+    # What SQLite's typed columns used to coerce (an int id, a bool count) is coerced here,
+    # so that it reads back as before instead of as damage.
+    if type(tool_calls) is tuple:
+        calls: Any = [[str(part) for part in call] for call in tool_calls] or None
+    else:
+        calls = None if tool_calls == [] else tool_calls
+    usage = [int(n) if type(n) is bool else n for n in counts] if any(counts) else None
+    extra = [
+        calls,
+        None if tool_call_id is None else str(tool_call_id),
+        None if tool_name is None else str(tool_name),
+        usage,
+        None if meta == {} else meta,
+    ]
+    return None if extra == _NOTHING else canonical_json(extra)
+
+
+_NOTHING = [None] * 5
+
+
+def messages_from_packed_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[MessageRecord]:
+    """``MessageRecord`` s of one session from plain row tuples selected as
+    :data:`PACKED_MESSAGE_SELECT`.
+
+    A damaged ``extra`` raises ``StoreError`` naming the session and the message: a history
+    must be whole. This is the hot path of every cold turn: a row without ``extra`` costs one
+    tuple and an empty dict; every ``extra`` is decoded and checked whole, inline (a Python
+    call per row would cost as much as the decoding).
+    """
+    out: list[MessageRecord] = []
+    append = out.append
+    for id_, seq, role, content, created_at, extra in rows:
+        if extra is None:
+            append(
+                _new_record(
+                    MessageRecord,
+                    (id_, session_id, seq, role, content, (), None, None, created_at, NO_USAGE, {}),
+                )
+            )
+            continue
+        try:
+            try:
+                value, end = _scan_once(extra, 0)
+            except StopIteration:
+                end = -1
+            if end != len(extra):
+                value = json.loads(extra)  # raises the decoder's own description of the damage
+            if type(value) is not list or len(value) != 5:
+                raise TypeError("expected a JSON list of five fields")
+            calls, call_id, tool_name, counts, meta = value
+            if calls is not None:
+                calls = _checked_calls(calls)
+            else:
+                calls = ()
+            if counts is None:
+                usage = NO_USAGE
+            elif type(counts) is list and len(counts) == 4:
+                i, r, w, o = counts
+                if not (type(i) is int and type(r) is int and type(w) is int and type(o) is int):
+                    raise TypeError("usage: expected a JSON list of four integers")
+                usage = _new_object(Usage)
+                _set_i(usage, i)
+                _set_r(usage, r)
+                _set_w(usage, w)
+                _set_o(usage, o)
+            else:
+                raise TypeError("usage: expected a JSON list of four integers")
+            if meta is None:
+                meta = {}
+            elif type(meta) is not dict:
+                raise TypeError("meta: expected a JSON object")
+            if not (call_id is None or type(call_id) is str) or not (tool_name is None or type(tool_name) is str):
+                raise TypeError("tool_call_id and tool_name must be strings")
+        except (TypeError, ValueError) as exc:
+            raise _damaged(session_id, seq, "extra", exc) from exc
+        append(
+            _new_record(
+                MessageRecord,
+                (id_, session_id, seq, role, content, calls, call_id, tool_name, created_at, usage, meta),
+            )
+        )
+    return out
+
+
+def _checked_calls(value: Any) -> tuple[ToolCall, ...]:
+    if type(value) is list:
+        calls = []
+        for item in value:
+            if type(item) is not list or len(item) != 3:
+                break
+            id_, name, arguments = item
+            if type(id_) is not str or type(name) is not str or type(arguments) is not str:
+                break
+            calls.append(_new_record(ToolCall, item))
+        else:
+            return tuple(calls)
+    raise TypeError("tool_calls: expected a JSON list of [id, name, arguments] strings")
 
 
 def messages_from_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[MessageRecord]:
@@ -158,6 +285,9 @@ _set_counts = (
     Usage.cache_write_tokens.__set__,  # type: ignore[attr-defined]
     Usage.output_tokens.__set__,  # type: ignore[attr-defined]
 )
+
+
+_set_i, _set_r, _set_w, _set_o = _set_counts
 
 
 def _usage(i: int, r: int, w: int, o: int) -> Usage:

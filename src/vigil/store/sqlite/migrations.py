@@ -8,9 +8,18 @@ are never edited; a change to the schema is a new migration at the end of the li
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from dataclasses import dataclass
+from typing import Any, Callable
+
+from vigil.store.records import ToolCall
+from vigil.store.rows import packed_extra
+
+
+Step = str | Callable[[sqlite3.Connection], None]
+"""An SQL statement, or a function doing what SQL alone cannot (in the same transaction)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +28,7 @@ class Migration:
 
     version: int
     name: str
-    statements: tuple[str, ...]
+    statements: tuple[Step, ...]
 
 
 _V1_CORE = Migration(
@@ -70,6 +79,27 @@ _V1_CORE = Migration(
     ),
 )
 
+_FTS_TRIGGERS = (
+    """
+        CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+        END
+        """,
+    """
+        CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        END
+        """,
+    """
+        CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+        END
+        """,
+)
+"""What keeps the external-content full-text index in step with messages (text unchanged
+since version 2; version 4 creates them again on the rebuilt table)."""
+
 _V2_PROMPTS_USAGE_FTS = Migration(
     2,
     "system prompts, cache usage, message meta, full-text search",
@@ -98,22 +128,7 @@ _V2_PROMPTS_USAGE_FTS = Migration(
             tokenize = 'porter unicode61 remove_diacritics 2'
         )
         """,
-        """
-        CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-        END
-        """,
-        """
-        CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-            INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-        END
-        """,
-        """
-        CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-            INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-        END
-        """,
+        *_FTS_TRIGGERS,
         # Index the messages written before this version.
         "INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')",
     ),
@@ -188,7 +203,82 @@ _V3_GATEWAY = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY)
+def _pack_messages(conn: sqlite3.Connection) -> None:
+    """Rebuild ``messages`` with the rarely used columns packed into ``extra``, in one pass
+    that SQLite streams (memory stays bounded on any size), in the writer's own encoding.
+
+    Ids are kept, so the external-content full-text index stays valid as it is; so is the
+    AUTOINCREMENT high-water mark, so that the id of a deleted message is never given out
+    again. The old table's triggers go with it (none fires on the way) and are made anew.
+    """
+    conn.create_function("vigil_packed_extra", 8, _packed_old_row, deterministic=True)
+    high = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
+    conn.execute(
+        """
+        CREATE TABLE messages_packed (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq        INTEGER NOT NULL,
+            role       TEXT NOT NULL,
+            content    TEXT,
+            created_at REAL NOT NULL,
+            extra      TEXT,
+            UNIQUE (session_id, seq)
+        )
+        """
+    )
+    conn.execute(
+        "INSERT INTO messages_packed (id, session_id, seq, role, content, created_at, extra)"
+        " SELECT id, session_id, seq, role, content, created_at, vigil_packed_extra(tool_calls,"
+        " tool_call_id, tool_name, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,"
+        " meta) FROM messages ORDER BY id"
+    )
+    conn.execute("DROP TABLE messages")
+    conn.execute("ALTER TABLE messages_packed RENAME TO messages")
+    for trigger in _FTS_TRIGGERS:
+        conn.execute(trigger)
+    if high is not None:
+        conn.execute("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'messages'", (high[0],))
+
+
+def _packed_old_row(
+    calls: Any, call_id: Any, tool_name: Any, i: Any, r: Any, w: Any, o: Any, meta: Any
+) -> str | None:
+    if calls == "[]" and call_id is None and tool_name is None and not (i or r or w or o) and meta == "{}":
+        return None  # most rows: nothing but text
+    try:
+        return packed_extra(_old_calls(calls), call_id, tool_name, (i, r, w, o), _decoded(meta))
+    except (TypeError, ValueError):
+        # Damage no JSON can carry (NaN, say): kept as text that is not JSON, so that loading
+        # the history reports this message, and what it held is still there to repair by hand.
+        return "damaged in schema 3: " + repr((calls, call_id, tool_name, i, r, w, o, meta))
+
+
+def _old_calls(text: Any) -> Any:
+    """The tool calls of an old ``tool_calls`` column, read as the old loader read them."""
+    value = _decoded(text)
+    if type(value) is list and all(type(item) is dict for item in value):
+        try:
+            return tuple(ToolCall.from_dict(item) for item in value)
+        except KeyError:
+            pass
+    return value
+
+
+def _decoded(text: Any) -> Any:
+    # Undecodable text (a damaged row) is carried over as it is: loading reports it.
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+# Every history load reads every row of a session, and each column read costs about as
+# much as decoding it: the columns most messages leave empty become one nullable column
+# (see rows.PACKED_MESSAGE_COLUMNS).
+_V4_PACKED_MESSAGES = Migration(4, "messages: rarely used columns packed into one", (_pack_messages,))
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY, _V4_PACKED_MESSAGES)
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
 _CREATE_LEDGER = """
@@ -231,7 +321,10 @@ def _apply(conn: sqlite3.Connection, migration: Migration, now: float) -> None:
         # Re-read under the write lock: another process may have applied it a moment ago.
         if applied_version(conn) < migration.version:
             for statement in migration.statements:
-                conn.execute(statement)
+                if isinstance(statement, str):
+                    conn.execute(statement)
+                else:
+                    statement(conn)
             conn.execute(
                 "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                 (migration.version, now),

@@ -40,10 +40,11 @@ from vigil.store.records import (
     SessionRecord,
 )
 from vigil.store.rows import (
-    MESSAGE_COLUMNS,
-    MESSAGE_SELECT,
+    PACKED_MESSAGE_COLUMNS,
+    PACKED_MESSAGE_SELECT,
     canonical_json,
-    messages_from_rows,
+    messages_from_packed_rows,
+    packed_extra,
     session_from_row,
 )
 from vigil.store.sqlite import meta
@@ -57,18 +58,18 @@ _SESSION_COLUMNS = (
     "model_config, system_prompt_hash, tool_names, message_count, "
     "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens"
 )
-_MESSAGE_COLUMNS = MESSAGE_COLUMNS
 # rowid breaks ties between equal timestamps (a fake clock, a fast machine) by creation order.
 _MOST_RECENT_FIRST = "ORDER BY updated_at DESC, rowid DESC"
 # Of several continuations of one session, the newest is the one started last.
 _NEWEST_CHILD_LAST = "ORDER BY started_at, rowid"
 _NEWEST_CHILD_FIRST = "ORDER BY started_at DESC, rowid DESC"
 # A message copied into a continuation is listed once, under the newest session holding it:
-# see postgres/search.py for why this look at the copy's canonical meta is exact.
+# see postgres/search.py for why this look at the copy's canonical meta is exact (SQLite keeps
+# it inside the canonical JSON of extra, in the same text).
 _NOT_CARRIED = (
     "AND NOT EXISTS (SELECT 1 FROM sessions k JOIN messages c ON c.session_id = k.id"
     " WHERE k.parent_id = m.session_id AND c.created_at = m.created_at"
-    """ AND instr(c.meta, '"copied_from":{"seq":' || m.seq || ',"session":"' || m.session_id || '"}') > 0)"""
+    """ AND instr(c.extra, '"copied_from":{"seq":' || m.seq || ',"session":"' || m.session_id || '"}') > 0)"""
 )
 
 
@@ -384,8 +385,7 @@ class SQLiteStore:
         check_message(message)
         usage = message.usage
         counts = (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens)
-        calls_json = canonical_json([call.as_dict() for call in message.tool_calls])
-        meta_json = canonical_json(message.meta)
+        extra = packed_extra(message.tool_calls, message.tool_call_id, message.tool_name, counts, message.meta)
         when = self._clock.now() if created_at is None else created_at
 
         def write(conn: sqlite3.Connection) -> tuple[int | None, int]:
@@ -398,20 +398,8 @@ class SQLiteStore:
                 raise SessionNotFound(session_id)
             seq = (found[0] or 0) + 1
             cursor = conn.execute(
-                f"INSERT INTO messages ({_MESSAGE_COLUMNS.removeprefix('id, ')})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    seq,
-                    message.role,
-                    message.content,
-                    calls_json,
-                    message.tool_call_id,
-                    message.tool_name,
-                    when,
-                    *counts,
-                    meta_json,
-                ),
+                f"INSERT INTO messages ({PACKED_MESSAGE_COLUMNS.removeprefix('id, ')}) VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, seq, message.role, message.content, when, extra),
             )
             conn.execute(
                 "UPDATE sessions SET message_count = message_count + 1, input_tokens = input_tokens + ?,"
@@ -435,20 +423,20 @@ class SQLiteStore:
             tool_name=message.tool_name,
             created_at=when,
             usage=usage,
-            meta=json.loads(meta_json),
+            meta=json.loads(canonical_json(message.meta)) if message.meta else {},
         )
 
     def get_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[MessageRecord]:
         rows = self._db.query(
-            f"SELECT {MESSAGE_SELECT}, NULL FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq"
+            f"SELECT {PACKED_MESSAGE_SELECT} FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq"
             " LIMIT ?",
             (session_id, after_seq, _sql_limit(limit)),
         )
         if not rows and not self._db.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)
-        return messages_from_rows(session_id, rows)
+        return messages_from_packed_rows(session_id, rows)
 
     def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> list[SearchHit]:
         match = to_match_query(query)
