@@ -293,6 +293,14 @@ async def quiesce(hb: HeartbeatScheduler, target: DirectTarget, cron: CronSchedu
 
 
 async def pause(scheduler: Scheduler) -> None:
+    if isinstance(scheduler, HeartbeatScheduler) and scheduler.leases is not None:
+        # A pause, not the end: stop() would release every lease, and the release bumps the
+        # schedule generation, which makes the cron scheduler resync (undoing ``quiesce``).
+        watcher, scheduler._watcher = scheduler._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+        await scheduler.engine.stop()
+        return
     await scheduler.stop()
 
 
@@ -655,8 +663,6 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
     hb.idle_cpu, hb.idle_wakeups = await idle_window(args.idle, hbs)
     await pause(hbs)
     resume(crs)
-    if args.leases:  # releasing the leases at stop bumped the generation: let cron see it first
-        await crs.check_changes()
     cr.idle_cpu, cr.idle_wakeups = await idle_window(args.idle, crs)
     await crs.stop()
     naive_s = min(args.idle, 5.0)

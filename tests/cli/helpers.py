@@ -34,11 +34,12 @@ def run_vigil(*args: str, home: Path, env: dict[str, str] | None = None, timeout
     )
 
 
-def state_digest(home: Path, *, ignore: tuple[str, ...] = ()) -> str:
+def state_digest(home: Path, *, ignore: tuple[str, ...] = (), skip_rows: tuple[str, ...] = ()) -> str:
     """A digest of everything a profile home holds: every row of every table of ``state.db``
     (read through SQLite, so a WAL checkpoint does not count as a change) and the bytes of
-    every other file except those named in ``ignore``. Equal digests before and after a
-    command mean it changed nothing."""
+    every other file except those named in ``ignore``; rows whose SQL text contains one of
+    ``skip_rows`` are left out. Equal digests before and after a command mean it changed
+    nothing."""
     digest = hashlib.sha256()
     for path in sorted(home.rglob("*")) if home.exists() else []:
         relative = path.relative_to(home).as_posix()
@@ -49,7 +50,8 @@ def state_digest(home: Path, *, ignore: tuple[str, ...] = ()) -> str:
             connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
                 for line in connection.iterdump():
-                    digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
+                    if not any(marker in line for marker in skip_rows):
+                        digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
             finally:
                 connection.close()
         else:

@@ -1,6 +1,7 @@
 """A conversation wired as `vigil chat` wires it, with a REPL lease book: opening a conversation
 takes its heartbeat lease (from a gateway too), leaving it by /new, /resume <other>, /stop or
-closing releases it, and the heartbeat fires here while the lease is held."""
+closing releases it, and the heartbeat fires here while the lease is held. A conversation
+without a heartbeat holds no lease (and writes nothing to keep one)."""
 
 from __future__ import annotations
 
@@ -36,20 +37,25 @@ async def rt(make_runtime: RuntimeFactory) -> Runtime:
 
 
 async def test_the_open_conversation_holds_the_lease_and_its_heartbeat_fires(rt: Runtime) -> None:
-    assert _holder(rt, rt.session_id) == REPL
+    assert _holder(rt, rt.session_id) is None  # no heartbeat yet: nothing to own
     await rt.command("/hb every 10m check the CI")
+    assert _holder(rt, rt.session_id) == REPL
     for _ in range(25):
         await rt.advance(MIN)
     assert len(rt.heartbeat_turns()) == 2 and rt.heartbeat().fire_count == 2
     assert _holder(rt, rt.session_id) == REPL  # renewed all along
+    await rt.command("/hb clear")
+    assert _holder(rt, rt.session_id) is None
 
 
 async def test_new_releases_the_old_conversations_lease(rt: Runtime) -> None:
     old = rt.session_id
     await rt.command("/hb every 10m check the CI")
+    assert _holder(rt, old) == REPL
     await rt.command("/new")
     assert _holder(rt, old) is None
     await rt.send("a fresh start")
+    await rt.command("/hb every 10m check the CI")
     assert _holder(rt, rt.session_id) == REPL
 
 
@@ -57,14 +63,18 @@ async def test_resume_other_moves_the_lease_and_stop_releases_it(rt: Runtime, ma
     other = await make_runtime()
     await other.send("another conversation")
     first = rt.session_id
+    await rt.command("/hb every 10m check the CI")
     await rt.command(f"/resume {other.session_id}")
-    assert _holder(rt, first) is None and _holder(rt, other.session_id) == REPL
+    assert _holder(rt, first) is None
+    await rt.command("/hb every 10m check the other CI")
+    assert _holder(rt, other.session_id) == REPL
     await rt.command("/stop")
     assert _holder(rt, other.session_id) is None
 
 
 async def test_closing_the_conversation_releases_the_lease(rt: Runtime) -> None:
     await rt.command("/hb every 10m check the CI")
+    assert _holder(rt, rt.session_id) == REPL
     await rt.conversation.close()
     await rt.scheduler.stop()
     assert _holder(rt, rt.session_id) is None

@@ -2,7 +2,8 @@
 which owned sessions it holds the lease of, which it still has to take, and — in the gateway —
 which heartbeats it adopts because nobody else runs them.
 
-A session the scheduler owns is armed only once its lease is held. A lease taken over by
+A session the scheduler owns holds its lease while it has a heartbeat (a conversation without
+one costs no lease and no renewals) and is armed only once the lease is held. A lease taken over by
 another process makes the scheduler give the session up (a REPL gives way to another REPL,
 but takes back what a gateway took while the REPL was stalled). Renewal is one write per
 tick whatever the number of leases; checking that every lease is still held happens when
@@ -39,7 +40,7 @@ class LeaseKeeper:
         self.scheduler = scheduler
         self.book = book
         self.pending: set[str] = set()
-        """Owned sessions whose lease is not taken yet (not armed)."""
+        """Owned sessions whose lease is not held: not taken yet, or no heartbeat (not armed)."""
         self.held: set[str] = set()
         self.adopted: set[str] = set()
         """Held sessions owned through :meth:`adopt` (their target came from ``target_for``)."""
@@ -55,7 +56,8 @@ class LeaseKeeper:
 
     # -- what the scheduler reports -------------------------------------------------------------
     def wanted(self, session_id: str) -> None:
-        """The scheduler owns ``session_id`` now: take its lease at the next refresh/resync."""
+        """The scheduler owns ``session_id`` now: take its lease at the next refresh/resync
+        that finds a heartbeat there."""
         if session_id not in self.held:
             self.pending.add(session_id)
         self.elsewhere.pop(session_id, None)
@@ -74,6 +76,17 @@ class LeaseKeeper:
         task.add_done_callback(self._tasks.discard)
 
     # -- taking and checking ----------------------------------------------------------------------
+    async def settle(self, session_ids: Iterable[str], has_heartbeat: Callable[[str], bool]) -> None:
+        """Hold the leases of the owned sessions that have a heartbeat, and only of those: take
+        the missing ones, release those whose heartbeat is gone (cleared, moved)."""
+        ids = list(session_ids)
+        await self.take_pending([sid for sid in ids if sid in self.pending and has_heartbeat(sid)])
+        for sid in ids:
+            if sid in self.held and not has_heartbeat(sid):
+                self.held.discard(sid)
+                self.pending.add(sid)
+                self.spawn(self._release(sid))
+
     async def take_pending(self, session_ids: Iterable[str] | None = None) -> None:
         """Take the leases of pending sessions (a REPL forcibly); those another process keeps
         are given up (the target is told)."""
@@ -108,16 +121,18 @@ class LeaseKeeper:
         if not lost:
             return
         holders = await self._call(self.book.holders, lost) if self.book.forceful else {}
+        retake = []
         for sid in lost:
             self.held.discard(sid)
             holder = holders.get(sid)
             if self.book.forceful and (holder is None or holder.kind == GATEWAY):
                 log.info("the heartbeat lease of %s was taken while this REPL stalled: taking it back", sid)
                 self.pending.add(sid)
+                retake.append(sid)
             else:
                 log.info("the heartbeat of %s is now run by another process", sid)
                 self.scheduler.lose(sid)
-        await self.take_pending()
+        await self.take_pending(retake)
 
     async def tick(self) -> None:
         """A renewal tick with no generation change: keep the leases alive (one write), and
@@ -198,8 +213,8 @@ class LeaseKeeper:
 
     async def _release(self, session_id: str) -> None:
         async with self.lock:
-            if session_id in self.held or session_id in self.pending:
-                return  # owned again meanwhile
+            if session_id in self.held:
+                return  # taken again meanwhile
             try:
                 await self._call(self.book.release, session_id)
             except StoreError as exc:

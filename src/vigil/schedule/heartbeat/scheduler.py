@@ -220,25 +220,25 @@ class HeartbeatScheduler:
 
     # -- arming -----------------------------------------------------------------------------------
     async def refresh(self, session_id: str) -> Heartbeat | None:
-        """Re-read the session's heartbeat and arm or disarm it accordingly (with leases,
-        take the session's lease first if it is not held yet)."""
-        if self._leases is not None and session_id in self._leases.pending:
-            await self._leases.take_pending([session_id])
+        """Re-read the session's heartbeat and arm or disarm it accordingly (with leases, take
+        the session's lease if it has a heartbeat, release it if not)."""
         try:
             heartbeat = await self._call(self.repo.get, session_id)
         except HeartbeatError as exc:
             log.warning("ignoring the damaged heartbeat of %s: %s", session_id, exc)
             heartbeat = None
+        if self._leases is not None and session_id in self._targets:
+            await self._leases.settle([session_id], lambda _sid: heartbeat is not None)
         self._apply(session_id, heartbeat)
         return heartbeat
 
     async def resync(self) -> None:
         """Re-read every owned heartbeat (after a change made by another process). With leases,
-        first check the held leases, take the pending ones and adopt the free ones."""
+        first check the held leases and adopt the free ones; then take or release leases as the
+        owned sessions have heartbeats or not."""
         listed: list[Heartbeat] | None = None
         if self._leases is not None:
             await self._leases.verify()
-            await self._leases.take_pending()
             if self._leases.adopting:
                 listed = await self._call(self.repo.list)
                 await self._leases.adopt_free(listed)
@@ -250,6 +250,9 @@ class HeartbeatScheduler:
         if listed is None:
             listed = await self._call(self.repo.list)
         stored = {h.session_id: h for h in listed}
+        if self._leases is not None:
+            await self._leases.settle(owned, stored.__contains__)
+            owned = list(self._targets)
         for session_id in owned:
             self._apply(session_id, stored.get(session_id))
 
