@@ -67,6 +67,7 @@ class LiveConversation:
         self.controller.route = route
         self.conversation = Conversation(self.controller, scheduler=gateway.heartbeats)
         self.conversation.listeners.append(self._on_event)
+        self.conversation.on_refund = self._on_refund
         self.lock = asyncio.Lock()
         """Held while inputs are handed to the queue, so they enter it in the order received."""
         self._started = False
@@ -134,6 +135,10 @@ class LiveConversation:
         return await self.gateway.approvals.ask(
             session_id, tool, description, lambda item: self.gateway.announce(self, item)
         )
+
+    def _on_refund(self, session_id: str, why: str) -> None:
+        self.gateway.count("heartbeat_refunds")
+        self.gateway.say(f"vigil gateway: heartbeat of {session_id[:8]} not started, slot refunded: {why}")
 
     async def _on_event(self, item: ConversationEvent) -> None:
         await self.gateway.on_live_event(self, item)
