@@ -27,7 +27,7 @@ from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
 from vigil.gateway.outbox import OutboxSender
 from vigil.gateway.routing import WEB, Router
-from vigil.gateway import fanout, views
+from vigil.gateway import fanout, moves, views
 from vigil.gateway.fanout import describe_route
 from vigil.gateway.idle import IDLE_CLOSE, IdleCloser
 from vigil.models.base import ModelClient
@@ -399,46 +399,17 @@ class Gateway:
         /stop) and tell its pages what the command said and what its heartbeat is now."""
         after = live.session_id
         if after != before:
-            await self.moved(live, before, after, "switch")
+            reason = "switch"
+            if before is not None and after is not None:
+                if await asyncio.to_thread(self.store.newest_continuation, before) == after:
+                    reason = "compression"  # /compress
+            await moves.moved(self, live, before, after, reason)
         if outcome.kind == "command" and outcome.reply is not None:
             self.bus.publish(after or before, event(
                 "command_reply", after or before, text=outcome.reply.text, is_error=outcome.reply.is_error
             ))
             if after is not None:
                 await self.publish_heartbeat(after)
-
-    async def moved(self, live: LiveConversation, old: str | None, new: str | None, reason: str) -> None:
-        """The conversation of ``live`` went on from ``old`` to ``new`` (``None``: ``/stop``
-        ended it): re-key it, carry its watchers and re-point its route."""
-        if old is not None and self.live.get(old) is live:
-            del self.live[old]
-        if new is None:
-            if old is not None:
-                self.bus.publish(old, event("session_moved", old, new_session_id=None, reason="stop"))
-            await self._close_if_unused(live)
-            return
-        self.live[new] = live
-        if old is not None:
-            self.bus.move(old, new, reason)
-        route = live.route
-        if route is not None:
-            target = RouteKey(WEB, new) if route.adapter == WEB else route
-            if target != route:
-                self.bind(live, target)
-            await asyncio.to_thread(self.router.point, target, new)
-
-    async def _close_if_unused(self, live: LiveConversation) -> None:
-        """After ``/stop``: close the live conversation unless input waits in it (that input
-        starts the next conversation there, and so does a message that arrives meanwhile, as
-        the route still leads to it). Under the route's lock, so that no message is handed to
-        a conversation being closed."""
-        route = live.route
-        lock = self.route_lock(route) if route is not None else asyncio.Lock()
-        async with lock:
-            conversation = live.conversation
-            if live.session_id is None and not conversation.queued and not conversation.busy:
-                self.forget(live)
-                await live.close()
 
     async def publish_heartbeat(self, session_id: str) -> None:
         await fanout.publish_heartbeat(self, session_id)

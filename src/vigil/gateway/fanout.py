@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from vigil.agent.events import AssistantStep, Compressed
+from vigil.gateway import moves
 from vigil.gateway.wire import event, heartbeat_view, live_event
 from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, TurnBegan, TurnEnded
 from vigil.store import StoreError
@@ -31,7 +32,7 @@ async def on_live_event(gateway: "Gateway", live: "LiveConversation", item: Conv
     live.touch()
     session_id = live.session_id
     if isinstance(item, Compressed):
-        await gateway.moved(live, item.parent_id, item.child_id, "compression")
+        await moves.moved(gateway, live, item.parent_id, item.child_id, "compression")
         return
     wire = live_event(session_id, item)
     if wire is not None:
