@@ -106,3 +106,36 @@ async def test_a_message_stored_while_the_gateway_stops_waits_for_the_next_start
     await eventually(lambda: again.adapter.sent, what="the kept message answered after the restart")
     assert tables.inbox_get(receipt.inbox_id).status == ANSWERED
     assert len(again.fake.requests) == 1
+
+
+async def test_a_message_stored_but_not_handed_on_is_answered_when_the_platform_sends_it_again(
+    make_gateway: GatewayFactory, monkeypatch
+) -> None:
+    """The inbox write succeeded but routing failed (a store error): the adapter reports the
+    error, the platform redelivers, and the redelivery must not be dropped as a duplicate."""
+    h = await make_gateway()
+    real_resolve = h.gateway.router.resolve
+    failures = {"left": 1}
+
+    def flaky_resolve(route):
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise StoreError("database is locked")
+        return real_resolve(route)
+
+    monkeypatch.setattr(h.gateway.router, "resolve", flaky_resolve)
+    h.fake.queue("answered at last")
+    try:
+        await h.gateway.receive(Inbound(CHAT, "m1", "hello"))
+    except StoreError:
+        pass
+    else:
+        raise AssertionError("the routing failure was not reported to the adapter")
+    again = await h.gateway.receive(Inbound(CHAT, "m1", "hello"))
+    assert again.duplicate
+    await eventually(lambda: h.adapter.sent, what="the message answered")
+    third = await h.gateway.receive(Inbound(CHAT, "m1", "hello"))  # now a true duplicate
+    await asyncio.sleep(0.2)
+    assert third.duplicate
+    assert h.adapter.texts() == ["answered at last"] and len(h.fake.requests) == 1
+    assert h.store.gateway.inbox_get(again.inbox_id).status == ANSWERED

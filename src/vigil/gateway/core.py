@@ -37,7 +37,7 @@ from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.schedule.heartbeat.lease import GATEWAY, LeaseBook
 from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 from vigil.store import SessionStore, StoreError
-from vigil.store.gateway_tables import ANSWERED, FAILED, InboxEntry, NewOutbound, RouteKey
+from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, InboxEntry, NewOutbound, RouteKey
 from vigil.gateway.wire import event
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,7 @@ class Gateway:
         self.idle = IdleCloser(self, idle_close)
         self._route_locks: dict[RouteKey, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._handling: set[int] = set()  # inbox ids handed to a conversation by this process
         self._accepting = False
         self._closing = False
         self.answered = 0
@@ -125,6 +126,12 @@ class Gateway:
             )
             self.count("inbound_messages", adapter=inbound.route.adapter, duplicate=str(not new).lower())
             if not new:
+                if entry.status == PENDING and entry.id not in self._handling and not self._closing:
+                    # stored by a delivery that failed before it reached its conversation
+                    # (the platform was told so and sent it again): hand it on now
+                    live = await self._live_for_route(inbound.route)
+                    self.dispatch(entry, live, client_id=inbound.external_id)
+                    return Receipt(entry.id, True, live.session_id)
                 return Receipt(entry.id, True, entry.session_id)
             if self._closing:  # stored: answered at the next start
                 return Receipt(entry.id, False, None)
@@ -336,6 +343,7 @@ class Gateway:
         if self.settings.gateway.busy == "interrupt" and not is_command and conversation.running_turn:
             conversation.interrupt()
         session_id = live.session_id
+        self._handling.add(entry.id)
         future = conversation.submit(entry.text, meta={"inbox": entry.id})
         self.bus.publish(session_id, event(
             "message_accepted", session_id, inbox_id=entry.id, text=entry.text, client_id=client_id
@@ -344,6 +352,14 @@ class Gateway:
         self.spawn(self._settle(entry, live, future, session_id))
 
     async def _settle(
+        self, entry: InboxEntry, live: LiveConversation, future: asyncio.Future[Outcome], session_id: str | None
+    ) -> None:
+        try:
+            await self._settle_now(entry, live, future, session_id)
+        finally:
+            self._handling.discard(entry.id)
+
+    async def _settle_now(
         self, entry: InboxEntry, live: LiveConversation, future: asyncio.Future[Outcome], session_id: str | None
     ) -> None:
         try:
