@@ -13,11 +13,12 @@ them once at the next start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping
 
 from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
@@ -302,6 +303,18 @@ class Gateway:
     def route_lock(self, route: RouteKey) -> asyncio.Lock:
         """Held while a message of ``route`` is stored and handed to its conversation."""
         return self._route_locks.setdefault(route, asyncio.Lock())
+
+    @contextlib.asynccontextmanager
+    async def routes_held(self, live: LiveConversation) -> AsyncIterator[None]:
+        """Hold the lock of every route that leads to ``live`` (in one order, so two holders
+        cannot deadlock): no message is handed to it meanwhile. For closing it."""
+        routes = {route for route, known in self.by_route.items() if known is live}
+        if live.route is not None:
+            routes.add(live.route)
+        async with contextlib.AsyncExitStack() as stack:
+            for route in sorted(routes, key=lambda r: (r.adapter, r.chat, r.thread, r.user)):
+                await stack.enter_async_context(self.route_lock(route))
+            yield
 
     def _new_workspace(self) -> Path:
         return self.profile.home / WORKSPACES / secrets.token_hex(6)

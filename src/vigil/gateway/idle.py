@@ -59,8 +59,7 @@ class IdleCloser:
         for live in gateway.all_live():
             if not self.idle(live):
                 continue
-            route = live.route
-            async with gateway.route_lock(route) if route is not None else asyncio.Lock():
+            async with gateway.routes_held(live):
                 if not self.idle(live):  # a message came meanwhile
                     continue
                 gateway.forget(live)

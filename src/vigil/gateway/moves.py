@@ -62,11 +62,9 @@ async def _merge(gateway: "Gateway", other: "LiveConversation", into: "LiveConve
 async def _close_if_unused(gateway: "Gateway", live: "LiveConversation") -> None:
     """After ``/stop``: close the live conversation unless input waits in it (that input
     starts the next conversation there, and so does a message that arrives meanwhile, as
-    the route still leads to it). Under the route's lock, so that no message is handed to
+    the route still leads to it). Under the locks of its routes, so that no message is handed to
     a conversation being closed."""
-    route = live.route
-    lock = gateway.route_lock(route) if route is not None else asyncio.Lock()
-    async with lock:
+    async with gateway.routes_held(live):
         conversation = live.conversation
         if live.session_id is None and not conversation.queued and not conversation.busy:
             gateway.forget(live)
