@@ -57,3 +57,28 @@ async def test_a_reply_the_platform_took_is_not_sent_again_when_marking_it_fails
     await eventually(lambda: tables.outbox_counts()[SENT] == 1, what="the reply marked sent")
     await asyncio.sleep(0.2)
     assert h.adapter.texts() == ["only once"]
+
+
+async def test_a_platform_call_that_hangs_is_retried_and_does_not_hold_up_other_chats(
+    make_gateway: GatewayFactory,
+) -> None:
+    h = await make_gateway()
+    adapter = h.adapter
+    h.gateway.outbox.send_timeout = 0.3
+    hung: list[str] = []
+    record = type(adapter).send
+
+    async def hang_once(message: OutboxEntry) -> None:
+        if message.route == CHAT and not hung:
+            hung.append(message.text)
+            await asyncio.Event().wait()  # the platform never answers
+        await record(adapter, message)
+
+    adapter.send = hang_once  # type: ignore[method-assign]
+    h.fake.queue("stuck answer", "other chat answer")
+    await h.gateway.receive(Inbound(CHAT, "1", "one"))
+    await eventually(lambda: hung, what="the hung send")
+    await h.gateway.receive(Inbound(OTHER, "2", "elsewhere"))
+    await eventually(lambda: len(adapter.sent) == 2, what="both replies delivered")
+    assert sorted(adapter.texts()) == ["other chat answer", "stuck answer"]
+    assert any("retrying" in line for line in h.lines)

@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 300.0
+SEND_TIMEOUT = 60.0
+"""Seconds one try to hand a reply to its platform may take; a hung call counts as a failed
+try (retried) instead of holding up every chat's replies."""
+
 IDLE_RECHECK = 30.0
 """Seconds between looks at the outbox when nothing wakes the sender (another process may
 have queued something; a clock jump may have made something due)."""
@@ -48,12 +52,14 @@ class OutboxSender:
         *,
         attempts: int,
         report: Report,
+        send_timeout: float = SEND_TIMEOUT,
     ) -> None:
         self.store = store
         self.adapters = adapters
         self.clock = clock
         self.attempts = attempts
         self.report = report
+        self.send_timeout = send_timeout
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sending = asyncio.Lock()
@@ -139,7 +145,10 @@ class OutboxSender:
             try:
                 if adapter is None:
                     raise DeliveryError(f"no '{entry.route.adapter}' adapter is running")
-                await adapter.send(entry)
+                await asyncio.wait_for(adapter.send(entry), self.send_timeout)
+            except asyncio.TimeoutError:
+                await self._failed(entry, DeliveryError(f"the platform did not answer within {self.send_timeout:g} s"))
+                return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # an adapter bug must not stop the outbox
