@@ -58,3 +58,21 @@ async def test_a_heartbeat_turn_cannot_ask_for_an_approval(make_gateway: Gateway
     assert finished and "unattended" in finished[0]["content"]
     assert not (target / "ran").exists()
     assert not [e for e, _ in h.adapter.live_events if e and _["type"] == "approval_request"]
+
+
+async def test_a_conversation_adopted_for_its_heartbeat_is_not_shown_busy_nor_waited_for(
+    make_gateway: GatewayFactory,
+) -> None:
+    h = await make_gateway()
+    receipt = await h.gateway.receive(Inbound(CHAT, "1", "/heartbeat every 1h check the deploy"))
+    await eventually(lambda: h.adapter.sent, what="the heartbeat set")
+    await h.gateway.stop(1.0)
+
+    again = await make_gateway()  # adopts the heartbeat; its conversation starts when it is due
+    await eventually(lambda: receipt.session_id in again.gateway.live, what="the heartbeat adopted")
+    view = await again.gateway.conversation(receipt.session_id)
+    assert view["busy"] is False
+    listed = {c["id"]: c for c in await again.gateway.conversations()}
+    assert listed[receipt.session_id]["busy"] is False
+    await again.gateway.stop(30.0)
+    assert not any("running turn" in line for line in again.lines)

@@ -79,6 +79,7 @@ class Conversation:
         self._queue: deque[_Item] = deque()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
+        self._idle.set()  # nothing runs before the worker starts (a conversation not started is not busy)
         self._heartbeat_wanted = False
         self._current: _Item | None = None
         self._running: asyncio.Task[object] | None = None
@@ -107,6 +108,8 @@ class Conversation:
             if not item.future.done():
                 item.future.cancel()
         self._queue.clear()
+        self._heartbeat_wanted = False
+        self._idle.set()  # closed: nothing will run
         self._stop_draft_timer()
         if self.scheduler is not None and self._tracked is not None:
             self.scheduler.disown(self._tracked, self)
