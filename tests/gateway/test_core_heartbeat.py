@@ -76,3 +76,4 @@ async def test_a_conversation_adopted_for_its_heartbeat_is_not_shown_busy_nor_wa
     assert listed[receipt.session_id]["busy"] is False
     await again.gateway.stop(30.0)
     assert not any("running turn" in line for line in again.lines)
+

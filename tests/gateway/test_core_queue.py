@@ -92,3 +92,19 @@ async def test_quit_from_a_platform_does_not_pretend_to_leave(make_gateway: Gate
     await eventually(lambda: h.adapter.sent, what="the reply")
     assert h.adapter.sent[0].text != "Bye."
     assert "/stop" in h.adapter.sent[0].text
+
+
+async def test_the_queue_depth_gauge_goes_back_to_zero_once_the_queue_drains(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    from vigil.gateway.metrics import GatewayMetrics
+
+    metrics = GatewayMetrics()
+    h.gateway.metrics = metrics
+    h.fake.queue(Reply.text(["slow "] * 10, chunk_delay=0.05), "two", "three")
+    await h.gateway.receive(Inbound(CHAT, "1", "one"))
+    await eventually(lambda: h.fake.requests, what="the first turn running")
+    await h.gateway.receive(Inbound(CHAT, "2", "two"))
+    await h.gateway.receive(Inbound(CHAT, "3", "three"))
+    assert b"vigil_gateway_queue_depth 2.0" in metrics.exposition()
+    await eventually(lambda: len(h.adapter.sent) == 3, what="every answer")
+    await eventually(lambda: b"vigil_gateway_queue_depth 0.0" in metrics.exposition(), what="the gauge at zero")

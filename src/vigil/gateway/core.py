@@ -361,7 +361,7 @@ class Gateway:
         self.bus.publish(session_id, event(
             "message_accepted", session_id, inbox_id=entry.id, text=entry.text, client_id=client_id
         ))
-        self._gauge("queue_depth", sum(l.conversation.queued for l in self.live.values()))
+        self.gauge_queue_depth()
         self.spawn(self._settle(entry, live, future, session_id))
 
     async def _settle(
@@ -383,6 +383,7 @@ class Gateway:
             outcome = await asyncio.shield(future)
         except asyncio.CancelledError:
             return  # the gateway is stopping: the entry stays unfinished and is answered at the next start
+        self.gauge_queue_depth()
         if self._closing and outcome.cancelled:
             return
         await self._after_input(live, session_id, outcome)
@@ -460,6 +461,11 @@ class Gateway:
         metric = getattr(self.metrics, name, None)
         if metric is not None:
             (metric.labels(**labels) if labels else metric).inc()
+
+    def gauge_queue_depth(self) -> None:
+        """Inputs waiting behind a running one, over every live conversation."""
+        if self.metrics is not None:
+            self._gauge("queue_depth", sum(live.conversation.queued for live in self.all_live()))
 
     def _gauge(self, name: str, value: float) -> None:
         metric = getattr(self.metrics, name, None)
