@@ -108,3 +108,24 @@ async def test_the_queue_depth_gauge_goes_back_to_zero_once_the_queue_drains(mak
     assert b"vigil_gateway_queue_depth 2.0" in metrics.exposition()
     await eventually(lambda: len(h.adapter.sent) == 3, what="every answer")
     await eventually(lambda: b"vigil_gateway_queue_depth 0.0" in metrics.exposition(), what="the gauge at zero")
+
+
+async def test_concurrent_deliveries_of_one_chat_are_answered_in_arrival_order(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    texts = [f"message {n}" for n in range(12)]
+    h.fake.queue(*[f"answer to {t}" for t in texts])
+    receipts = await asyncio.gather(*[h.gateway.receive(Inbound(CHAT, f"k{n}", t)) for n, t in enumerate(texts)])
+    assert [r.inbox_id for r in receipts] == sorted(r.inbox_id for r in receipts)
+    await eventually(lambda: len(h.adapter.sent) == len(texts), what="every answer")
+    assert h.adapter.texts() == [f"answer to {t}" for t in texts]
+    session_id = h.store.gateway.route_get(CHAT)
+    assert [m.content for m in h.store.get_messages(session_id) if m.role == "user"] == texts
+
+
+async def test_a_slow_chat_does_not_hold_up_another(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    h.fake.queue(Reply.text(["slow "] * 60, chunk_delay=0.1), "quick answer")
+    await h.gateway.receive(Inbound(CHAT, "1", "a long task"))
+    await eventually(lambda: h.fake.requests, what="the slow turn running")
+    await h.gateway.receive(Inbound(RouteKey("chat", "q-other"), "2", "quick one"))
+    await eventually(lambda: h.adapter.texts() == ["quick answer"], what="the other chat answered first")
