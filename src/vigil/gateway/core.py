@@ -8,6 +8,11 @@ conversation's runtime queue, marked with its inbox id. When the turn (or slash 
 the inbox entry is finished and its reply queued in the outbox in one transaction; the outbox
 sender delivers it. A crash leaves unfinished entries: :mod:`vigil.gateway.recovery` answers
 them once at the next start.
+
+A route leads to its live conversation while that runs (:attr:`Gateway.by_route`), whatever
+the stored route says meanwhile, so messages sent right after ``/new`` or ``/stop`` follow the
+conversation's queue; conversation moves are in :mod:`vigil.gateway.moves`, the fan-out of
+live events in :mod:`vigil.gateway.fanout`, closing idle ones in :mod:`vigil.gateway.idle`.
 """
 
 from __future__ import annotations
