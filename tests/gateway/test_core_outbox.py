@@ -82,3 +82,29 @@ async def test_a_platform_call_that_hangs_is_retried_and_does_not_hold_up_other_
     await eventually(lambda: len(adapter.sent) == 2, what="both replies delivered")
     assert sorted(adapter.texts()) == ["other chat answer", "stuck answer"]
     assert any("retrying" in line for line in h.lines)
+
+
+async def test_stopping_the_outbox_waits_for_a_store_call_in_flight(make_gateway: GatewayFactory, monkeypatch) -> None:
+    """The store is closed right after the gateway stops: a query still running in a worker
+    thread then crashed the process (a segfault in SQLite)."""
+    import threading
+    import time
+
+    h = await make_gateway()
+    tables = h.store.gateway
+    real_next_due = tables.outbox_next_due
+    inside, finished = threading.Event(), threading.Event()
+
+    def slow_next_due():
+        inside.set()
+        time.sleep(0.3)
+        try:
+            return real_next_due()
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(tables, "outbox_next_due", slow_next_due)
+    h.gateway.outbox.wake()
+    await eventually(inside.is_set, what="the sender inside a store call")
+    await h.gateway.outbox.stop()
+    assert finished.is_set()

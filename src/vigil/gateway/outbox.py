@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from vigil.clock import Clock
 from vigil.gateway.adapters.base import Adapter, DeliveryError
@@ -31,6 +31,8 @@ try (retried) instead of holding up every chat's replies."""
 IDLE_RECHECK = 30.0
 """Seconds between looks at the outbox when nothing wakes the sender (another process may
 have queued something; a clock jump may have made something due)."""
+
+T = TypeVar("T")
 
 Report = Callable[[str, OutboxEntry, str | None], None]
 """Called with ``sent``, ``retry`` or ``failed``, the entry and the error text."""
@@ -96,7 +98,7 @@ class OutboxSender:
             self._wake.clear()
             try:
                 await self._send_due()
-                next_due = await asyncio.to_thread(self.store.gateway.outbox_next_due)
+                next_due = await self._store(self.store.gateway.outbox_next_due)
                 if self._held and next_due is not None and next_due <= self.clock.now():
                     # what is due waits behind a held route: look again when its retry is due
                     next_due = min(retry_at for _id, retry_at in self._held.values())
@@ -112,6 +114,16 @@ class OutboxSender:
             except asyncio.TimeoutError:
                 pass
 
+    async def _store(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn`` in a worker thread. Cancelled meanwhile (the gateway stops), it still waits
+        for the thread: the caller closes the store next, under a query that still runs."""
+        call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            await asyncio.wait([call])
+            raise
+
     async def _send_due(self) -> None:
         async with self._sending:
             await self._send_due_now()
@@ -119,7 +131,7 @@ class OutboxSender:
     async def _send_due_now(self) -> None:
         while True:
             now = self.clock.now()
-            due = await asyncio.to_thread(self.store.gateway.outbox_due, now)
+            due = await self._store(self.store.gateway.outbox_due, now)
             self._release_stale_holds({entry.id for entry in due}, now)
             progressed = False
             for entry in due:
@@ -156,7 +168,7 @@ class OutboxSender:
                 return
             self._unmarked.add(entry.id)
         # Taken by the platform: a store error marking it is retried without sending again.
-        await asyncio.to_thread(tables.outbox_sent, entry.id, now=self.clock.now())
+        await self._store(tables.outbox_sent, entry.id, now=self.clock.now())
         self._unmarked.discard(entry.id)
         self._unhold(entry)
         self.report("sent", entry, None)
@@ -167,14 +179,14 @@ class OutboxSender:
         retryable = getattr(exc, "retryable", True)
         tries = entry.attempts + 1
         if not retryable or tries >= self.attempts:
-            await asyncio.to_thread(tables.outbox_fail, entry.id, error=error, now=self.clock.now())
+            await self._store(tables.outbox_fail, entry.id, error=error, now=self.clock.now())
             log.error("outbox: reply %d to %s failed for good after %d tries: %s",
                       entry.id, entry.route.adapter, tries, error)
             self._unhold(entry)
             self.report("failed", entry, error)
             return
         retry_at = self.clock.now() + (getattr(exc, "retry_after", None) or backoff(tries))
-        await asyncio.to_thread(tables.outbox_retry, entry.id, error=error, next_attempt_at=retry_at)
+        await self._store(tables.outbox_retry, entry.id, error=error, next_attempt_at=retry_at)
         self._held[entry.route] = (entry.id, retry_at)
         self.report("retry", entry, error)
 
