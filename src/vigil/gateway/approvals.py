@@ -35,7 +35,8 @@ class Approvals:
         self._pending: dict[str, _Request] = {}
 
     async def ask(self, session_id: str, tool: str, description: str, announce: Callable[[dict[str, object]], None]) -> bool:
-        """Ask and wait; ``False`` when denied, timed out or cancelled."""
+        """Ask and wait; ``False`` when denied, timed out or cancelled. The resolution is
+        announced with ``reason``: ``answered``, ``timeout`` or ``cancelled``."""
         approval_id = secrets.token_urlsafe(12)
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending[approval_id] = _Request(session_id, future)
@@ -45,11 +46,12 @@ class Approvals:
             "tool": tool, "description": description, "expires_at": expires_at,
         })
         approved = False
-        reason = "timeout"
+        reason = "cancelled"  # the turn was stopped while it waited (/stop, interrupt, shutdown)
         try:
             approved = await asyncio.wait_for(asyncio.shield(future), self.timeout)
             reason = "answered"
         except asyncio.TimeoutError:
+            reason = "timeout"
             log.info("approval %s for %s timed out after %.0f s: denied", approval_id, session_id, self.timeout)
         finally:
             self._pending.pop(approval_id, None)

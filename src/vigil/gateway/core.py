@@ -8,18 +8,23 @@ conversation's runtime queue, marked with its inbox id. When the turn (or slash 
 the inbox entry is finished and its reply queued in the outbox in one transaction; the outbox
 sender delivers it. A crash leaves unfinished entries: :mod:`vigil.gateway.recovery` answers
 them once at the next start.
+
+A route leads to its live conversation while that runs (:attr:`Gateway.by_route`), whatever
+the stored route says meanwhile, so messages sent right after ``/new`` or ``/stop`` follow the
+conversation's queue; conversation moves are in :mod:`vigil.gateway.moves`, the fan-out of
+live events in :mod:`vigil.gateway.fanout`, closing idle ones in :mod:`vigil.gateway.idle`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping
 
-from vigil.agent.events import AssistantStep, Compressed
 from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayClosed, Inbound, Receipt
@@ -28,16 +33,18 @@ from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
 from vigil.gateway.outbox import OutboxSender
 from vigil.gateway.routing import WEB, Router
-from vigil.gateway import views
+from vigil.gateway import fanout, moves, views
+from vigil.gateway.fanout import describe_route
+from vigil.gateway.idle import IDLE_CLOSE, IdleCloser
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
-from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, Outcome, TurnBegan, TurnEnded
+from vigil.runtime.conversation_events import ConversationEvent, Outcome
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.schedule.heartbeat.lease import GATEWAY, LeaseBook
 from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 from vigil.store import SessionStore, StoreError
-from vigil.store.gateway_tables import ANSWERED, FAILED, InboxEntry, NewOutbound, OutboxEntry, RouteKey
-from vigil.gateway.wire import event, heartbeat_view, live_event
+from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, InboxEntry, NewOutbound, RouteKey
+from vigil.gateway.wire import event
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +52,13 @@ Say = Callable[[str], None]
 """Where the gateway's one-line reports go (stdout and logs/gateway.log)."""
 
 WORKSPACES = "workspaces"
+
+FINISH_RETRY_DELAYS: tuple[float, ...] = (0.05, 0.25, 1.0, 4.0, 15.0, 60.0)
+"""Real-time pauses between tries to finish an answered inbox entry while the store fails."""
+
+SETTLE_GRACE = 5.0
+"""Seconds the stopping gateway gives the turns that finished to be marked answered and
+their replies queued, before it stops waiting (they are then finished at the next start)."""
 
 
 class Gateway:
@@ -62,6 +76,7 @@ class Gateway:
         say: Say = lambda line: None,
         metrics: Any = None,
         heartbeats: HeartbeatScheduler | None = None,
+        idle_close: float = IDLE_CLOSE,
     ) -> None:
         self.store = store
         self.profile = profile
@@ -79,11 +94,18 @@ class Gateway:
         self.bus = EventBus()
         self.approvals = Approvals(self.clock, settings.gateway.approval_timeout)
         self.outbox = OutboxSender(
-            store, self.adapters, self.clock, attempts=settings.gateway.outbox_attempts, report=self._delivery
+            store, self.adapters, self.clock, attempts=settings.gateway.outbox_attempts, report=lambda *args: fanout.delivery_report(self, *args)
         )
         self.live: dict[str, LiveConversation] = {}
+        """Live conversations by their current session id."""
+        self.by_route: dict[RouteKey, LiveConversation] = {}
+        """Live conversations by the route they answer now. A message goes to the route's live
+        conversation while it runs, whatever the stored route says meanwhile: right after
+        ``/new`` or ``/stop`` the route is re-pointed only once the command has settled."""
+        self.idle = IdleCloser(self, idle_close)
         self._route_locks: dict[RouteKey, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._handling: set[int] = set()  # inbox ids handed to a conversation by this process
         self._accepting = False
         self._closing = False
         self.answered = 0
@@ -97,7 +119,7 @@ class Gateway:
     async def receive(self, inbound: Inbound) -> Receipt:
         if not self._accepting:
             raise GatewayClosed("the gateway is shutting down; send the message again in a moment")
-        lock = self._route_locks.setdefault(inbound.route, asyncio.Lock())
+        lock = self.route_lock(inbound.route)
         async with lock:
             entry, new = await asyncio.to_thread(
                 self.store.gateway.inbox_accept,
@@ -108,19 +130,30 @@ class Gateway:
                 received_at=self.clock.now(),
                 meta=dict(inbound.meta),
             )
-            self._count("inbound_messages", adapter=inbound.route.adapter, duplicate=str(not new).lower())
+            self.count("inbound_messages", adapter=inbound.route.adapter, duplicate=str(not new).lower())
             if not new:
+                if entry.status == PENDING and entry.id not in self._handling and not self._closing:
+                    # stored by a delivery that failed before it reached its conversation
+                    # (the platform was told so and sent it again): hand it on now
+                    live = await self._live_for_route(inbound.route)
+                    self.dispatch(entry, live, client_id=inbound.external_id)
+                    return Receipt(entry.id, True, live.session_id)
                 return Receipt(entry.id, True, entry.session_id)
+            if self._closing:  # stored: answered at the next start
+                return Receipt(entry.id, False, None)
             live = await self._live_for_route(inbound.route)
             self.dispatch(entry, live, client_id=inbound.external_id)
             return Receipt(entry.id, False, live.session_id)
 
     async def open_conversation(self, route: RouteKey, session_id: str | None = None) -> str:
-        lock = self._route_locks.setdefault(route, asyncio.Lock())
+        lock = self.route_lock(route)
         async with lock:
             if session_id is not None:
                 session_id = await asyncio.to_thread(self._newest, session_id)
                 await asyncio.to_thread(self.router.point, route, session_id)
+                bound = self.by_route.get(route)
+                if bound is not None and bound.session_id != session_id:
+                    self.unbind(bound, route)
                 return session_id
             live = await self._new_conversation(route)
             assert live.session_id is not None
@@ -159,30 +192,39 @@ class Gateway:
         self._accepting = True
         await recover(self)
         self.outbox.start()
+        self.idle.start()
         for adapter in self.adapters.values():
             await adapter.start(self)
 
     async def stop(self, grace: float) -> None:
         """Stop taking input, let running turns finish within ``grace`` seconds (then they
-        are interrupted), and stop. Inputs still queued stay in the inbox for the next start."""
+        are interrupted), and stop. Inputs still queued stay in the inbox for the next start;
+        a turn that finished is marked answered and its reply sent (or queued) first."""
         self._accepting = False
         self._closing = True
+        await self.idle.stop()
         for adapter in self.adapters.values():
             try:
                 await adapter.stop()
             except Exception:
                 log.exception("adapter %s did not stop cleanly", adapter.name)
         await self.heartbeats.stop()
-        for live in self.live.values():
+        lives = self.all_live()
+        for live in lives:
             live.conversation.drop_queued()
-        running = [live for live in self.live.values() if live.conversation.busy]
+        running = [live for live in lives if live.conversation.busy]
         if running:
             self.say(f"vigil gateway: waiting up to {grace:g} s for {len(running)} running turn(s)")
             waits = [asyncio.ensure_future(live.conversation.wait_idle()) for live in running]
-            done, pending = await asyncio.wait(waits, timeout=grace)
+            _done, pending = await asyncio.wait(waits, timeout=grace)
             for task in pending:
                 task.cancel()
-        for live in list(self.live.values()):
+            for live in running:
+                live.conversation.interrupt()
+        settling = [task for task in self._tasks if not task.done()]
+        if settling:
+            await asyncio.wait(settling, timeout=SETTLE_GRACE)
+        for live in self.all_live():
             await live.close()
         for task in list(self._tasks):
             task.cancel()
@@ -194,8 +236,17 @@ class Gateway:
         await self.outbox.stop()
         self.bus.close_all()
 
+    def all_live(self) -> list[LiveConversation]:
+        """Every live conversation once (one stopped by ``/stop`` is known by its route only)."""
+        return list(dict.fromkeys([*self.live.values(), *self.by_route.values()]))
+
     # -- conversations ----------------------------------------------------------------------
     async def _live_for_route(self, route: RouteKey) -> LiveConversation:
+        """The live conversation a message of ``route`` goes to (call under the route's lock)."""
+        bound = self.by_route.get(route)
+        if bound is not None and not bound.closed:
+            await bound.ensure_started()
+            return bound
         resolved = await asyncio.to_thread(self.router.resolve, route)
         if resolved.session_id is None:
             return await self._new_conversation(route)
@@ -215,8 +266,8 @@ class Gateway:
             )
             self.live[session_id] = live
             self._gauge("live_conversations", len(self.live))
-        if route is not None and live.route != route:
-            live.set_route(route)
+        if route is not None:
+            self.bind(live, route)
         await live.ensure_started()
         return live
 
@@ -228,9 +279,47 @@ class Gateway:
         self.live[session_id] = live
         self._gauge("live_conversations", len(self.live))
         await asyncio.to_thread(self.router.point, route, session_id)
+        self.bind(live, route)
         await live.ensure_started()
         self.say(f"vigil gateway: new conversation {session_id[:8]} for {describe_route(route)}")
         return live
+
+    def bind(self, live: LiveConversation, route: RouteKey) -> None:
+        """``live`` answers ``route`` from now on (its previous route no longer leads to it)."""
+        if live.route is not None and live.route != route:
+            self.unbind(live, live.route)
+        live.set_route(route)
+        self.by_route[route] = live
+
+    def unbind(self, live: LiveConversation, route: RouteKey) -> None:
+        if self.by_route.get(route) is live:
+            del self.by_route[route]
+
+    def forget(self, live: LiveConversation) -> None:
+        """Drop a closed live conversation from every map (it comes back on the next message)."""
+        for session_id, known in list(self.live.items()):
+            if known is live:
+                del self.live[session_id]
+        for route, known in list(self.by_route.items()):
+            if known is live:
+                del self.by_route[route]
+        self._gauge("live_conversations", len(self.live))
+
+    def route_lock(self, route: RouteKey) -> asyncio.Lock:
+        """Held while a message of ``route`` is stored and handed to its conversation."""
+        return self._route_locks.setdefault(route, asyncio.Lock())
+
+    @contextlib.asynccontextmanager
+    async def routes_held(self, live: LiveConversation) -> AsyncIterator[None]:
+        """Hold the lock of every route that leads to ``live`` (in one order, so two holders
+        cannot deadlock): no message is handed to it meanwhile. For closing it."""
+        routes = {route for route, known in self.by_route.items() if known is live}
+        if live.route is not None:
+            routes.add(live.route)
+        async with contextlib.AsyncExitStack() as stack:
+            for route in sorted(routes, key=lambda r: (r.adapter, r.chat, r.thread, r.user)):
+                await stack.enter_async_context(self.route_lock(route))
+            yield
 
     def _new_workspace(self) -> Path:
         return self.profile.home / WORKSPACES / secrets.token_hex(6)
@@ -260,25 +349,35 @@ class Gateway:
             return
         route = heartbeat.route if heartbeat is not None else None
         if route is not None and route.platform in self.adapters:
-            live.set_route(RouteKey(route.platform, route.chat, route.thread or ""))
+            self.bind(live, RouteKey(route.platform, route.chat, route.thread or ""))
 
     # -- input ------------------------------------------------------------------------------
     def dispatch(self, entry: InboxEntry, live: LiveConversation, *, client_id: str | None = None) -> None:
         """Hand an inbox entry to its conversation's queue now (no await before the submit:
         the order of calls is the order of the queue) and settle it when it is answered."""
         conversation = live.conversation
+        live.touch()
         is_command = live.controller.is_command(entry.text)
         if self.settings.gateway.busy == "interrupt" and not is_command and conversation.running_turn:
             conversation.interrupt()
         session_id = live.session_id
+        self._handling.add(entry.id)
         future = conversation.submit(entry.text, meta={"inbox": entry.id})
         self.bus.publish(session_id, event(
             "message_accepted", session_id, inbox_id=entry.id, text=entry.text, client_id=client_id
         ))
-        self._gauge("queue_depth", sum(l.conversation.queued for l in self.live.values()))
-        self._spawn(self._settle(entry, live, future, session_id))
+        self.gauge_queue_depth()
+        self.spawn(self._settle(entry, live, future, session_id))
 
     async def _settle(
+        self, entry: InboxEntry, live: LiveConversation, future: asyncio.Future[Outcome], session_id: str | None
+    ) -> None:
+        try:
+            await self._settle_now(entry, live, future, session_id)
+        finally:
+            self._handling.discard(entry.id)
+
+    async def _settle_now(
         self, entry: InboxEntry, live: LiveConversation, future: asyncio.Future[Outcome], session_id: str | None
     ) -> None:
         try:
@@ -289,6 +388,7 @@ class Gateway:
             outcome = await asyncio.shield(future)
         except asyncio.CancelledError:
             return  # the gateway is stopping: the entry stays unfinished and is answered at the next start
+        self.gauge_queue_depth()
         if self._closing and outcome.cancelled:
             return
         await self._after_input(live, session_id, outcome)
@@ -308,14 +408,20 @@ class Gateway:
         await self.finish(entry, status, reply, error=None if outcome.error is None else str(outcome.error))
 
     async def finish(self, entry: InboxEntry, status: str, reply: NewOutbound | None, *, error: str | None = None) -> None:
-        """Finish an inbox entry and queue its reply, in one transaction."""
-        try:
-            queued = await asyncio.to_thread(
-                self.store.gateway.inbox_finish, entry.id, status, now=self.clock.now(), error=error, reply=reply
-            )
-        except StoreError as exc:
-            log.error("cannot finish inbox entry %d (it is answered again at the next start): %s", entry.id, exc)
-            return
+        """Finish an inbox entry and queue its reply, in one transaction; a store error is
+        retried (:data:`FINISH_RETRY_DELAYS`) before the entry is left to the next start."""
+        for delay in (*FINISH_RETRY_DELAYS, None):
+            try:
+                queued = await asyncio.to_thread(
+                    self.store.gateway.inbox_finish, entry.id, status, now=self.clock.now(), error=error, reply=reply
+                )
+                break
+            except StoreError as exc:
+                if delay is None or self._closing:
+                    log.error("cannot finish inbox entry %d (it is answered at the next start): %s", entry.id, exc)
+                    return
+                log.warning("cannot finish inbox entry %d (retrying in %g s): %s", entry.id, delay, exc)
+                await asyncio.sleep(delay)
         if status == ANSWERED:
             self.answered += 1
         else:
@@ -328,7 +434,11 @@ class Gateway:
         /stop) and tell its pages what the command said and what its heartbeat is now."""
         after = live.session_id
         if after != before:
-            await self._moved(live, before, after, "switch")
+            reason = "switch"
+            if before is not None and after is not None:
+                if await asyncio.to_thread(self.store.newest_continuation, before) == after:
+                    reason = "compression"  # /compress
+            await moves.moved(self, live, before, after, reason)
         if outcome.kind == "command" and outcome.reply is not None:
             self.bus.publish(after or before, event(
                 "command_reply", after or before, text=outcome.reply.text, is_error=outcome.reply.is_error
@@ -336,105 +446,31 @@ class Gateway:
             if after is not None:
                 await self.publish_heartbeat(after)
 
-    async def _moved(self, live: LiveConversation, old: str | None, new: str | None, reason: str) -> None:
-        if old is not None and self.live.get(old) is live:
-            del self.live[old]
-        if new is None:
-            if old is not None:
-                self.bus.publish(old, event("session_moved", old, new_session_id=None, reason="stop"))
-            await live.close()
-            return
-        self.live[new] = live
-        if old is not None:
-            self.bus.move(old, new, reason)
-        route = live.route
-        if route is not None:
-            target = RouteKey(WEB, new) if route.adapter == WEB else route
-            if target != route:
-                live.set_route(target)
-            await asyncio.to_thread(self.router.point, target, new)
-
     async def publish_heartbeat(self, session_id: str) -> None:
-        try:
-            heartbeat = await asyncio.to_thread(self.heartbeat_repo.get, session_id)
-        except Exception as exc:  # a damaged record: shown as none
-            log.warning("cannot read the heartbeat of %s: %s", session_id, exc)
-            heartbeat = None
-        self.bus.publish(session_id, event("heartbeat", session_id, heartbeat=heartbeat_view(heartbeat)))
+        await fanout.publish_heartbeat(self, session_id)
 
-    # -- live events ------------------------------------------------------------------------
+    # -- live events (see vigil.gateway.fanout) ---------------------------------------------
     async def on_live_event(self, live: LiveConversation, item: ConversationEvent) -> None:
-        session_id = live.session_id
-        if isinstance(item, Compressed):
-            await self._moved(live, item.parent_id, item.child_id, "compression")
-            return
-        wire = live_event(session_id, item)
-        if wire is not None:
-            self.announce(live, wire)
-        if isinstance(item, AssistantStep) and self.metrics is not None:
-            self.metrics.add_usage(item.usage)
-        if isinstance(item, TurnBegan):
-            if item.kind == HEARTBEAT:
-                self._count("heartbeat_fires")
-                self.say(f"vigil gateway: heartbeat fired in {short(session_id)}")
-        if isinstance(item, TurnEnded):
-            outcome = "interrupted" if item.cancelled else "failed" if item.error is not None else "answered"
-            self._count("turns", kind=item.kind, outcome=outcome)
-            tokens = item.result.usage.prompt_tokens if item.result is not None else 0
-            self.say(f"vigil gateway: {item.kind} turn in {short(session_id)} {outcome}"
-                     + (f" ({tokens} prompt tokens)" if tokens else "")
-                     + (f": {item.error}" if item.error is not None else ""))
-            if item.kind == HEARTBEAT:
-                await self._deliver_heartbeat(live, item)
-                if session_id is not None:
-                    await self.publish_heartbeat(session_id)
-            self.bus.publish(session_id, event("status", session_id, **live.status()))
+        await fanout.on_live_event(self, live, item)
 
     def announce(self, live: LiveConversation, item: dict[str, Any]) -> None:
-        """Send a live event to the conversation's pages and to its platform."""
-        self.bus.publish(item.get("session_id") or live.session_id, item)
-        route = live.route
-        adapter = self.adapters.get(route.adapter) if route is not None else None
-        if adapter is not None and route is not None:
-            self._spawn(_quietly(adapter.live(route, item), adapter.name))
-
-    async def _deliver_heartbeat(self, live: LiveConversation, ended: TurnEnded) -> None:
-        """A heartbeat turn's answer goes to the conversation's platform through the outbox."""
-        route = live.route
-        if route is None or ended.result is None or not ended.result.answer:
-            return
-        message = NewOutbound(route, ended.result.answer, kind="heartbeat", session_id=ended.result.session_id)
-        try:
-            await asyncio.to_thread(self.store.gateway.outbox_add, message, now=self.clock.now())
-        except StoreError as exc:
-            log.error("cannot queue the heartbeat answer of %s: %s", live.session_id, exc)
-            return
-        self.outbox.wake()
-
-    def _delivery(self, what: str, entry: OutboxEntry, error: str | None) -> None:
-        if what == "sent":
-            self._count("outbox_sent", adapter=entry.route.adapter)
-            if entry.route.adapter != WEB:
-                self.say(f"vigil gateway: delivered {entry.kind} {entry.id} to {describe_route(entry.route)}")
-        elif what == "retry":
-            self._count("outbox_retries", adapter=entry.route.adapter)
-            self.say(f"vigil gateway: delivery of {entry.kind} {entry.id} to {describe_route(entry.route)} "
-                     f"failed, retrying: {error}")
-        else:
-            self._count("outbox_failures", adapter=entry.route.adapter)
-            self.say(f"vigil gateway: error: {entry.kind} {entry.id} to {describe_route(entry.route)} "
-                     f"could not be delivered and is marked failed: {error}")
+        fanout.announce(self, live, item)
 
     # -- helpers ----------------------------------------------------------------------------
-    def _spawn(self, coroutine: Any) -> None:
+    def spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _count(self, name: str, **labels: str) -> None:
+    def count(self, name: str, **labels: str) -> None:
         metric = getattr(self.metrics, name, None)
         if metric is not None:
             (metric.labels(**labels) if labels else metric).inc()
+
+    def gauge_queue_depth(self) -> None:
+        """Inputs waiting behind a running one, over every live conversation."""
+        if self.metrics is not None:
+            self._gauge("queue_depth", sum(live.conversation.queued for live in self.all_live()))
 
     def _gauge(self, name: str, value: float) -> None:
         metric = getattr(self.metrics, name, None)
@@ -453,21 +489,3 @@ class Gateway:
         }
 
 
-def short(session_id: str | None) -> str:
-    return (session_id or "-")[:8]
-
-
-def describe_route(route: RouteKey) -> str:
-    parts = [route.adapter, route.chat[:16]]
-    if route.thread:
-        parts.append(f"thread {route.thread[:16]}")
-    if route.user:
-        parts.append(f"user {route.user[:16]}")
-    return " ".join(parts)
-
-
-async def _quietly(coroutine: Any, name: str) -> None:
-    try:
-        await coroutine
-    except Exception:
-        log.exception("adapter %s failed on a live event", name)

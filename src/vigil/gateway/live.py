@@ -10,18 +10,23 @@ the gateway (:meth:`Gateway.on_live_event`), which fans them out.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vigil.agent.turn import Agent
+from vigil.gateway.commands import QUIT_REPLY, gateway_registry, is_quit
 from vigil.runtime.controller import ConversationController
 from vigil.runtime.conversation import Conversation
 from vigil.runtime.conversation_events import ConversationEvent
+from vigil.runtime.slash import CommandReply
 from vigil.schedule.heartbeat.record import Route
 from vigil.store.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway
+
+log = logging.getLogger(__name__)
 
 
 class GatewayController(ConversationController):
@@ -35,6 +40,11 @@ class GatewayController(ConversationController):
         if self.route is None:
             return None
         return Route(self.route.adapter, self.route.chat, self.route.thread or None)
+
+    async def command(self, text: str) -> CommandReply:
+        if is_quit(text):
+            return CommandReply(QUIT_REPLY)
+        return await super().command(text)
 
 
 class LiveConversation:
@@ -53,15 +63,19 @@ class LiveConversation:
             approve=self._approve,
             source=route.adapter if route is not None else "gateway",
         )
-        self.controller = GatewayController(agent, session_id=session_id)
+        self.controller = GatewayController(agent, session_id=session_id, registry=gateway_registry(self))
         self.controller.route = route
         self.conversation = Conversation(self.controller, scheduler=gateway.heartbeats)
         self.conversation.listeners.append(self._on_event)
+        self.conversation.on_refund = self._on_refund
         self.lock = asyncio.Lock()
         """Held while inputs are handed to the queue, so they enter it in the order received."""
         self._started = False
         self._start_lock = asyncio.Lock()
         self._pending_start: asyncio.Future[None] | None = None
+        self.closed = False
+        self.last_active = gateway.clock.now()
+        """When it last took input or produced an event (see :mod:`vigil.gateway.idle`)."""
 
     @property
     def session_id(self) -> str | None:
@@ -77,6 +91,8 @@ class LiveConversation:
     def heartbeat_due(self, session_id: str) -> None:
         """HeartbeatTarget: the conversation fires it at its next idle moment (starting the
         conversation first when the heartbeat is what brings it to life)."""
+        if self.closed:
+            return
         if self._started:
             self.conversation.heartbeat_due(session_id)
             return
@@ -84,11 +100,31 @@ class LiveConversation:
         self._pending_start = task
 
     async def _start_then_fire(self, session_id: str) -> None:
-        await self.ensure_started()
-        self.conversation.heartbeat_due(session_id)
+        try:
+            await self.ensure_started()
+        except Exception:  # a missing session, a store error: the next due time tries again
+            log.exception("cannot start the conversation %s for its heartbeat", session_id)
+            return
+        if not self.closed:
+            self.conversation.heartbeat_due(session_id)
+
+    @property
+    def starting(self) -> bool:
+        """A heartbeat is bringing it to life right now."""
+        return self._pending_start is not None and not self._pending_start.done()
+
+    def touch(self) -> None:
+        self.last_active = self.gateway.clock.now()
 
     async def close(self) -> None:
+        self.closed = True
+        pending, self._pending_start = self._pending_start, None
+        if pending is not None and not pending.done():
+            pending.cancel()
         await self.conversation.close()
+        if not self._started and self.session_id is not None:
+            # adopted for its heartbeat but never started: the scheduler still points here
+            self.gateway.heartbeats.disown(self.session_id, self)
 
     def set_route(self, route: RouteKey | None) -> None:
         self.route = route
@@ -99,6 +135,10 @@ class LiveConversation:
         return await self.gateway.approvals.ask(
             session_id, tool, description, lambda item: self.gateway.announce(self, item)
         )
+
+    def _on_refund(self, session_id: str, why: str) -> None:
+        self.gateway.count("heartbeat_refunds")
+        self.gateway.say(f"vigil gateway: heartbeat of {session_id[:8]} not started, slot refunded: {why}")
 
     async def _on_event(self, item: ConversationEvent) -> None:
         await self.gateway.on_live_event(self, item)

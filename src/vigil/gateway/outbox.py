@@ -4,26 +4,35 @@ A reply is queued durably (``store.gateway``) before anything tries to send it, 
 a platform outage delays it but never loses it. A failed try is repeated after
 :func:`backoff` (or the platform's ``retry_after``); after ``attempts`` tries, or at once for
 an error the platform says is permanent, the entry is marked failed, logged and counted.
+Replies to one chat go out in the order they were queued: while one waits for its retry,
+the later ones wait behind it. A reply the platform took is not sent again because the
+store failed to record that.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from vigil.clock import Clock
 from vigil.gateway.adapters.base import Adapter, DeliveryError
 from vigil.store import SessionStore, StoreError
-from vigil.store.gateway_tables import OutboxEntry
+from vigil.store.gateway_tables import OutboxEntry, RouteKey
 
 log = logging.getLogger(__name__)
 
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 300.0
+SEND_TIMEOUT = 60.0
+"""Seconds one try to hand a reply to its platform may take; a hung call counts as a failed
+try (retried) instead of holding up every chat's replies."""
+
 IDLE_RECHECK = 30.0
 """Seconds between looks at the outbox when nothing wakes the sender (another process may
 have queued something; a clock jump may have made something due)."""
+
+T = TypeVar("T")
 
 Report = Callable[[str, OutboxEntry, str | None], None]
 """Called with ``sent``, ``retry`` or ``failed``, the entry and the error text."""
@@ -45,14 +54,22 @@ class OutboxSender:
         *,
         attempts: int,
         report: Report,
+        send_timeout: float = SEND_TIMEOUT,
     ) -> None:
         self.store = store
         self.adapters = adapters
         self.clock = clock
         self.attempts = attempts
         self.report = report
+        self.send_timeout = send_timeout
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._sending = asyncio.Lock()
+        """One pass at a time: a drain beside the running sender would send an entry twice."""
+        self._held: dict[RouteKey, tuple[int, float]] = {}
+        """Chats whose oldest reply waits for a retry (its id, when): later replies wait too."""
+        self._unmarked: set[int] = set()
+        """Entries the platform took whose ``sent`` mark the store refused (not sent again)."""
 
     def start(self) -> None:
         if self._task is None:
@@ -81,7 +98,10 @@ class OutboxSender:
             self._wake.clear()
             try:
                 await self._send_due()
-                next_due = await asyncio.to_thread(self.store.gateway.outbox_next_due)
+                next_due = await self._store(self.store.gateway.outbox_next_due)
+                if self._held and next_due is not None and next_due <= self.clock.now():
+                    # what is due waits behind a held route: look again when its retry is due
+                    next_due = min(retry_at for _id, retry_at in self._held.values())
                 failures = 0
             except StoreError as exc:
                 failures += 1
@@ -94,40 +114,82 @@ class OutboxSender:
             except asyncio.TimeoutError:
                 pass
 
+    async def _store(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn`` in a worker thread. Cancelled meanwhile (the gateway stops), it still waits
+        for the thread: the caller closes the store next, under a query that still runs."""
+        call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            await asyncio.wait([call])
+            raise
+
     async def _send_due(self) -> None:
+        async with self._sending:
+            await self._send_due_now()
+
+    async def _send_due_now(self) -> None:
         while True:
-            due = await asyncio.to_thread(self.store.gateway.outbox_due, self.clock.now())
-            if not due:
-                return
+            now = self.clock.now()
+            due = await self._store(self.store.gateway.outbox_due, now)
+            self._release_stale_holds({entry.id for entry in due}, now)
+            progressed = False
             for entry in due:
+                held = self._held.get(entry.route)
+                if held is not None and held[0] != entry.id:
+                    continue  # an older reply to this chat waits for its retry: keep the order
                 await self._send(entry)
-            if len(due) < 100:
+                progressed = True
+            if len(due) < 100 or not progressed:
                 return
+
+    def _release_stale_holds(self, due_ids: set[int], now: float) -> None:
+        """A held entry that should be due long since but is not among the due ones was
+        finished elsewhere: its chat is no longer held."""
+        for route, (entry_id, retry_at) in list(self._held.items()):
+            if entry_id not in due_ids and now > retry_at + IDLE_RECHECK:
+                del self._held[route]
 
     async def _send(self, entry: OutboxEntry) -> None:
         tables = self.store.gateway
-        adapter = self.adapters.get(entry.route.adapter)
-        try:
-            if adapter is None:
-                raise DeliveryError(f"no '{entry.route.adapter}' adapter is running")
-            await adapter.send(entry)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # an adapter bug must not stop the outbox
-            error = str(exc) or type(exc).__name__
-            retryable = getattr(exc, "retryable", True)
-            tries = entry.attempts + 1
-            if not retryable or tries >= self.attempts:
-                await asyncio.to_thread(tables.outbox_fail, entry.id, error=error, now=self.clock.now())
-                log.error("outbox: reply %d to %s failed for good after %d tries: %s",
-                          entry.id, entry.route.adapter, tries, error)
-                self.report("failed", entry, error)
+        if entry.id not in self._unmarked:
+            adapter = self.adapters.get(entry.route.adapter)
+            try:
+                if adapter is None:
+                    raise DeliveryError(f"no '{entry.route.adapter}' adapter is running")
+                await asyncio.wait_for(adapter.send(entry), self.send_timeout)
+            except asyncio.TimeoutError:
+                await self._failed(entry, DeliveryError(f"the platform did not answer within {self.send_timeout:g} s"))
                 return
-            delay = getattr(exc, "retry_after", None) or backoff(tries)
-            await asyncio.to_thread(
-                tables.outbox_retry, entry.id, error=error, next_attempt_at=self.clock.now() + delay
-            )
-            self.report("retry", entry, error)
-            return
-        await asyncio.to_thread(tables.outbox_sent, entry.id, now=self.clock.now())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # an adapter bug must not stop the outbox
+                await self._failed(entry, exc)
+                return
+            self._unmarked.add(entry.id)
+        # Taken by the platform: a store error marking it is retried without sending again.
+        await self._store(tables.outbox_sent, entry.id, now=self.clock.now())
+        self._unmarked.discard(entry.id)
+        self._unhold(entry)
         self.report("sent", entry, None)
+
+    async def _failed(self, entry: OutboxEntry, exc: Exception) -> None:
+        tables = self.store.gateway
+        error = str(exc) or type(exc).__name__
+        retryable = getattr(exc, "retryable", True)
+        tries = entry.attempts + 1
+        if not retryable or tries >= self.attempts:
+            await self._store(tables.outbox_fail, entry.id, error=error, now=self.clock.now())
+            log.error("outbox: reply %d to %s failed for good after %d tries: %s",
+                      entry.id, entry.route.adapter, tries, error)
+            self._unhold(entry)
+            self.report("failed", entry, error)
+            return
+        retry_at = self.clock.now() + (getattr(exc, "retry_after", None) or backoff(tries))
+        await self._store(tables.outbox_retry, entry.id, error=error, next_attempt_at=retry_at)
+        self._held[entry.route] = (entry.id, retry_at)
+        self.report("retry", entry, error)
+
+    def _unhold(self, entry: OutboxEntry) -> None:
+        if self._held.get(entry.route, (None, 0.0))[0] == entry.id:
+            del self._held[entry.route]

@@ -65,25 +65,43 @@ async def recover(gateway: "Gateway") -> int:
     return handled
 
 
-async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
-    if entry.session_id:
+def stored_answer(gateway: "Gateway", entry: InboxEntry) -> tuple[str | None, str | None]:
+    """(the answer stored for ``entry``, the session it is in), or ``(None, None)``.
+
+    The entry's turn ran where its conversation was when the turn began, which need not be
+    the session recorded when it was queued (a ``/new`` queued before it moved on; a crash
+    before the start was recorded left none): look there and where its route leads now."""
+    store = gateway.store
+    seen: set[str] = set()
+    for ref in (entry.session_id, store.gateway.route_get(entry.route)):
+        if not ref:
+            continue
         try:
-            session_id = await asyncio.to_thread(gateway.store.newest_continuation, entry.session_id)
-            history = await asyncio.to_thread(_history, gateway, session_id)
+            session_id = store.newest_continuation(ref)
+            history = _history(gateway, session_id)
         except SessionNotFound:
-            history = []
-        found, answer = answer_in_history(history, entry.id)
+            continue
+        if session_id in seen:
+            continue
+        seen.add(session_id)
+        _found, answer = answer_in_history(history, entry.id)
         if answer is not None:
-            reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
-            await gateway.finish(entry, ANSWERED, reply)
-            return 1
+            return answer, session_id
+    return None, None
+
+
+async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
+    answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
+    if answer is not None:
+        reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
+        await gateway.finish(entry, ANSWERED, reply)
+        return 1
     if entry.attempts >= MAX_ATTEMPTS:
         note = f"⚠ vigil gave up on this message after {entry.attempts} attempts that did not finish"
         await gateway.finish(entry, FAILED, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
                              error="gave up after repeated attempts")
         return 1
-    lock = gateway._route_locks.setdefault(entry.route, asyncio.Lock())
-    async with lock:
+    async with gateway.route_lock(entry.route):
         live = await gateway._live_for_route(entry.route)
         gateway.dispatch(entry, live)
     return 1

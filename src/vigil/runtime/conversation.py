@@ -23,7 +23,7 @@ import inspect
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from vigil.agent.events import Compressed, TurnEvent
 from vigil.agent.turn import TurnDeclined
@@ -73,9 +73,13 @@ class Conversation:
         self.listeners: list[Listener] = []
         self.heartbeats_fired = 0
         """Heartbeat turns this conversation started (each counted in the store too)."""
+        self.on_refund: Callable[[str, str], object] | None = None
+        """Called with (session id, why) when a reserved heartbeat slot is given back because
+        the attempt ended before the agent began executing (a front end counts and logs it)."""
         self._queue: deque[_Item] = deque()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
+        self._idle.set()  # nothing runs before the worker starts (a conversation not started is not busy)
         self._heartbeat_wanted = False
         self._current: _Item | None = None
         self._running: asyncio.Task[object] | None = None
@@ -104,6 +108,8 @@ class Conversation:
             if not item.future.done():
                 item.future.cancel()
         self._queue.clear()
+        self._heartbeat_wanted = False
+        self._idle.set()  # closed: nothing will run
         self._stop_draft_timer()
         if self.scheduler is not None and self._tracked is not None:
             self.scheduler.disown(self._tracked, self)
@@ -302,8 +308,9 @@ class Conversation:
             ended = None
         except asyncio.CancelledError:
             if _being_cancelled():
-                if attempt is not None:
+                if attempt is not None and not attempt.began:
                     await attempt.give_back()
+                    self._refunded(attempt, "the conversation closed before it began")
                 raise
             ended = TurnEnded(kind, cancelled=True)
         except Exception as exc:
@@ -317,6 +324,7 @@ class Conversation:
             if error is not None:
                 log.warning("heartbeat turn not started, slot refunded: %s", error)
             await attempt.give_back(failed=error is not None)
+            self._refunded(attempt, "declined just before the agent began" if error is None else f"preparation failed: {error}")
             if self.draft_held and error is None:
                 # Declined because the person started typing: it fires once the draft is done.
                 self._heartbeat_wanted = True
@@ -351,6 +359,7 @@ class Conversation:
         if refusal is not None:
             log.info("heartbeat of %s refunded: %s", session_id, refusal)
             await attempt.give_back()
+            self._refunded(attempt, refusal)
             if self.draft_held:
                 self._heartbeat_wanted = True
             return
@@ -370,6 +379,13 @@ class Conversation:
         return None
 
     # -- helpers ------------------------------------------------------------------------------------
+    def _refunded(self, attempt: HeartbeatAttempt, why: str) -> None:
+        if self.on_refund is not None:
+            try:
+                self.on_refund(attempt.origin.session_id, why)
+            except Exception:
+                log.exception("on_refund failed")
+
     async def _track(self, *, refresh: bool) -> None:
         """Own the heartbeat of the current session (after /new, /resume, /stop, compression)."""
         scheduler = self.scheduler

@@ -1,0 +1,125 @@
+"""Where a live conversation's events go: its pages (the event bus), its platform, the logs
+and metrics, and — for a heartbeat turn — the outbox.
+
+The gateway calls :func:`on_live_event` for every event of every live conversation; a
+compression moves the conversation (and its watchers and route) to the continuation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from vigil.agent.events import AssistantStep, Compressed
+from vigil.gateway import moves
+from vigil.gateway.wire import event, heartbeat_view, live_event
+from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, TurnBegan, TurnEnded
+from vigil.store import StoreError
+from vigil.store.gateway_tables import NewOutbound, OutboxEntry, RouteKey
+
+if TYPE_CHECKING:
+    from vigil.gateway.core import Gateway
+    from vigil.gateway.live import LiveConversation
+
+log = logging.getLogger(__name__)
+
+WEB = "web"
+
+
+async def on_live_event(gateway: "Gateway", live: "LiveConversation", item: ConversationEvent) -> None:
+    """Fan one conversation event out (see the module docstring)."""
+    live.touch()
+    session_id = live.session_id
+    if isinstance(item, Compressed):
+        await moves.moved(gateway, live, item.parent_id, item.child_id, "compression")
+        return
+    wire = live_event(session_id, item)
+    if wire is not None:
+        announce(gateway, live, wire)
+    if isinstance(item, AssistantStep) and gateway.metrics is not None:
+        gateway.metrics.add_usage(item.usage)
+    if isinstance(item, TurnBegan) and item.kind == HEARTBEAT:
+        gateway.count("heartbeat_fires")
+        gateway.say(f"vigil gateway: heartbeat fired in {short(session_id)}")
+    if isinstance(item, TurnEnded):
+        outcome = "interrupted" if item.cancelled else "failed" if item.error is not None else "answered"
+        gateway.count("turns", kind=item.kind, outcome=outcome)
+        tokens = item.result.usage.prompt_tokens if item.result is not None else 0
+        gateway.say(f"vigil gateway: {item.kind} turn in {short(session_id)} {outcome}"
+                    + (f" ({tokens} prompt tokens)" if tokens else "")
+                    + (f": {item.error}" if item.error is not None else ""))
+        if item.kind == HEARTBEAT:
+            await deliver_heartbeat(gateway, live, item)
+            if session_id is not None:
+                await publish_heartbeat(gateway, session_id)
+        gateway.bus.publish(session_id, event("status", session_id, **live.status()))
+
+
+def announce(gateway: "Gateway", live: "LiveConversation", item: dict[str, Any]) -> None:
+    """Send a live event to the conversation's pages and to its platform."""
+    gateway.bus.publish(item.get("session_id") or live.session_id, item)
+    route = live.route
+    adapter = gateway.adapters.get(route.adapter) if route is not None else None
+    if adapter is not None and route is not None:
+        gateway.spawn(_quietly(adapter.live(route, item), adapter.name))
+
+
+async def deliver_heartbeat(gateway: "Gateway", live: "LiveConversation", ended: TurnEnded) -> None:
+    """A heartbeat turn's answer goes to the conversation's platform through the outbox."""
+    route = live.route
+    if route is None or ended.result is None or not ended.result.answer:
+        return
+    message = NewOutbound(route, ended.result.answer, kind="heartbeat", session_id=ended.result.session_id)
+    try:
+        await asyncio.to_thread(gateway.store.gateway.outbox_add, message, now=gateway.clock.now())
+    except StoreError as exc:
+        log.error("cannot queue the heartbeat answer of %s: %s", live.session_id, exc)
+        return
+    gateway.outbox.wake()
+
+
+async def publish_heartbeat(gateway: "Gateway", session_id: str) -> None:
+    """Tell the conversation's pages what its heartbeat is now."""
+    try:
+        heartbeat = await asyncio.to_thread(gateway.heartbeat_repo.get, session_id)
+    except Exception as exc:  # a damaged record: shown as none
+        log.warning("cannot read the heartbeat of %s: %s", session_id, exc)
+        heartbeat = None
+    gateway.bus.publish(session_id, event("heartbeat", session_id, heartbeat=heartbeat_view(heartbeat)))
+
+
+def delivery_report(gateway: "Gateway", what: str, entry: OutboxEntry, error: str | None) -> None:
+    """The outbox sender's report of one try: counted, and logged unless it is a web reply sent."""
+    where = describe_route(entry.route)
+    if what == "sent":
+        gateway.count("outbox_sent", adapter=entry.route.adapter)
+        if entry.route.adapter != WEB:
+            gateway.say(f"vigil gateway: delivered {entry.kind} {entry.id} to {where}")
+    elif what == "retry":
+        gateway.count("outbox_retries", adapter=entry.route.adapter)
+        gateway.say(f"vigil gateway: delivery of {entry.kind} {entry.id} to {where} failed, retrying: {error}")
+    else:
+        gateway.count("outbox_failures", adapter=entry.route.adapter)
+        gateway.say(f"vigil gateway: error: {entry.kind} {entry.id} to {where} "
+                    f"could not be delivered and is marked failed: {error}")
+
+
+def short(session_id: str | None) -> str:
+    return (session_id or "-")[:8]
+
+
+def describe_route(route: RouteKey) -> str:
+    parts = [route.adapter, route.chat[:16]]
+    if route.thread:
+        parts.append(f"thread {route.thread[:16]}")
+    if route.user:
+        parts.append(f"user {route.user[:16]}")
+    return " ".join(parts)
+
+
+async def _quietly(coroutine: Any, name: str) -> None:
+    try:
+        await coroutine
+    except Exception:
+        log.exception("adapter %s failed on a live event", name)
