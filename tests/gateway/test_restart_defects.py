@@ -30,11 +30,6 @@ def test_a_message_whose_turn_sigterm_interrupted_is_in_the_history_once_after_r
     assert [m["content"] for m in messages if m["role"] == "user"] == ["answer me"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core.py _settle() calls inbox_start() (attempts + 1) when an entry is dispatched, not when its "
-    "turn starts: a message that only waited in the queue counts as started at every SIGTERM, and "
-    "recovery.py gives it up after MAX_ATTEMPTS restarts without ever having run it"
-))
 def test_a_message_that_only_waited_in_the_queue_is_not_counted_as_started(
     gateway: GatewayProcess, fake_model: FakeModelServer
 ) -> None:

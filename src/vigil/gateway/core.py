@@ -362,7 +362,9 @@ class Gateway:
             conversation.interrupt()
         session_id = live.session_id
         self._handling.add(entry.id)
-        future = conversation.submit(entry.text, meta={"inbox": entry.id})
+        future = conversation.submit(
+            entry.text, meta={"inbox": entry.id}, on_start=lambda: self._mark_started(entry, live)
+        )
         self.bus.publish(session_id, event(
             "message_accepted", session_id, inbox_id=entry.id, text=entry.text, client_id=client_id
         ))
@@ -377,13 +379,19 @@ class Gateway:
         finally:
             self._handling.discard(entry.id)
 
+    async def _mark_started(self, entry: InboxEntry, live: LiveConversation) -> None:
+        """The entry leaves the queue: record it started (attempts + 1) in the session it runs
+        in, before its turn runs; an entry that only waited is not counted as an attempt."""
+        try:
+            await asyncio.to_thread(
+                self.store.gateway.inbox_start, entry.id, live.session_id or "", now=self.clock.now()
+            )
+        except (StoreError, KeyError) as exc:
+            log.warning("cannot mark inbox entry %d started: %s", entry.id, exc)
+
     async def _settle_now(
         self, entry: InboxEntry, live: LiveConversation, future: asyncio.Future[Outcome], session_id: str | None
     ) -> None:
-        try:
-            await asyncio.to_thread(self.store.gateway.inbox_start, entry.id, session_id or "", now=self.clock.now())
-        except (StoreError, KeyError) as exc:
-            log.warning("cannot mark inbox entry %d started: %s", entry.id, exc)
         try:
             outcome = await asyncio.shield(future)
         except asyncio.CancelledError:

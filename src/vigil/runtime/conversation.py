@@ -23,7 +23,7 @@ import inspect
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from vigil.agent.events import Compressed, TurnEvent
 from vigil.agent.turn import TurnDeclined
@@ -57,6 +57,7 @@ class _Item:
     text: str
     future: asyncio.Future[Outcome] = field(repr=False)
     meta: dict[str, Any] | None = None
+    on_start: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
 
 
 class Conversation:
@@ -158,11 +159,19 @@ class Conversation:
                 await asyncio.sleep(0)
 
     # -- input ------------------------------------------------------------------------------------
-    def submit(self, text: str, *, meta: dict[str, Any] | None = None) -> asyncio.Future[Outcome]:
+    def submit(
+        self,
+        text: str,
+        *,
+        meta: dict[str, Any] | None = None,
+        on_start: Callable[[], Awaitable[None]] | None = None,
+    ) -> asyncio.Future[Outcome]:
         """Queue a message or slash command; the future resolves when it has been handled.
-        ``meta`` is stored with the user message of the turn (not with commands)."""
+        ``meta`` is stored with the user message of the turn (not with commands);
+        ``on_start`` is awaited when the input leaves the queue, just before it is handled
+        (an input withdrawn while it waits never starts)."""
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        item = _Item(text, future, meta)
+        item = _Item(text, future, meta, on_start)
         if self._is_urgent(text):
             self.interrupt()
             self._queue.appendleft(item)
@@ -261,6 +270,11 @@ class Conversation:
     async def _process(self, item: _Item) -> None:
         self._current = item
         try:
+            if item.on_start is not None:
+                try:
+                    await item.on_start()
+                except Exception:  # bookkeeping of the front end; the input is handled all the same
+                    log.exception("the start hook of an input failed")
             if self.controller.is_command(item.text):
                 outcome = await self._command(item.text)
             else:
