@@ -7,7 +7,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
 import pytest
 
@@ -76,6 +76,14 @@ async def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
+
+
+@pytest.fixture(autouse=True)
+def _no_gateway_outlives_its_test() -> Iterator[None]:
+    from tests.gateway.process import kill_leftovers
+
+    yield
+    kill_leftovers()
 
 
 @dataclass

@@ -19,6 +19,22 @@ import httpx
 from vigil.testing.fake_model import FakeModelServer
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+"""Every gateway process a test started: killed after each test (``kill_leftovers``), so a
+test that fails half-way cannot leave a gateway firing heartbeats into the next tests."""
+
+
+def kill_leftovers() -> None:
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -49,6 +65,7 @@ class GatewayProcess:
             [sys.executable, "-m", "vigil.cli.main", "gateway", "run", "--web-port", str(self.port)],
             env=self.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
+        _STARTED.append(self.process)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

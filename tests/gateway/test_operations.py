@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -263,10 +264,14 @@ def test_sighup_reloads_and_a_broken_config_keeps_the_running_one(
 # -- 6. the listening address ----------------------------------------------------------------
 
 def _run_gateway(gateway: GatewayProcess, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    from tests.gateway.process import _STARTED
+
+    process = subprocess.Popen(
         [sys.executable, "-m", "vigil.cli.main", "gateway", "run", *args], env=gateway.environment(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    _STARTED.append(process)  # killed after the test whatever happens
+    return process
 
 
 def test_a_port_in_use_is_a_one_line_error_and_nothing_keeps_running(gateway: GatewayProcess) -> None:
@@ -347,7 +352,13 @@ def test_the_log_has_a_line_per_turn_fire_failed_delivery_and_cron_run_and_never
     gateway: GatewayProcess, fake_model: FakeModelServer
 ) -> None:
     configure(gateway, "gateway.outbox_attempts", "1")
-    added = vigil(gateway, "cron", "add", "soon", "-s", "1m", "--prompt", "say hi")
+    # a one-shot job whose time passed 30 s ago, added on a clock set a minute back: due at
+    # start-up, well inside its grace, with no minute to wait
+    now = time.time()
+    at = datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    gateway.env["VIGIL_CRON_NOW"] = str(now - 60)
+    added = vigil(gateway, "cron", "add", "soon", "-s", at, "--prompt", "say hi")
+    del gateway.env["VIGIL_CRON_NOW"]
     assert added.returncode == 0, added.stderr
     profile_db = gateway.home / "state.db"
     store = SQLiteStore(profile_db)
