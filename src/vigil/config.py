@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 from vigil import yaml_strict
 from vigil.config_errors import ConfigError
 from vigil.gateway_settings import GatewaySettings
+from vigil.platform_settings import SlackSettings, TelegramSettings
 from vigil.masking import is_text, mask_secrets, printable
 from vigil.safe_files import UnsafeFile, read_text
 from vigil.store_location import store_location
@@ -209,6 +210,8 @@ class Settings(_Section):
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     timezone: str | None = Field(
         None, max_length=128, description="IANA zone for schedules (default: system)"
     )

@@ -48,6 +48,8 @@ class Inbound:
     """The platform's message id or a client-supplied idempotency key (unique per adapter)."""
     text: str
     sender: str = ""
+    """The platform's user id of the person who wrote it: what allow-lists and pairing check
+    (every adapter but the token-authenticated web chat)."""
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,6 +62,9 @@ class Receipt:
     duplicate: bool
     session_id: str | None
     """The session the message is routed to (known at once for an existing route)."""
+    denied: bool = False
+    """The sender is not allowed on this platform (not on its allow-list and not paired):
+    nothing reaches the agent or the model; the gateway answered with a pairing code."""
 
 
 @dataclass(frozen=True, slots=True)
