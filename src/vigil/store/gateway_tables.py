@@ -74,7 +74,10 @@ class NewOutbound:
     text: str
     kind: str = "reply"
     """``reply`` (a turn's answer), ``command`` (a slash command's reply), ``heartbeat`` (a
-    heartbeat turn's answer), ``notice`` (anything else the gateway says)."""
+    heartbeat turn's answer), ``cron`` (a cron job's delivered answer), ``pairing`` (the
+    pairing code sent to an unknown user), ``file`` (``meta``: ``path`` of a file in the
+    conversation's working directory, ``name``; ``text`` is its caption), ``notice``
+    (anything else the gateway says)."""
     session_id: str | None = None
     inbox_id: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)

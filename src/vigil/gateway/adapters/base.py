@@ -69,8 +69,16 @@ class Receipt:
 
 @dataclass(frozen=True, slots=True)
 class AdapterHealth:
+    """What ``vigil gateway status`` shows for an adapter."""
+
     ok: bool
     detail: str = ""
+    state: str = ""
+    """``connected``, ``retrying``, ``misconfigured`` (e.g. its secret is missing) or
+    ``stopped``; empty means ``connected`` when ``ok`` and ``stopped`` otherwise."""
+    since: float | None = None
+    """Wall-clock time the adapter entered ``state``."""
+    last_error: str | None = None
 
 
 class Subscription(Protocol):
