@@ -89,7 +89,7 @@ function renderHistory(view) {
   for (const m of view.messages) {
     if (m.role === "user") {
       turn = null;
-      box.appendChild(m.heartbeat ? heartbeatMarker(m.header, m.content) : userBubble(m.content));
+      box.appendChild(m.heartbeat ? heartbeatMarker(m.header, m.content) : userBubble(m.content, { inbox: m.inbox_id }));
     } else if (m.role === "assistant") {
       if (!turn) { turn = new AssistantTurn(); box.appendChild(turn.row); }
       if (m.content) { turn.setText(m.content); state.lastReply = m.content; }
@@ -203,9 +203,19 @@ function handle(event) {
   if (event.session_id && state.id && event.session_id !== state.id && event.type !== "session_moved") return;
   switch (event.type) {
     case "message_accepted": {
+      // A history reload may have drawn this message already (and dropped the pending bubble).
+      const drawn = event.inbox_id != null
+        && $("messages").querySelector(`.message.user[data-inbox="${CSS.escape(String(event.inbox_id))}"]`);
       const bubble = state.pending.get(event.client_id);
-      if (bubble) { bubble.classList.remove("pending"); state.pending.delete(event.client_id); }
-      else append(userBubble(event.text));
+      state.pending.delete(event.client_id);
+      if (drawn) {
+        if (bubble && bubble !== drawn) bubble.remove();
+      } else if (bubble) {
+        bubble.classList.remove("pending");
+        if (event.inbox_id != null) bubble.dataset.inbox = String(event.inbox_id);
+      } else {
+        append(userBubble(event.text, { inbox: event.inbox_id }));
+      }
       break;
     }
     case "turn_began":
