@@ -142,3 +142,23 @@ def test_the_pairing_key_is_private_and_kept(tmp_path: Path) -> None:
     path = tmp_path / "home" / pairing.KEY_FILE
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert pairing.load_or_create_key(tmp_path / "home") == key and len(key) >= 32
+
+
+def test_an_expired_code_is_refused_and_not_counted_as_wrong(vigil_home: Path) -> None:
+    vigil_home.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStore(vigil_home / "state.db")
+    try:
+        store.pairing.request_code(
+            "telegram", "42", display_name="Ann", chat="42", thread="", user_key="",
+            code_hash=pairing.code_hash("K7QM3XPA"), nonce="n", now=time.time() - 3700,
+        )
+    finally:
+        store.close()
+    result = run_cli("pairing", "approve", "K7QM3XPA")
+    assert is_clear_error(result) and "that code expired 1m" in result.output and "new one when they write again" in result.output
+    store = SQLiteStore(vigil_home / "state.db")
+    try:
+        assert store.pairing.lock_state(now=time.time()).wrong == 0
+        assert store.pairing.user("telegram", "42") is None
+    finally:
+        store.close()

@@ -185,3 +185,26 @@ async def test_a_revoked_users_heartbeat_is_refunded_and_not_fired(
     delivered = [e for e in platforms["telegram"].sent if e.kind == "heartbeat"]
     assert after.fire_count == len(delivered)  # every counted fire ran and answered; the refused one is not counted
     assert len(h.fake.requests) == len(delivered)  # one model request per fire that ran, none after
+
+
+async def test_a_group_heartbeat_stops_when_anyone_who_spoke_there_is_revoked(
+    make_gateway: GatewayFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VIGIL_TEST_HEARTBEAT_MIN_SECONDS", "1")
+    h, platforms = await platform_gateway(make_gateway, monkeypatch, "telegram", allow=["ann"])
+    group = RouteKey("telegram", "group-1")  # one conversation for the whole group
+    await h.gateway.receive(Inbound(group, "g-bob-0", "hi", sender="bob"))
+    code = CODE.search((await pairing_texts(platforms["telegram"], 1))[0]).group(1)  # type: ignore[union-attr]
+    assert cli("approve", code)[0] == 0
+    await h.gateway.receive(Inbound(group, "g-bob-1", "hello all", sender="bob"))
+    receipt = await h.gateway.receive(Inbound(group, "g-ann-1", "/hb every 1s watch the build", sender="ann"))
+    await eventually(lambda: [e for e in platforms["telegram"].sent if e.kind == "heartbeat"], what="a heartbeat fired")
+    assert h.store.pairing.speakers("telegram", "group-1", "") == ["bob", "ann"]
+    assert cli("revoke", "telegram", "bob")[0] == 0  # ann (allow-listed) still is, bob is not
+    await eventually(lambda: any("telegram user bob is not allowed" in line for line in h.lines), what="a refund", timeout=20)
+    await h.gateway.outbox.drain()
+    after = h.gateway.heartbeat_repo.get(receipt.session_id)
+    assert after is not None and after.fire_count == len([e for e in platforms["telegram"].sent if e.kind == "heartbeat"])
+
+    h.gateway.authorization.reload(Settings().model_copy(update={"telegram": TelegramSettings(allow=[])}))
+    assert not h.gateway.authorization.allowed("telegram", "ann")  # SIGHUP's allow-lists apply at once

@@ -48,6 +48,11 @@ class Authorization:
         self.exempt = exempt
         self._key: bytes | None = None
         self._spoken: set[tuple[str, str, str, str]] = set()  # recorded by this process already
+        self._settings: Any = None
+
+    def reload(self, settings: Any) -> None:
+        """Take the allow-lists of re-read settings (SIGHUP) without replacing the gateway's."""
+        self._settings = settings
 
     # -- messages ---------------------------------------------------------------------------
     async def check(self, inbound: Inbound) -> Receipt | None:
@@ -83,7 +88,7 @@ class Authorization:
 
     def allow_list(self, adapter: str) -> list[str]:
         """``settings.<adapter>.allow``; empty for an adapter without such a section."""
-        section = getattr(self.gateway.settings, adapter, None)
+        section = getattr(self._settings or self.gateway.settings, adapter, None)
         allow = getattr(section, "allow", None)
         return list(allow) if isinstance(allow, list) else []
 
@@ -160,15 +165,20 @@ class Authorization:
         if route is None or route.adapter in self.exempt:
             return None
         try:
-            people = route.user and [route.user] or await asyncio.to_thread(
-                self.gateway.store.pairing.speakers, route.adapter, route.chat, route.thread
-            ) or [route.chat]
-            denied = [p for p in people if not await asyncio.to_thread(self.allowed, route.adapter, p)]
+            denied = await asyncio.to_thread(self._not_allowed, route)
         except StoreError as exc:
             return f"authorization is denied: cannot check who the conversation answers ({exc})"
         if denied:
             return f"authorization is denied: {route.adapter} user {denied[0]} is not allowed (revoked or never paired)"
         return None
+
+    def _not_allowed(self, route: RouteKey) -> list[str]:
+        """Who of the people ``route`` answers is not allowed (see the module docstring)."""
+        if route.user:
+            people = [route.user]
+        else:
+            people = self.gateway.store.pairing.speakers(route.adapter, route.chat, route.thread) or [route.chat]
+        return [person for person in people if not self.allowed(route.adapter, person)]
 
     def _stored_route(self, session_id: str) -> RouteKey | None:
         try:
