@@ -208,3 +208,23 @@ async def test_a_group_heartbeat_stops_when_anyone_who_spoke_there_is_revoked(
 
     h.gateway.authorization.reload(Settings().model_copy(update={"telegram": TelegramSettings(allow=[])}))
     assert not h.gateway.authorization.allowed("telegram", "ann")  # SIGHUP's allow-lists apply at once
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["adapter-running", "adapter-not-configured"])
+async def test_an_adopted_heartbeat_routed_to_a_never_paired_chat_is_refunded(
+    make_gateway: GatewayFactory, monkeypatch: pytest.MonkeyPatch, configured: bool
+) -> None:
+    from vigil.schedule.heartbeat.record import Route
+    from vigil.schedule.heartbeat.repo import HeartbeatRepo
+
+    monkeypatch.setenv("VIGIL_TEST_HEARTBEAT_MIN_SECONDS", "1")
+    h = await make_gateway(start=False)
+    if configured:
+        h.gateway.adapters["telegram"] = RecordingAdapter(name="telegram")
+    session = h.store.create_session(source="cli").id
+    HeartbeatRepo(h.store).set(session, "report the weather", 1, route=Route("telegram", "9999", None))
+    await h.gateway.start()  # adopts it: nobody else runs it
+    await eventually(lambda: any("telegram user 9999 is not allowed" in line for line in h.lines), what="a refund")
+    heartbeat = h.gateway.heartbeat_repo.get(session)
+    assert heartbeat is not None and heartbeat.fire_count == 0 and heartbeat.pending is None
+    assert h.fake.requests == []
