@@ -103,6 +103,8 @@ def test_revoke_says_what_it_did(vigil_home: Path) -> None:
     seed(vigil_home)
     result = run_cli("pairing", "revoke", "slack", "U1")
     assert result.exit_code == 0 and result.output == "Revoked slack user U1 (Bob): their messages get a pairing code again.\n"
+    already = run_cli("pairing", "revoke", "telegram", "9")
+    assert already.exit_code == 0 and already.output == "telegram user 9 was revoked already, 1m ago.\n"
 
 
 def test_listing_pairings_loads_none_of_the_gateway(vigil_home: Path, tmp_path: Path) -> None:

@@ -137,11 +137,15 @@ def test_revoking_keeps_the_record_and_approving_again_restores_it(store: Sessio
     assert store.pairing.approve(digest("ABCDEFGH"), by="owner", now=150.0).user.active  # type: ignore[union-attr]
 
 
-def test_revoking_deletes_a_pending_code(store: SessionStore) -> None:
+def test_revoking_a_paired_user_deletes_their_pending_code_and_an_unpaired_one_writes_nothing(store: SessionStore) -> None:
     ask(store, "42", now=100.0, code="K7QM3XPA")
-    assert store.pairing.revoke("telegram", "42", by="owner", now=110.0) is None
-    assert store.pairing.pending(now=111.0) == []
-    assert store.pairing.approve(digest("K7QM3XPA"), by="owner", now=112.0).outcome == WRONG
+    assert store.pairing.revoke("telegram", "42", by="owner", now=110.0) is None  # never paired
+    assert [c.user_id for c in store.pairing.pending(now=111.0)] == ["42"]
+    store.pairing.approve(digest("K7QM3XPA"), by="owner", now=112.0)
+    store.pairing.revoke("telegram", "42", by="owner", now=113.0)
+    ask(store, "42", now=114.0, code="ABCDEFGH")  # revoked, asks again, is revoked again: no change
+    assert store.pairing.revoke("telegram", "42", by="owner", now=115.0).revoked_at == 113.0  # type: ignore[union-attr]
+    assert [c.user_id for c in store.pairing.pending(now=116.0)] == ["42"]
 
 
 def test_speakers_are_recorded_once_per_chat_in_order(store: SessionStore) -> None:

@@ -223,11 +223,15 @@ def revoke(app: AppContext, platform: str, user: str, as_json: bool) -> None:
             f"{platform} user {user} is on {platform}.allow in config.yaml; remove them there "
             "(`vigil config show` shows the file) — revoking here would not shut them out"
         )
-    revoked = app.store.pairing.revoke(platform, user, by=_who(), now=SystemClock().now())
+    now = SystemClock().now()
+    revoked = app.store.pairing.revoke(platform, user, by=_who(), now=now)
     if revoked is None:
         raise PairingRefused(f"{platform} user {user} is not paired (`vigil pairing list` shows who is)", "not_found")
     if as_json:
         echo_json({"revoked": _user_json(revoked)})
+        return
+    if revoked.revoked_at is not None and revoked.revoked_at < now:
+        click.echo(f"{platform} user {user} was revoked already, {relative(now - revoked.revoked_at)} ago.")
         return
     click.echo(f"Revoked {platform} user {user}{_named(revoked.display_name)}: their messages get a pairing code again.")
 

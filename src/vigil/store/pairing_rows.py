@@ -161,11 +161,20 @@ def lock_state(x: Exec, now: float, limits: Limits) -> CodeDecision:
 
 
 def revoke(x: Exec, platform: str, user_id: str, *, by: str, now: float) -> PairedUser | None:
-    x("DELETE FROM {s}.pairing_codes WHERE platform = ? AND user_id = ?", (platform, user_id))
-    x("UPDATE {s}.pairing_users SET revoked_at = ?, revoked_by = ? WHERE platform = ? AND user_id = ?"
-      " AND revoked_at IS NULL", (now, by, platform, user_id))
+    """Writes only when there is an active pairing to revoke."""
     rows = x(f"SELECT {USER_COLUMNS} FROM {{s}}.pairing_users WHERE platform = ? AND user_id = ?", (platform, user_id))
-    return user_from_row(rows[0]) if rows else None
+    if not rows:
+        return None
+    current = user_from_row(rows[0])
+    if not current.active:
+        return current
+    x("DELETE FROM {s}.pairing_codes WHERE platform = ? AND user_id = ?", (platform, user_id))
+    rows = x(
+        f"UPDATE {{s}}.pairing_users SET revoked_at = ?, revoked_by = ? WHERE platform = ? AND user_id = ?"
+        f" RETURNING {USER_COLUMNS}",
+        (now, by, platform, user_id),
+    )
+    return user_from_row(rows[0])
 
 
 def _forget_old(x: Exec, now: float, limits: Limits) -> None:

@@ -172,8 +172,8 @@ class PairingTables(Protocol):
         ...
 
     def revoke(self, platform: str, user_id: str, *, by: str, now: float) -> PairedUser | None:
-        """Revoke a paired user and delete their pending code; return the updated pairing, or
-        ``None`` when the user was never paired (a pending code is still deleted). Revoking a
+        """Revoke a paired user and delete their pending code, if any; return the updated
+        pairing, or ``None`` (nothing written) when the user was never paired. Revoking a
         revoked user changes nothing and returns it as it is."""
         ...
 
