@@ -206,3 +206,34 @@ def test_concurrent_requests_never_exceed_the_pending_limit(store: SessionStore)
     assert not errors
     assert sorted(results) == sorted([ISSUED] * 3 + [FULL] * 5)
     assert len(store.pairing.pending(now=101.0)) == 3
+
+
+def test_any_user_id_is_stored_exactly_or_refused_whole(tmp_path: Path) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    opened = SQLiteStore(tmp_path / "fuzz.db", durable=False)
+    roomy = Limits(max_pending=10**9, max_requests=10**9)
+    seen: set[str] = set()
+
+    @settings(max_examples=200, deadline=None)
+    @given(user=st.text(max_size=300), name=st.text(max_size=300))
+    def one(user: str, name: str) -> None:
+        try:
+            asked = opened.pairing.request_code(
+                "fuzz", user, display_name=name, chat=user, thread="", user_key="",
+                code_hash=digest(user), nonce="n", now=1.0, limits=roomy,
+            )
+        except (TypeError, ValueError):
+            assert all(c.user_id != user for c in opened.pairing.pending(now=0.0))
+            return
+        seen.add(user)
+        assert asked.code is not None and asked.code.user_id == user and asked.code.chat == user
+        assert len(asked.code.display_name) <= 200 and all(ord(c) >= 32 for c in asked.code.display_name)
+        assert opened.pairing.revoke("fuzz", user, by="fuzz", now=2.0) is None
+
+    try:
+        one()
+        assert {c.user_id for c in opened.pairing.pending(now=0.0)} == seen
+    finally:
+        opened.close()

@@ -7,7 +7,9 @@ section, read at each message so that SIGHUP's reload applies) or paired with ``
 approve`` and not revoked. An adapter without such a section has only paired users; a message
 without a sender is never allowed. A denied message is not stored in the inbox and nothing of
 it reaches a conversation; the sender is sent a pairing code (:mod:`vigil.gateway.pairing`)
-through the outbox, as kind ``pairing``, within the rate limits.
+through the outbox, as kind ``pairing``, within the rate limits; its receipt has
+``denied=True`` and ``inbox_id`` 0. An adapter may name the person in
+``Inbound.meta["sender_name"]`` (``vigil pairing list`` shows it).
 
 A platform conversation's heartbeat fires only while the people it answers are allowed: the
 route's user, else everyone recorded as having spoken in that chat (else the chat id, which
@@ -121,7 +123,7 @@ class Authorization:
         nonce = pairing.new_nonce()
         fresh = pairing.derive(key, nonce, route.adapter, sender)
         now = self.gateway.clock.now()
-        name = inbound.meta.get("sender_name") or inbound.meta.get("user_name") or ""
+        name = inbound.meta.get("sender_name") or ""
         try:
             asked = self.gateway.store.pairing.request_code(
                 route.adapter, sender, display_name=name if isinstance(name, str) else "",
