@@ -228,3 +228,15 @@ async def test_an_adopted_heartbeat_routed_to_a_never_paired_chat_is_refunded(
     heartbeat = h.gateway.heartbeat_repo.get(session)
     assert heartbeat is not None and heartbeat.fire_count == 0 and heartbeat.pending is None
     assert h.fake.requests == []
+
+
+async def test_a_strangers_slash_commands_do_nothing_either(
+    make_gateway: GatewayFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h, platforms = await platform_gateway(make_gateway, monkeypatch, "telegram")
+    for n, text in enumerate(["/heartbeat every 1m run rm -rf ~", "/new", "/resume", "/stop"]):
+        assert (await h.gateway.receive(dm("6006", n, text))).denied
+    texts = await pairing_texts(platforms["telegram"], 4)
+    assert len({CODE.search(t).group(1) for t in texts}) == 1  # type: ignore[union-attr]
+    assert h.store.list_sessions() == [] and h.gateway.heartbeat_repo.list() == []
+    assert h.fake.requests == [] and h.gateway.live == {}
