@@ -165,14 +165,20 @@ class FakeTelegramServer:
         }})
 
     # -- faults -----------------------------------------------------------------------------
-    def fail(self, times: int, status: int = 502, methods: Iterable[str] | None = None) -> None:
-        """The next ``times`` calls (of ``methods``, or any) answer ``status`` (502: an HTML page
-        from the front proxy, as Telegram's; others: the API's JSON error)."""
-        self._fault(Fault(times, status, None, _methods(methods)))
+    def fail(self, times: int, status: int = 502, methods: Iterable[str] | None = None,
+             params: dict[str, object] | None = None) -> None:
+        """The next ``times`` calls (of ``methods``, or any; with these ``params`` values, or
+        any) answer ``status`` (502: an HTML page from the front proxy, as Telegram's; others:
+        the API's JSON error)."""
+        self._fault(Fault(times, status, None, _methods(methods), _params(params)))
 
     def rate_limit(self, times: int, retry_after: int = 1, methods: Iterable[str] | None = None) -> None:
         """The next ``times`` calls answer 429 with ``parameters.retry_after``."""
         self._fault(Fault(times, 429, retry_after, _methods(methods)))
+
+    def clear_faults(self) -> None:
+        with self.state.lock:
+            self.state.faults.clear()
 
     def _fault(self, fault: Fault) -> None:
         with self.state.lock:
@@ -243,6 +249,10 @@ class FakeTelegramServer:
                     self.state.confirm(update["update_id"])
                 else:
                     await asyncio.sleep(WEBHOOK_RETRY)
+
+
+def _params(params: dict[str, object] | None) -> dict[str, str] | None:
+    return None if params is None else {k: str(v) for k, v in params.items()}
 
 
 def _methods(methods: Iterable[str] | None) -> frozenset[str] | None:

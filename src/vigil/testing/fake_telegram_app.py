@@ -110,7 +110,7 @@ def build_app(state: FakeBotState, stopping: Callable[[], bool]) -> Starlette:
             return JSONResponse(error_body(401, "Unauthorized"), status_code=401)
         try:
             params = await read_params(request)
-            fault = state.take_fault(method)
+            fault = state.take_fault(method, params.values)
             if fault is not None:
                 state.record(method, dict(params.values), fault.status)
                 if fault.status == 429:

@@ -23,9 +23,13 @@ class Fault:
     status: int
     retry_after: int | None = None
     methods: frozenset[str] | None = None
+    params: dict[str, str] | None = None
+    """Only calls with these parameter values (compared as text)."""
 
-    def matches(self, method: str) -> bool:
-        return self.methods is None or method.lower() in self.methods
+    def matches(self, method: str, params: dict[str, Any]) -> bool:
+        if self.methods is not None and method.lower() not in self.methods:
+            return False
+        return all(str(params.get(k)) == v for k, v in (self.params or {}).items())
 
 
 @dataclass
@@ -137,10 +141,10 @@ class FakeBotState:
             return f"{next(self._callback_ids):012d}"
 
     # -- what the bot asks ------------------------------------------------------------------
-    def take_fault(self, method: str) -> Fault | None:
+    def take_fault(self, method: str, params: dict[str, Any]) -> Fault | None:
         with self.lock:
             for fault in self.faults:
-                if fault.matches(method):
+                if fault.matches(method, params):
                     fault.times -= 1
                     if fault.times <= 0:
                         self.faults.remove(fault)

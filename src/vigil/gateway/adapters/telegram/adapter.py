@@ -97,6 +97,9 @@ class TelegramAdapter:
                 missing = "telegram.webhook_url" if not settings.webhook_url else settings.webhook_secret_env
                 self.state.set(states.MISCONFIGURED, f"webhook mode needs {missing}")
                 return
+        # python-telegram-bot's announced behaviour (durations as timedelta), which this adapter
+        # reads either way; without it every 429 warns of the change
+        os.environ.setdefault("PTB_TIMEDELTA", "1")
         try:
             from telegram import Bot
             from telegram.request import HTTPXRequest
