@@ -110,7 +110,7 @@ class TelegramAdapter:
         self._token = token
         api = (settings.api_url or DEFAULT_API).rstrip("/")
         self.bot = Bot(token, base_url=f"{api}/bot", base_file_url=f"{api}/file/bot",
-                       request=HTTPXRequest(connection_pool_size=16, media_write_timeout=60),
+                       request=HTTPXRequest(connection_pool_size=16),
                        get_updates_request=HTTPXRequest(connection_pool_size=1))
         self.state.set(states.RETRYING, "connecting")
         ready = asyncio.Event()

@@ -56,13 +56,25 @@ class Redact(logging.Filter):
         return text
 
 
+class QuietProxyPages(logging.Filter):
+    """python-telegram-bot logs a traceback for every non-JSON answer (the HTML page of a 502
+    from Telegram's proxy); the adapter reports the failure itself, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Can not load invalid JSON data")
+
+
 REDACT = Redact()
+QUIET = QuietProxyPages()
 
 
 def install_redaction(token: str) -> None:
     """Keep ``token`` out of the log lines of httpx and python-telegram-bot."""
     REDACT.secrets.add(token)
-    for name in ("httpx", "httpcore", "telegram", "telegram.Bot", "telegram.request", "telegram._bot"):
+    for name in ("httpx", "httpcore", "telegram", "telegram.Bot", "telegram.request", "telegram.request.BaseRequest"):
         logger = logging.getLogger(name)
         if REDACT not in logger.filters:
             logger.addFilter(REDACT)
+    quiet = logging.getLogger("telegram.request.BaseRequest")
+    if QUIET not in quiet.filters:
+        quiet.addFilter(QUIET)

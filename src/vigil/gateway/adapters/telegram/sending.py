@@ -19,6 +19,7 @@ from vigil.store.gateway_tables import OutboxEntry
 
 STREAMED_KINDS = frozenset({"reply", "heartbeat"})
 NOT_MODIFIED = "message is not modified"
+UPLOAD_TIMEOUT = 120.0
 
 
 class Sender:
@@ -95,4 +96,5 @@ class Sender:
         name = str(entry.meta.get("name") or path.name)
         caption = preview(entry.text, MAX_CAPTION) if entry.text else None
         data = await asyncio.to_thread(path.read_bytes)
-        await self._bot().send_document(chat_id, data, filename=name, caption=caption, message_thread_id=thread_id)
+        await self._bot().send_document(chat_id, data, filename=name, caption=caption, message_thread_id=thread_id,
+                                        write_timeout=UPLOAD_TIMEOUT)
