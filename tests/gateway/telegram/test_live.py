@@ -130,3 +130,15 @@ async def test_a_denied_approval_does_not_run(make_telegram: Factory, tmp_path) 
     await eventually(lambda: "Not run." in h.fake.texts(OWNER), what="the answer")
     assert not (target / "ran").exists()
     assert "Denied" in h.fake.sent(OWNER)[0].text
+
+
+async def test_an_interrupted_answer_says_it_stopped(make_telegram: Factory) -> None:
+    h = await make_telegram(busy="interrupt")
+    h.model.queue(Reply.text([f"w{n} " for n in range(60)], chunk_delay=0.05), "Second answer.")
+    h.fake.message(OWNER, OWNER, "a long one")
+    await eventually(lambda: h.fake.texts(OWNER), what="the preview")
+    h.fake.message(OWNER, OWNER, "never mind")
+    await eventually(lambda: "Second answer." in h.fake.texts(OWNER) and h.idle(), what="the second answer")
+    await eventually(lambda: h.fake.texts(OWNER)[0].endswith("… (stopped)"), what="the stopped preview")
+    first, second = h.fake.texts(OWNER)
+    assert first.startswith("w0 ") and second == "Second answer."

@@ -92,3 +92,14 @@ async def test_a_missing_token_is_misconfigured_and_the_gateway_runs_on(make_tel
     assert any("misconfigured" in line for line in h.lines)
     route = RouteKey("telegram", str(OWNER))
     assert h.store.gateway.route_get(route) is None
+
+
+async def test_a_token_set_later_is_taken_on_reload(make_telegram: Factory, monkeypatch) -> None:
+    monkeypatch.delenv(TOKEN_ENV)
+    h = await make_telegram()
+    assert h.adapter.health().state == "misconfigured"
+    monkeypatch.setenv(TOKEN_ENV, h.fake.token)
+    await h.adapter.reload(h.settings)  # what SIGHUP does
+    assert h.adapter.health().state == "connected"
+    h.fake.message(OWNER, OWNER, "now?")
+    assert await h.answered(OWNER, 1) == ["ok"]

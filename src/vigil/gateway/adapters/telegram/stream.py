@@ -90,7 +90,10 @@ class Streams:
             stream.dirty.set()
             content = item.get("content")
             if item.get("cancelled") or item.get("error") or not content:
-                self._drop(stream)  # no answer will come for it: its preview stays as it is
+                self._drop(stream)  # no answer will come for it: the preview says it stopped
+                note = "(stopped)" if item.get("cancelled") else "(failed)" if item.get("error") else None
+                if note is not None:
+                    stream.tasks.append(asyncio.create_task(self._mark(stream, note)))
             else:
                 stream.final = str(content)
 
@@ -171,6 +174,18 @@ class Streams:
             stream.dirty.set()
         except TelegramError as exc:
             log.info("telegram: preview of chat %s not updated: %s", stream.chat_id, exc)
+
+    async def _mark(self, stream: Stream, note: str) -> None:
+        from telegram.error import TelegramError
+
+        async with stream.lock:  # after a send in flight, which may bring the message id
+            if stream.message_id is None or not stream.shown:
+                return
+            try:
+                await self._bot().edit_message_text(preview(f"{stream.shown} … {note}"), chat_id=stream.chat_id,
+                                                    message_id=stream.message_id)
+            except TelegramError as exc:
+                log.info("telegram: preview of chat %s not marked: %s", stream.chat_id, exc)
 
     async def _typing(self, stream: Stream) -> None:
         from telegram.error import TelegramError
