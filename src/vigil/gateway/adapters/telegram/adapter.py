@@ -96,6 +96,7 @@ class TelegramAdapter:
             if not settings.webhook_url or not self.webhook_secret:
                 missing = "telegram.webhook_url" if not settings.webhook_url else settings.webhook_secret_env
                 self.state.set(states.MISCONFIGURED, f"webhook mode needs {missing}")
+                gateway_say(gateway, f"vigil gateway: telegram is misconfigured: webhook mode needs {missing}")
                 return
         # python-telegram-bot's announced behaviour (durations as timedelta), which this adapter
         # reads either way; without it every 429 warns of the change
@@ -119,8 +120,24 @@ class TelegramAdapter:
             await asyncio.wait_for(ready.wait(), START_TIMEOUT)
 
     async def _run(self, ready: asyncio.Event) -> None:
-        bot = self._require_bot()
+        """Connect and receive; an unexpected error starts it over after a pause instead of
+        leaving the adapter silently dead."""
         backoff = Backoff(*self._backoff)
+        while True:
+            try:
+                await self._connect_and_receive(ready, backoff)
+                return  # webhook mode: Telegram calls us from now on
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                delay = backoff.next()
+                log.exception("telegram: the adapter failed; starting over in %.3g s", delay)
+                self.state.set(states.RETRYING, f"retrying in {delay:.3g} s", REDACT.scrub(f"{type(exc).__name__}: {exc}"))
+                ready.set()
+                await asyncio.sleep(delay)
+
+    async def _connect_and_receive(self, ready: asyncio.Event, backoff: Backoff) -> None:
+        bot = self._require_bot()
         while True:
             try:
                 await bot.initialize()
