@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from vigil.testing.fake_telegram_state import JSON, FakeBotState, SentMessage
+from vigil.testing.fake_telegram_state import JSON, FakeBotState
 from vigil.testing.fake_telegram_text import MAX_CAPTION, EntityError, check_text
 
 MAX_POLL_TIMEOUT = 50
@@ -190,7 +190,3 @@ async def wait_for_updates(state: FakeBotState, params: Params, stopping: Callab
             state.hand_out(found)
             return found
         await asyncio.sleep(POLL_STEP)
-
-
-def record_sent(state: FakeBotState, message: SentMessage) -> None:
-    state.add_sent(message)

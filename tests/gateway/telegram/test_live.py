@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.gateway.telegram.conftest import FRIEND, GROUP, OWNER, Factory, eventually
+from tests.gateway.telegram.conftest import FRIEND, GROUP, OWNER, STRANGER, Factory, eventually
 from vigil.gateway.adapters.base import DeliveryError
 from vigil.store.gateway_tables import OutboxEntry, RouteKey
 from vigil.testing.scripting import Reply, ToolCallSpec
@@ -69,7 +69,7 @@ async def test_a_photo_is_saved_and_a_file_over_the_limit_is_refused(make_telegr
 
 async def test_a_strangers_file_is_not_downloaded(make_telegram: Factory) -> None:
     h = await make_telegram()
-    h.fake.message(444, 444, "hi", document=("x.txt", b"data"))
+    h.fake.message(STRANGER, STRANGER, "hi", document=("x.txt", b"data"))
     await eventually(lambda: h.fake.pending() == 0, what="the update to be taken")
     assert not any(c.method.lower() == "getfile" for c in h.fake.calls())
 

@@ -67,8 +67,11 @@ async def save_attachment(bot: "Bot", attachment: Attachment, directory: Path, m
     except TooLarge:
         return f"[The user sent the file '{name}'; it was not saved: larger than the limit of {max_bytes} bytes]"
     except Exception as exc:  # any failure: the person is told through the agent
-        log.warning("telegram: cannot download %s: %s", name, type(exc).__name__)
-        return f"[The user sent the file '{name}'; it could not be downloaded ({type(exc).__name__})]"
+        from vigil.gateway.adapters.telegram.health import REDACT
+
+        reason = REDACT.scrub(str(exc)) or type(exc).__name__  # a download URL carries the token
+        log.warning("telegram: cannot download %s: %s", name, reason)
+        return f"[The user sent the file '{name}'; it could not be downloaded: {reason}]"
     return f"[The user sent a file, saved as {path} ({size} bytes)]"
 
 
