@@ -33,10 +33,11 @@ WEBHOOK_RETRY = 0.1
 class FakeTelegramServer:
     """See the module docstring. ``start()`` binds a free port; ``stop()`` ends it."""
 
-    def __init__(self, *, token: str = DEFAULT_TOKEN, username: str = "vigil_test_bot", host: str = "127.0.0.1") -> None:
+    def __init__(self, *, token: str = DEFAULT_TOKEN, username: str = "vigil_test_bot", host: str = "127.0.0.1",
+                 port: int = 0) -> None:
         self.state = FakeBotState(token, username)
         self._host = host
-        self._port = 0
+        self._port = port
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -51,7 +52,9 @@ class FakeTelegramServer:
         sock.listen(128)
         self._port = sock.getsockname()[1]
         self._stopping = False
-        app = build_app(self.state, lambda: self._stopping)
+        from vigil.testing.fake_telegram_control import control_routes
+
+        app = build_app(self.state, lambda: self._stopping, control_routes(self))
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", http="h11",
                                 ws="none", loop="asyncio", timeout_graceful_shutdown=1)
         server = uvicorn.Server(config)

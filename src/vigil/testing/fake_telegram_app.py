@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from vigil.testing.fake_telegram_state import JSON, FakeBotState
 from vigil.testing.fake_telegram_text import MAX_CAPTION, EntityError, check_text
@@ -100,8 +100,9 @@ async def read_params(request: Request) -> Params:
 Handler = Callable[[FakeBotState, Params], Awaitable[Any]]
 
 
-def build_app(state: FakeBotState, stopping: Callable[[], bool]) -> Starlette:
-    """The ASGI app serving ``state``; ``stopping()`` ends held long polls early."""
+def build_app(state: FakeBotState, stopping: Callable[[], bool], extra: Sequence[BaseRoute] = ()) -> Starlette:
+    """The ASGI app serving ``state``; ``stopping()`` ends held long polls early; ``extra``:
+    the fake's control routes."""
     from vigil.testing import fake_telegram_methods as methods
 
     async def api(request: Request) -> Response:
@@ -143,6 +144,7 @@ def build_app(state: FakeBotState, stopping: Callable[[], bool]) -> Starlette:
         return Response(stored.content, media_type="application/octet-stream")
 
     return Starlette(routes=[
+        *extra,
         Route("/bot{token}/{method}", api, methods=["GET", "POST"]),
         Route("/file/bot{token}/{path:path}", download, methods=["GET"]),
     ])

@@ -111,3 +111,23 @@ def test_the_fake_refuses_what_telegram_refuses() -> None:
             raise AssertionError(f"{text[:20]!r} in {mode} was accepted")
     assert check_text("<b>bold</b> &amp; done", "HTML") == "bold & done"
     assert check_text("done\\.", "MarkdownV2") == "done."
+
+
+def test_the_fake_is_driven_over_http_from_another_process() -> None:
+    import httpx
+
+    from vigil.testing.fake_telegram import FakeTelegramServer
+
+    with FakeTelegramServer() as fake, httpx.Client(base_url=fake.api_url) as http:
+        update = http.post("/_fake/messages", json={"chat_id": 5, "user_id": 5, "text": "hi"}).json()
+        assert update["message"]["text"] == "hi" and fake.pending() == 1
+        assert http.post("/_fake/messages", json={"chat_id": "x", "user_id": 5, "text": "hi"}).status_code == 400
+        assert http.post("/_fake/faults", json={"times": 1, "status": 200}).status_code == 400
+        assert http.post("/_fake/faults", json={"times": 1, "status": 429, "retry_after": 2}).json() == {"faults_left": 1}
+        limited = http.post(f"/bot{fake.token}/getMe")
+        assert limited.status_code == 429 and limited.json()["parameters"] == {"retry_after": 2}
+        assert http.get("/botnot-the-token/getMe").json() == {"ok": False, "error_code": 401, "description": "Unauthorized"}
+        sent = http.post(f"/bot{fake.token}/sendMessage", data={"chat_id": "5", "text": "hello"}).json()
+        assert sent["ok"] and sent["result"]["chat"]["id"] == 5
+        assert http.get("/_fake/sent", params={"chat_id": 5}).json()[0]["text"] == "hello"
+        assert http.get("/_fake/state").json()["pending"] == 1
