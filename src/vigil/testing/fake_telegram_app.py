@@ -23,6 +23,8 @@ from vigil.testing.fake_telegram_text import MAX_CAPTION, EntityError, check_tex
 
 MAX_POLL_TIMEOUT = 50
 POLL_STEP = 0.01
+_FAULT_TEXT = {400: "Bad Request: chat not found", 401: "Unauthorized", 403: "Forbidden: bot was blocked by the user",
+               500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 class ApiError(Exception):
@@ -119,7 +121,7 @@ def build_app(state: FakeBotState, stopping: Callable[[], bool], extra: Sequence
                     raise ApiError(429, f"Too Many Requests: retry after {retry}", retry)
                 if fault.status == 502:
                     return Response("<html><body><h1>502 Bad Gateway</h1></body></html>", 502, media_type="text/html")
-                raise ApiError(fault.status, {500: "Internal Server Error", 503: "Service Unavailable"}.get(fault.status, "Error"))
+                raise ApiError(fault.status, _FAULT_TEXT.get(fault.status, "Error"))
             handler = methods.HANDLERS.get(method.lower())
             if handler is None:
                 raise ApiError(404, "Not Found")

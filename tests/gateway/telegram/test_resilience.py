@@ -103,3 +103,14 @@ async def test_a_token_set_later_is_taken_on_reload(make_telegram: Factory, monk
     assert h.adapter.health().state == "connected"
     h.fake.message(OWNER, OWNER, "now?")
     assert await h.answered(OWNER, 1) == ["ok"]
+
+
+async def test_a_bot_blocked_by_the_user_fails_the_reply_at_once_and_says_so(make_telegram: Factory) -> None:
+    h = await make_telegram()
+    h.fake.fail(100, 403, methods=["sendMessage", "editMessageText"])  # blocked: every send refused
+    h.model.queue("You will not see this.")
+    h.fake.message(OWNER, OWNER, "hello")
+    await eventually(lambda: h.store.gateway.outbox_counts().get("failed") == 1, what="the failed reply")
+    [entry] = [e for e in h.store.gateway.outbox_list() if e.status == "failed"]
+    assert entry.attempts <= 1 and "blocked" in (entry.last_error or "")
+    assert any("marked failed" in line for line in h.lines)
