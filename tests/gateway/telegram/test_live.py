@@ -142,3 +142,12 @@ async def test_an_interrupted_answer_says_it_stopped(make_telegram: Factory) -> 
     await eventually(lambda: h.fake.texts(OWNER)[0].endswith("… (stopped)"), what="the stopped preview")
     first, second = h.fake.texts(OWNER)
     assert first.startswith("w0 ") and second == "Second answer."
+
+
+async def test_an_unknown_user_gets_a_pairing_code_and_no_model_request(make_telegram: Factory) -> None:
+    pytest.importorskip("vigil.gateway.authorization", reason="the pairing hook is not in this build yet")
+    h = await make_telegram()
+    h.fake.message(STRANGER, STRANGER, "let me in", document=("x.txt", b"data"))
+    [answer] = await eventually(lambda: h.fake.texts(STRANGER), what="the pairing code")
+    assert "vigil pairing approve" in answer
+    assert h.model.requests == [] and not h.fake.calls("getFile")
