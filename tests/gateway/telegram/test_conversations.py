@@ -98,3 +98,12 @@ async def test_markdown_in_an_answer_is_sent_as_plain_text(make_telegram: Factor
     h.fake.message(OWNER, OWNER, "format something")
     assert await h.answered(OWNER, 1) == [tricky]
     assert all(m.parse_mode is None for m in h.fake.sent(OWNER))
+
+
+async def test_a_heartbeat_set_from_a_topic_fires_into_that_topic(make_telegram: Factory, monkeypatch) -> None:
+    monkeypatch.setenv("VIGIL_TEST_HEARTBEAT_MIN_SECONDS", "1")
+    h = await make_telegram()
+    h.model.rule(contains="check the deploy", reply="Deploy is green.")
+    h.fake.message(GROUP, OWNER, "/heartbeat every 1s check the deploy", chat_type="supergroup", thread_id=4)
+    await eventually(lambda: "Deploy is green." in h.fake.texts(GROUP, 4), timeout=20, what="a heartbeat answer")
+    assert h.fake.texts(GROUP, None) == []  # nothing outside the topic
