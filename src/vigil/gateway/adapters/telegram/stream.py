@@ -52,7 +52,7 @@ class Stream:
         """Whether this preview shows (the start of) ``answer``."""
         if self.ended:
             return self.final == answer
-        return answer.startswith(self.text)
+        return bool(self.text) and answer.startswith(self.text)  # a turn that has shown nothing is not it
 
 
 class Streams:
