@@ -22,4 +22,9 @@ def configured_adapters(settings: Settings, profile: Profile) -> "dict[str, Adap
 
         web = WebAdapter()
         adapters[web.name] = web
+    if settings.telegram.enabled:
+        from vigil.gateway.adapters.telegram import TelegramAdapter
+
+        telegram = TelegramAdapter()
+        adapters[telegram.name] = telegram
     return adapters
