@@ -88,7 +88,7 @@ def test_status_of_a_running_gateway(gateway_like: subprocess.Popen[str], vigil_
     assert re.match(rf"vigil gateway: running \(pid {gateway_like.pid} on \S+, since \d{{4}}-\d\d-\d\d \d\d:\d\d", text)
     assert "\n  web chat:           http://127.0.0.1:8787/\n" in text
     assert f"\n  login URL:          http://127.0.0.1:8787/login?token={token}\n" in text
-    assert "\n  adapters:           web ok (serving), slack DOWN (token revoked)\n" in text
+    assert "\n  adapters:           web connected (serving); slack stopped (token revoked)\n" in text
     assert "\n  live conversations: 3\n" in text
     assert "\n  armed heartbeats:   2\n" in text
     assert re.search(r"\n  next cron run:      \d{4}-\d\d-\d\d \d\d:\d\d \(in (1h59m|2h)\)\n", text)
@@ -101,7 +101,8 @@ def test_status_of_a_running_gateway(gateway_like: subprocess.Popen[str], vigil_
     assert status["url"] == "http://127.0.0.1:8787/"
     assert status["login_url"] == f"http://127.0.0.1:8787/login?token={token}"
     assert status["token"] == token
-    assert status["adapters"][0] == {"name": "web", "ok": True, "detail": "serving"}
+    assert status["adapters"][0] == {"name": "web", "ok": True, "detail": "serving", "state": "connected",
+                                     "since": None, "last_error": None}
     assert (status["live_conversations"], status["armed_heartbeats"]) == (3, 2)
     assert status["next_cron_run"] > time.time()
     assert status["started_at"] <= status["updated_at"] <= time.time()

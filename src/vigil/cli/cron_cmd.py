@@ -97,7 +97,7 @@ def _friendly(func: F) -> F:
 def _definition_options(func: F) -> F:
     options = [
         click.option("--tz", "tz", metavar="ZONE", type=NON_EMPTY, help="IANA time zone (default: config timezone, else the system's)."),
-        click.option("--deliver", metavar="TARGET", help="local (default), slack:<channel>[:<thread>], telegram:<chat>, web."),
+        click.option("--deliver", metavar="TARGET", help="local (default), slack:<channel>[:<thread>], telegram:<chat>[:<topic>], web."),
         click.option("--skill", "skills", multiple=True, metavar="NAME", help="Load this skill in each run (repeatable)."),
         click.option("--workdir", metavar="DIR", type=NonEmptyText("`vigil cron edit --no-workdir` runs in the profile home again"), help="Working directory of the runs (default: the profile home)."),
         click.option("--catch-up", "catch_up", type=click.Choice(["run", "skip"]), help="After an outage longer than the grace: run once (default) or skip."),
@@ -139,7 +139,7 @@ def add_cmd(app: AppContext, name: str, schedule: str, prompt: str, tz: str | No
     job = new_job(name, spec, now=repo.clock.now(), default_tz=default_zone(app.settings.timezone),
                   skills_dir=app.profile.skills_dir)
     repo.add(job)
-    warning = unconfigured_warning(parse_target(job.deliver), job.name)
+    warning = unconfigured_warning(parse_target(job.deliver), job.name, app.settings)
     if as_json:
         echo_json(_with_warning(job_to_json(job, repo.clock.now()), warning))
     else:
@@ -186,7 +186,7 @@ def edit_cmd(app: AppContext, name: str, schedule: str | None, prompt: str | Non
         raise click.UsageError("nothing to change: give at least one option (see --help)")
     repo = _repo(app)
     job = repo.edit(name, spec, skills_dir=app.profile.skills_dir)
-    warning = None if deliver is None else unconfigured_warning(parse_target(job.deliver), job.name)
+    warning = None if deliver is None else unconfigured_warning(parse_target(job.deliver), job.name, app.settings)
     if as_json:
         echo_json(_with_warning(job_to_json(job, repo.clock.now()), warning))
         return
@@ -319,13 +319,16 @@ def runs_cmd(app: AppContext, name: str | None, limit: int, as_json: bool) -> No
         return
     zones = {job.name: job.schedule.tz for job in repo.list()}
     fallback = default_zone(app.settings.timezone)
+    statuses = [run_status(r) + (f" (+{r.coalesced} coalesced)" if r.coalesced else "") for r in records]
     table = Table(box=None)
-    for column in ("when", "job", "status", "session"):
-        table.add_column(column, no_wrap=column != "job")  # a cut status would hide a delivery problem
+    table.add_column("when", no_wrap=True)
+    table.add_column("job")
+    # A cut status would hide a delivery problem: it keeps its width; a long session id folds.
+    table.add_column("status", no_wrap=True, min_width=max(len(status) for status in statuses))
+    table.add_column("session", overflow="fold")
     table.add_column("output / detail", overflow="fold")  # long paths fold instead of squeezing the rest
-    for r in records:
+    for r, status in zip(records, statuses):
         tz = zones.get(r.job, fallback)
-        status = run_status(r) + (f" (+{r.coalesced} coalesced)" if r.coalesced else "")
         table.add_row(format_instant(r.when, tz), _shown(r.job), status, r.session_id or "-",
                       _shown(shorten(run_output(r), 90)))
     console.print(table)
