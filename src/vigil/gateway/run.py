@@ -154,7 +154,7 @@ async def serve(
             else f", next at {format_instant(upcoming, zone)} ({relative(upcoming - clock.now())})"
         )
         serving = f"the web chat at {run.url}/ and " if run.url is not None and "web" in adapters else ""
-        platforms = [f"{name} ({adapter.state})" for name, adapter in adapters.items() if name != "web"]
+        platforms = [f"{name} ({adapter.phase})" for name, adapter in adapters.items() if name != "web"]
         activity.say(
             f"vigil gateway: profile '{profile.name}' — serving {serving}the cron scheduler "
             f"({armed} job(s) armed{when}); "

@@ -123,7 +123,9 @@ class Supervised:
         self.problem = problem
         self.base, self.cap, self.watch, self.start_timeout = base, cap, watch, start_timeout
         self.wall = wall
-        self.state = STOPPED
+        self.phase = STOPPED
+        """``connected``, ``retrying``, ``misconfigured`` or ``stopped`` (not ``state``: the
+        adapter may have its own)."""
         self.since = wall()
         self.last_error: str | None = None
         self.failures = 0
@@ -153,7 +155,7 @@ class Supervised:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if self.state != MISCONFIGURED:
+        if self.phase != MISCONFIGURED:
             try:
                 await self.inner.stop()
             finally:
@@ -178,15 +180,15 @@ class Supervised:
 
     def _failed(self, error: str) -> None:
         self.failures += 1
-        repeated = error == self.last_error and self.state == RETRYING
-        self._enter(RETRYING, error, keep_since=self.state == RETRYING)
+        repeated = error == self.last_error and self.phase == RETRYING
+        self._enter(RETRYING, error, keep_since=self.phase == RETRYING)
         if not repeated:  # said when it starts or changes, not at every try
             self.say(f"vigil gateway: error: {self.name} failed: {error}; retrying in "
                      f"{delay(self.failures, self.base, self.cap):g} s (then up to every {self.cap:g} s)")
 
     async def _keep(self, gateway: GatewayPort) -> None:
         while not self._stopping:
-            if self.state == CONNECTED:
+            if self.phase == CONNECTED:
                 await asyncio.sleep(self.watch)
                 dead = self._died()
                 if dead is not None:
@@ -214,26 +216,26 @@ class Supervised:
             log.exception("adapter %s did not stop cleanly", self.name)
 
     def _enter(self, state: str, error: str | None, *, keep_since: bool = False) -> None:
-        if not (keep_since and state == self.state):
+        if not (keep_since and state == self.phase):
             self.since = self.wall()
-        self.state, self.last_error = state, error
+        self.phase, self.last_error = state, error
 
     # -- the adapter protocol -------------------------------------------------------------------
     def http_routes(self) -> "Sequence[BaseRoute]":
         return self.inner.http_routes()
 
     async def send(self, message: OutboxEntry) -> None:
-        if self.state in (RETRYING, MISCONFIGURED):
-            raise DeliveryError(f"{self.name} is not connected ({self.state}: {self.last_error})")
+        if self.phase in (RETRYING, MISCONFIGURED):
+            raise DeliveryError(f"{self.name} is not connected ({self.phase}: {self.last_error})")
         await self.inner.send(message)
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
-        if self.state == CONNECTED:
+        if self.phase == CONNECTED:
             await self.inner.live(route, event)
 
     def health(self) -> AdapterHealth:
-        if self.state != CONNECTED:
-            return AdapterHealth(False, self.last_error or self.state, self.state, self.since, self.last_error)
+        if self.phase != CONNECTED:
+            return AdapterHealth(False, self.last_error or self.phase, self.phase, self.since, self.last_error)
         try:
             inner = self.inner.health()
         except Exception as exc:
@@ -243,7 +245,7 @@ class Supervised:
         return AdapterHealth(inner.ok, inner.detail, state, since, inner.last_error or self.last_error)
 
     async def reload(self, settings: "Settings") -> None:
-        if self.state != MISCONFIGURED:
+        if self.phase != MISCONFIGURED:
             await self.inner.reload(settings)
 
 
