@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from datetime import datetime, timezone
 from dataclasses import dataclass
 from typing import AsyncIterator, Awaitable, Callable
 
@@ -44,9 +46,7 @@ class Running:
     lines: list[str]
 
     def add(self, name: str, deliver: str) -> None:
-        job = new_job(name, JobSpec(schedule="every 1h", prompt="report", deliver=deliver),
-                      now=self.repo.clock.now(), default_tz="UTC", skills_dir=None)  # type: ignore[arg-type]
-        self.repo.add(job)
+        add_job(self.repo, name, deliver, "every 1h")
 
     async def run_job(self, name: str) -> RunRecord:
         claim = await asyncio.to_thread(self.repo.claim_manual, name)
@@ -63,12 +63,20 @@ class Running:
 StartGateway = Callable[..., Awaitable[Running]]
 
 
+def add_job(repo: CronRepo, name: str, deliver: str, schedule: str, *, now: float | None = None) -> None:
+    job = new_job(name, JobSpec(schedule=schedule, prompt="report", deliver=deliver),
+                  now=repo.clock.now() if now is None else now, default_tz="UTC", skills_dir=None)  # type: ignore[arg-type]
+    repo.add(job)
+
+
 @pytest.fixture
 async def gateway(fake_model: FakeModelServer, store: SQLiteStore, profile: Profile) -> AsyncIterator[StartGateway]:
     stops: list[tuple[asyncio.Event, asyncio.Task]] = []
     clients = []
 
-    async def start(*, attempts: int = 8, web: bool = False) -> Running:
+    async def start(*, attempts: int = 8, web: bool = False, before: Callable[[CronRepo], None] | None = None) -> Running:
+        if before is not None:
+            before(CronRepo(store, SystemClock()))
         settings = Settings(timezone="UTC").model_copy(update={"model": model_settings(fake_model)})
         settings = settings.model_copy(update={"gateway": settings.gateway.model_copy(update={"outbox_attempts": attempts})})
         client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
@@ -122,6 +130,19 @@ async def test_a_cron_job_delivers_to_a_telegram_topic_and_to_a_slack_thread(
     runs = json.loads(run_cli("cron", "runs", "--json").output)
     assert {r["job"]: r["delivery"]["status"] for r in runs} == {"tg": "delivered", "sl": "delivered"}
     assert any("delivered cron" in line for line in running.lines)
+
+
+async def test_a_scheduled_run_due_at_start_delivers_to_telegram(
+    gateway: StartGateway, fake_model: FakeModelServer
+) -> None:
+    now = time.time()
+    due = datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    fake_model.queue("Morning report.")
+    running = await gateway(before=lambda repo: add_job(repo, "morning", "telegram:4242", due, now=now - 60))
+    await eventually(lambda: running.telegram.texts() == ["Morning report."], what="the scheduled delivery")
+    assert running.telegram.sent[0].route == RouteKey("telegram", "4242")
+    [record] = running.repo.runs.list("morning")
+    await eventually(lambda: running.record(record)["status"] == "delivered", what="recorded delivered")
 
 
 async def test_a_platform_down_during_delivery_gets_it_once_it_is_back(

@@ -39,7 +39,7 @@ STOPPED = "stopped"
 
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 60.0
-START_TIMEOUT = 30.0
+START_TIMEOUT = 10.0
 """Seconds one ``start()`` may take before it counts as a failed try."""
 WATCH_INTERVAL = 1.0
 """Seconds between looks at a connected adapter's health."""
