@@ -88,13 +88,13 @@ class CronOutcomes:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- wiring -------------------------------------------------------------------------------
-    def attach(self, gateway: "Gateway", router: "DeliveryRouter") -> list[str]:
-        """Serve every platform ``gateway`` runs an adapter for; follow its outbox reports.
-        Returns the platforms registered."""
+    def attach(self, gateway: "Gateway", router: "DeliveryRouter", scheduler: Any) -> "CronOutcomes":
+        """Serve every platform ``gateway`` runs an adapter for, follow its outbox's reports,
+        and wrap ``scheduler.execute`` (:meth:`tracked`). Returns ``self``."""
         delivery = OutboxDelivery(gateway, self)
-        platforms = [name for name in ("slack", "telegram", "web") if name in gateway.adapters]
-        for name in platforms:
-            router.register(name, delivery)
+        for name in ("slack", "telegram", "web"):
+            if name in gateway.adapters:
+                router.register(name, delivery)
         previous = gateway.outbox.report
 
         def report(what: str, entry: OutboxEntry, error: str | None) -> None:
@@ -102,7 +102,8 @@ class CronOutcomes:
             self.on_report(what, entry, error)
 
         gateway.outbox.report = report
-        return platforms
+        scheduler.execute = self.tracked(scheduler.execute)
+        return self
 
     def tracked(self, execute: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
         """``execute`` (the scheduler's, taking a claim) that applies an outcome the outbox
@@ -161,6 +162,13 @@ class CronOutcomes:
             if self.store.compare_and_set_meta(record.key, entry.value, changed.to_json()):
                 return True
         return False
+
+    async def catch_up(self) -> None:
+        """:meth:`reconcile` at start; a store error is logged (the next start tries again)."""
+        try:
+            await asyncio.to_thread(self.reconcile)
+        except Exception as exc:  # advice for the run log; serving goes on
+            log.warning("cannot record cron delivery outcomes from the outbox: %s", exc)
 
     def reconcile(self) -> int:
         """Record outcomes the outbox reached while no gateway recorded them (blocking);

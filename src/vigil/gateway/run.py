@@ -125,9 +125,8 @@ async def serve(
             store=store, profile=profile, settings=settings, client=client, adapters=adapters,
             clock=clock, say=activity.say, metrics=metrics,
         )
-        outcomes = CronOutcomes(store)
-        outcomes.attach(gateway, runner.router)
-        scheduler.execute = outcomes.tracked(counted_cron_runs(scheduler.execute, metrics))
+        scheduler.execute = counted_cron_runs(scheduler.execute, metrics)
+        outcomes = CronOutcomes(store).attach(gateway, runner.router, scheduler)
         run = GatewayRun(scheduler, gateway)
         run.extra["cron_outcomes"] = outcomes
         token = load_or_create_token(profile)
@@ -141,10 +140,7 @@ async def serve(
             run.url = http.url
         keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler))
         await gateway.start()
-        try:
-            await asyncio.to_thread(outcomes.reconcile)
-        except Exception as exc:  # advice for the run log; serving goes on
-            log.warning("cannot record cron delivery outcomes from the outbox: %s", exc)
+        await outcomes.catch_up()
         if http is not None:
             await http.start()
         armed = await scheduler.start()
