@@ -214,3 +214,27 @@ def test_an_outcome_reached_while_no_gateway_recorded_it_is_recorded_at_the_next
     failed = runs.get("k", "20260302T080000Z").delivery  # type: ignore[union-attr]
     assert failed["status"] == "failed" and "after 1 try" in failed["detail"] and "chat not found" in failed["detail"]
     assert CronOutcomes(store).reconcile() == 0  # once
+
+
+async def test_vigil_cron_run_beside_a_running_gateway_hands_the_answer_to_its_outbox(
+    gateway: StartGateway, fake_model: FakeModelServer, profile: Profile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vigil.gateway import outbox
+    from vigil.gateway.lock import acquire
+
+    monkeypatch.setattr(outbox, "IDLE_RECHECK", 0.2)  # the sender looks at the outbox often, not every 30 s
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_model.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", fake_model.api_key)
+    lock = acquire(profile)  # held as `vigil gateway run` holds it: `cron run` sees a running gateway
+    try:
+        running = await gateway()
+        running.add("sl", "slack:C0123ABC")
+        fake_model.queue("By hand.")
+        ran = await asyncio.to_thread(run_cli, "cron", "run", "sl")
+        assert ran.exit_code == 0 and "By hand." in ran.stdout
+        assert "needs-gateway" not in ran.stderr
+        await eventually(lambda: running.slack.texts() == ["By hand."], what="the gateway sent it")
+        [record] = running.repo.runs.list("sl")
+        await eventually(lambda: running.record(record).get("status") == "delivered", what="recorded delivered")
+    finally:
+        lock.release()

@@ -55,26 +55,45 @@ def route_for(target: Target, session_id: str) -> RouteKey:
 
 
 class OutboxDelivery:
-    """A :class:`~vigil.schedule.cron.delivery.Delivery` that queues answers in the outbox."""
+    """A :class:`~vigil.schedule.cron.delivery.Delivery` that queues answers in the outbox.
+    ``wake``: tell the gateway's outbox sender (in another process it finds the entry within
+    its idle recheck, :data:`vigil.gateway.outbox.IDLE_RECHECK`)."""
 
-    def __init__(self, gateway: "Gateway", outcomes: "CronOutcomes") -> None:
-        self.gateway = gateway
+    def __init__(self, store: SessionStore, outcomes: "CronOutcomes", *,
+                 now: Callable[[], float], wake: Callable[[], None] = lambda: None) -> None:
+        self.store = store
         self.outcomes = outcomes
+        self.now = now
+        self.wake = wake
 
     async def deliver(self, message: Outgoing) -> DeliveryResult:
         route = route_for(message.target, message.session_id)
         self.outcomes.in_flight.add((message.job, message.stamp))
         entry = await asyncio.to_thread(
-            self.gateway.store.gateway.outbox_add,
+            self.store.gateway.outbox_add,
             NewOutbound(route, message.answer, kind=KIND, session_id=message.session_id,
                         meta={"cron_job": message.job, "cron_run": message.stamp, "title": message.title}),
-            now=self.gateway.clock.now(),
+            now=self.now(),
         )
-        self.gateway.outbox.wake()
+        self.wake()
         return DeliveryResult(
             QUEUED, f"queued in the gateway's outbox for {message.target} (entry {entry.id})",
             extra={"outbox_id": entry.id, "target": str(message.target)},
         )
+
+
+def hand_to_running_gateway(store: SessionStore, router: "DeliveryRouter", adapters: list[dict[str, Any]],
+                            now: Callable[[], float]) -> "CronOutcomes":
+    """For ``vigil cron run`` and ``tick`` beside a running gateway: queue answers for the
+    platforms it serves (``adapters``: its status record's) in its outbox. Call
+    :meth:`CronOutcomes.reconcile` after the run: the gateway may have sent it already."""
+    outcomes = CronOutcomes(store)
+    delivery = OutboxDelivery(store, outcomes, now=now)
+    for adapter in adapters:
+        name = adapter.get("name")
+        if name in ("slack", "telegram", "web") and adapter.get("state") != "misconfigured":
+            router.register(str(name), delivery)
+    return outcomes
 
 
 class CronOutcomes:
@@ -91,7 +110,7 @@ class CronOutcomes:
     def attach(self, gateway: "Gateway", router: "DeliveryRouter", scheduler: Any) -> "CronOutcomes":
         """Serve every platform ``gateway`` runs an adapter for, follow its outbox's reports,
         and wrap ``scheduler.execute`` (:meth:`tracked`). Returns ``self``."""
-        delivery = OutboxDelivery(gateway, self)
+        delivery = OutboxDelivery(gateway.store, self, now=gateway.clock.now, wake=gateway.outbox.wake)
         for name in ("slack", "telegram", "web"):
             if name in gateway.adapters:
                 router.register(name, delivery)
