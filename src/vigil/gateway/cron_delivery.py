@@ -142,15 +142,15 @@ class CronOutcomes:
 
     # -- outcomes -----------------------------------------------------------------------------
     def on_report(self, what: str, entry: OutboxEntry, error: str | None) -> None:
-        """The outbox's report of one try (``sent``, ``retry``, ``failed``)."""
-        if entry.kind != KIND or what not in ("sent", "failed"):
-            return
-        key = _run_key(entry)
-        if key is None:
+        """The outbox's report of one try (``sent``, ``retry``, ``failed``): a retry shows in
+        the run's delivery detail (still ``queued``), the others end it."""
+        key = _run_key(entry) if entry.kind == KIND else None
+        if key is None or what not in ("sent", "retry", "failed"):
             return
         status, detail = _outcome(what, entry, error, entry.attempts + 1)
         if key in self.in_flight:
-            self._early[key] = (entry.id, status, detail)
+            if what != "retry":
+                self._early[key] = (entry.id, status, detail)
             return
         task = asyncio.ensure_future(self._apply(key, entry.id, status, detail))
         self._tasks.add(task)
@@ -213,6 +213,8 @@ def _outcome(what: str, entry: OutboxEntry, error: str | None, tries: int) -> tu
     if what == "sent":
         return DELIVERED, f"delivered to {where} (outbox entry {entry.id}, try {tries})"
     reason = " ".join((error or "unknown error").split())
+    if what == "retry":
+        return QUEUED, f"queued for {where} (outbox entry {entry.id}); try {tries} failed, retrying: {reason}"
     return FAILED, f"delivery to {where} failed after {tries} {'try' if tries == 1 else 'tries'} (outbox entry {entry.id}): {reason}"
 
 
