@@ -352,9 +352,12 @@ class Gateway:
             self.bind(live, RouteKey(route.platform, route.chat, route.thread or ""))
 
     # -- input ------------------------------------------------------------------------------
-    def dispatch(self, entry: InboxEntry, live: LiveConversation, *, client_id: str | None = None) -> None:
+    def dispatch(
+        self, entry: InboxEntry, live: LiveConversation, *, client_id: str | None = None, resume: bool = False
+    ) -> None:
         """Hand an inbox entry to its conversation's queue now (no await before the submit:
-        the order of calls is the order of the queue) and settle it when it is answered."""
+        the order of calls is the order of the queue) and settle it when it is answered;
+        ``resume``: a restart may have cut its turn off (continue it, do not ask again)."""
         conversation = live.conversation
         live.touch()
         is_command = live.controller.is_command(entry.text)
@@ -363,7 +366,7 @@ class Gateway:
         session_id = live.session_id
         self._handling.add(entry.id)
         future = conversation.submit(
-            entry.text, meta={"inbox": entry.id}, on_start=lambda: self._mark_started(entry, live)
+            entry.text, meta={"inbox": entry.id}, on_start=lambda: self._mark_started(entry, live), resume=resume
         )
         self.bus.publish(session_id, event(
             "message_accepted", session_id, inbox_id=entry.id, text=entry.text, client_id=client_id

@@ -58,6 +58,7 @@ class _Item:
     future: asyncio.Future[Outcome] = field(repr=False)
     meta: dict[str, Any] | None = None
     on_start: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    resume: bool = False
 
 
 class Conversation:
@@ -165,13 +166,15 @@ class Conversation:
         *,
         meta: dict[str, Any] | None = None,
         on_start: Callable[[], Awaitable[None]] | None = None,
+        resume: bool = False,
     ) -> asyncio.Future[Outcome]:
         """Queue a message or slash command; the future resolves when it has been handled.
         ``meta`` is stored with the user message of the turn (not with commands);
         ``on_start`` is awaited when the input leaves the queue, just before it is handled
-        (an input withdrawn while it waits never starts)."""
+        (an input withdrawn while it waits never starts); ``resume``: the turn for this
+        ``meta`` may have begun before a restart (:meth:`vigil.agent.turn.Agent.run_turn`)."""
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        item = _Item(text, future, meta, on_start)
+        item = _Item(text, future, meta, on_start, resume)
         if self._is_urgent(text):
             self.interrupt()
             self._queue.appendleft(item)
@@ -278,7 +281,7 @@ class Conversation:
             if self.controller.is_command(item.text):
                 outcome = await self._command(item.text)
             else:
-                outcome = await self._turn(USER, item.text, meta=item.meta)
+                outcome = await self._turn(USER, item.text, meta=item.meta, resume=item.resume)
         finally:
             self._current = None
         if not item.future.done():
@@ -294,7 +297,8 @@ class Conversation:
         return Outcome("command", reply=reply)
 
     async def _turn(
-        self, kind: str, text: str, attempt: HeartbeatAttempt | None = None, *, meta: dict[str, Any] | None = None
+        self, kind: str, text: str, attempt: HeartbeatAttempt | None = None, *,
+        meta: dict[str, Any] | None = None, resume: bool = False,
     ) -> Outcome:
         """Run one turn. A user turn is announced (``TurnBegan``) at once; a heartbeat turn
         only when its attempt begins executing, and not at all if it never does: then its
@@ -309,6 +313,7 @@ class Conversation:
                 before_execution=None if attempt is None else attempt.before_execution,
                 unattended=kind == HEARTBEAT,
                 user_meta=meta,
+                resume=resume,
             )
         )
         self._running, self._attempt = task, attempt
