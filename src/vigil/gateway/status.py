@@ -192,7 +192,7 @@ def adapter_entry(raw: Any) -> dict[str, Any]:
     ok = bool(raw.get("ok"))
     error = raw.get("last_error")
     return {
-        "name": str(raw.get("name", "?")),
+        "name": str(raw.get("name") or "?"),
         "ok": ok,
         "detail": str(raw.get("detail") or ""),
         "state": str(raw.get("state") or ("connected" if ok else "stopped")),
@@ -204,7 +204,8 @@ def adapter_entry(raw: Any) -> dict[str, Any]:
 def adapter_line(entry: dict[str, Any], now: float) -> str:
     """How ``vigil gateway status`` shows one adapter: ``slack connected (3 page(s) open)``,
     ``telegram retrying since 12:03:04, 5m ago — last error: ...``, ``slack misconfigured — ...``."""
-    item = adapter_entry(entry)
+    item = {key: " ".join(value.split()) if isinstance(value, str) else value
+            for key, value in adapter_entry(entry).items()}  # one line, whatever an error said
     state = item["state"]
     text = f"{item['name']} {state}"
     if state in ("retrying", "stopped") and item["since"] is not None:
@@ -226,7 +227,10 @@ def _ago(now: float, then: float | None) -> str:
     """``2026-12-01 12:03:04, 5m ago`` (local time)."""
     if then is None:
         return "at an unknown time"
-    stamp = datetime.fromtimestamp(then).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        stamp = datetime.fromtimestamp(then).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):  # a damaged record's time
+        return "at an unknown time"
     seconds = max(0, int(now - then))
     for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
         if seconds >= size:

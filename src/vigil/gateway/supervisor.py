@@ -142,7 +142,9 @@ class Supervised:
         """Start the adapter once here; on failure keep trying in the background. Never raises."""
         self._stopping = False
         if self.problem is not None or isinstance(self.inner, Unavailable):
-            self._enter(MISCONFIGURED, self.problem or f"{self.name} is enabled but its adapter is not available")
+            self._enter(MISCONFIGURED, self.problem or (
+                f"{self.name} is enabled but no adapter could be built for it "
+                f"(is the 'vigil[{self.name}]' extra installed?)"))
             self.say(f"vigil gateway: error: {self.last_error}; {self.name} is not started "
                      "(the gateway runs without it; `vigil gateway status` shows it)")
             return
