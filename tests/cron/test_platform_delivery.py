@@ -181,6 +181,9 @@ async def test_a_delivery_the_outbox_gives_up_on_shows_failed_in_the_tables(
     assert "ok, delivery failed" in table and "delivery to" in table
     listed = [line for line in run_cli("cron", "list").output.splitlines() if line.split()[:1] == ["tg"]]
     assert listed and "ok, delivery failed" in listed[0]
+    shown = run_cli("cron", "show", "tg").output
+    assert "delivery   failed: delivery to telegram:@my_channel failed after 2 tries" in shown
+    assert json.loads(run_cli("cron", "show", "tg", "--json").output)["last_delivery"]["status"] == "failed"
     # the answer is still kept locally
     assert record.delivery and record.delivery["path"] and open(record.delivery["path"]).read().count("Nobody")
 

@@ -238,11 +238,22 @@ def show_cmd(app: AppContext, name: str, as_json: bool) -> None:
     """
     repo = _repo(app)
     job = repo.get(name)
+    delivery = _last_delivery(repo, job)
     if as_json:
-        echo_json(job_to_json(job, repo.clock.now()))
+        echo_json({**job_to_json(job, repo.clock.now()), "last_delivery": delivery})
         return
     for line in job_lines(job, repo.clock.now()):
         console.print(_shown(line))
+    if delivery is not None:
+        console.print(_shown(f"delivery   {delivery.get('status')}: {delivery.get('detail') or '-'}"))
+
+
+def _last_delivery(repo: CronRepo, job: CronJob) -> dict[str, Any] | None:
+    """What happened to the last answer sent to a platform target (local ones: ``None``)."""
+    if parse_target(job.deliver).platform == "local":
+        return None
+    latest = [r for r in repo.runs.list(job.name, limit=5) if r.delivery]
+    return latest[0].delivery if latest else None
 
 
 @cron.command("pause")
