@@ -83,6 +83,10 @@ async def start_gateway(
         model = ModelSettings.model_validate({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
                                               "api_key": fake_model.api_key, "timeout": 10})
         settings = (settings or Settings()).model_copy(update={"model": model})
+        settings = settings.model_copy(update={  # the senders these tests use are allowed
+            "slack": settings.slack.model_copy(update={"allow": ["U1"]}),
+            "telegram": settings.telegram.model_copy(update={"allow": ["7"]}),
+        })
         client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
         clients.append(client)
         stop, lines = asyncio.Event(), []
@@ -146,7 +150,7 @@ async def test_an_adapter_failing_to_start_is_retried_while_the_others_serve(
 
 
 async def test_a_receiving_loop_that_dies_is_restarted_and_status_shows_it(
-    start_gateway: Start
+    start_gateway: Start, fake_model: FakeModelServer
 ) -> None:
     flaky = Flaky("telegram")
     run, lines = await start_gateway({"telegram": flaky})
@@ -164,10 +168,15 @@ async def test_a_receiving_loop_that_dies_is_restarted_and_status_shows_it(
     assert "telegram retrying since " in table and "last error: 502 Bad Gateway" in table
     assert any("getUpdates: 401 Unauthorized" in line for line in lines)
 
+    fake_model.queue("answered while you were away")
+    await run.gateway.receive(Inbound(RouteKey("telegram", "42"), "u1", "are you there?", sender="7"))
+    await eventually(lambda: run.gateway.store.gateway.outbox_counts()["pending"] == 1 and any(
+        e.attempts for e in run.gateway.store.gateway.outbox_list(statuses=("pending",))), what="a try that failed")
     flaky.start_failures = 0
     await eventually(lambda: flaky.alive, what="back")
     await _status_written(run)
     assert _status()["telegram"]["state"] == "connected"
+    await eventually(lambda: flaky.texts() == ["answered while you were away"], what="the reply once it is back")
 
 
 async def test_an_enabled_platform_without_its_secret_is_reported_and_the_gateway_starts(

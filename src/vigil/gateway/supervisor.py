@@ -133,6 +133,8 @@ class Supervised:
         """Successful starts (a restart after a dead loop counts again)."""
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._next_try: float | None = None
+        """When (monotonic) the next start is tried while retrying."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -197,7 +199,9 @@ class Supervised:
                     await self._quiet_stop()
                     self._failed(dead)
                 continue
-            await asyncio.sleep(delay(self.failures, self.base, self.cap))
+            pause = delay(self.failures, self.base, self.cap)
+            self._next_try = time.monotonic() + pause
+            await asyncio.sleep(pause)
             if not self._stopping:
                 await self._try(gateway)
 
@@ -228,7 +232,10 @@ class Supervised:
 
     async def send(self, message: OutboxEntry) -> None:
         if self.phase in (RETRYING, MISCONFIGURED):
-            raise DeliveryError(f"{self.name} is not connected ({self.phase}: {self.last_error})")
+            # the outbox tries again once the adapter may be back, not before
+            wait = None if self._next_try is None else max(0.5, self._next_try - time.monotonic() + 0.5)
+            raise DeliveryError(f"{self.name} is not connected ({self.phase}: {self.last_error})",
+                                retry_after=wait if self.phase == RETRYING else None)
         await self.inner.send(message)
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
