@@ -19,6 +19,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from vigil.gateway.adapters.web.state import WebState, error, guarded
+from vigil.store import StoreError
 from vigil.store.gateway_tables import PENDING, SENT, OutboxEntry
 
 LOOKBACK = 2000
@@ -73,7 +74,7 @@ class SentFiles:
             if gateway is not None and found.session_id is not None:
                 if not real.is_relative_to(gateway.workdir(found.session_id).resolve()):
                     return None
-        except (OSError, LookupError):
+        except (OSError, StoreError):  # gone, or its conversation was deleted
             return None
         return real if real.is_file() else None
 
