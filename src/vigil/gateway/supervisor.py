@@ -174,6 +174,7 @@ class Supervised:
             if isinstance(exc, asyncio.TimeoutError):
                 exc = TimeoutError(f"start() took longer than {self.start_timeout:g} s")
             self._failed(" ".join(str(exc).split()) or type(exc).__name__)
+            await self._quiet_stop()  # release what a half-done start took (stop is idempotent)
             return False
         if self.failures:
             self.say(f"vigil gateway: {self.name} connected again after {self.failures} failed tries")
@@ -192,18 +193,27 @@ class Supervised:
 
     async def _keep(self, gateway: GatewayPort) -> None:
         while not self._stopping:
-            if self.phase == CONNECTED:
-                await asyncio.sleep(self.watch)
-                dead = self._died()
-                if dead is not None:
-                    await self._quiet_stop()
-                    self._failed(dead)
-                continue
-            pause = delay(self.failures, self.base, self.cap)
-            self._next_try = time.monotonic() + pause
-            await asyncio.sleep(pause)
-            if not self._stopping:
-                await self._try(gateway)
+            try:
+                await self._step(gateway)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # supervision must outlive any one failure
+                log.exception("supervising adapter %s", self.name)
+                await asyncio.sleep(self.cap)
+
+    async def _step(self, gateway: GatewayPort) -> None:
+        if self.phase == CONNECTED:
+            await asyncio.sleep(self.watch)
+            dead = self._died()
+            if dead is not None:
+                await self._quiet_stop()
+                self._failed(dead)
+            return
+        pause = delay(self.failures, self.base, self.cap)
+        self._next_try = time.monotonic() + pause
+        await asyncio.sleep(pause)
+        if not self._stopping:
+            await self._try(gateway)
 
     def _died(self) -> str | None:
         """The adapter's reason when it says its receiving loop ended, else ``None``."""
