@@ -67,6 +67,7 @@ class GatewayConfig:
     adapter_backoff: tuple[float, float] = (BACKOFF_BASE, BACKOFF_CAP)
     """First and longest pause between tries to start a failing adapter (seconds)."""
     adapter_watch: float = WATCH_INTERVAL
+    """Seconds between looks at a connected adapter's health (a dead receiving loop restarts)."""
 
 
 @dataclass
@@ -128,7 +129,6 @@ async def serve(
         scheduler.execute = counted_cron_runs(scheduler.execute, metrics)
         outcomes = CronOutcomes(store).attach(gateway, runner.router, scheduler)
         run = GatewayRun(scheduler, gateway)
-        run.extra["cron_outcomes"] = outcomes
         token = load_or_create_token(profile)
         run.extra["token"] = token
         if sock is not None:
