@@ -176,6 +176,9 @@ class Gateway:
     def resolve_approval(self, approval_id: str, approved: bool) -> bool:
         return self.approvals.resolve(approval_id, approved)
 
+    async def may_talk(self, adapter: str, user: str) -> bool:
+        return await asyncio.to_thread(self.authorization.allowed, adapter, user)
+
     def workdir(self, session_id: str) -> Path:
         session = self.store.get_session(self._newest(session_id))
         cwd = session.model_config.get("cwd")

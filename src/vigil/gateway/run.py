@@ -254,6 +254,7 @@ async def _reload(run: GatewayRun, profile: Profile, activity: GatewayActivity) 
         run.extra["token"] = await asyncio.to_thread(load_or_create_token, profile)
     except OSError as exc:
         activity.say(f"vigil gateway: error: SIGHUP: cannot read the login token, keeping the old one: {exc}")
+    run.gateway.authorization.reload(settings)
     for adapter in run.gateway.adapters.values():
         try:
             await adapter.reload(settings)

@@ -22,7 +22,7 @@ from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.store.gateway_tables import RouteKey
 from vigil.testing.fake_model import FakeModelServer
-from vigil.testing.fake_telegram import FakeTelegramServer
+from vigil.testing.telegram_api.server import FakeTelegramServer
 
 if importlib.util.find_spec("telegram") is None:  # pip install -e '.[telegram]' to run them
     collect_ignore_glob = ["test_*.py"]

@@ -87,16 +87,6 @@ class TestTelegramAdapterContract(AdapterContract):
     async def contract(self, make_telegram: Factory) -> ContractHarness:
         return TelegramContract(await make_telegram())
 
-    async def test_an_inbound_message_is_durable_before_it_is_acknowledged(self, contract: ContractHarness) -> None:
-        """As the contract's, except that the inbox key is Telegram's (``chat:message_id``),
-        not the harness's: Telegram chooses its message ids."""
-        assert isinstance(contract, TelegramContract)
-        ack = await contract.deliver("remember this", "k1")
-        entry = contract.stored("k1")
-        assert entry is not None, "acknowledged before the message was in the store"
-        assert entry.text == "remember this" and entry.external_id == ack.external_id
-        assert entry.route.adapter == contract.adapter.name and ack.inbox_id == entry.id
-
 
 async def test_the_contract_redelivery_really_reaches_the_gateway_twice(make_telegram: Factory) -> None:
     h = await make_telegram()

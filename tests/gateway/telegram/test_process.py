@@ -17,7 +17,7 @@ import pytest
 from tests.gateway.process import GatewayProcess, wait_for
 from tests.gateway.telegram.conftest import GROUP, OWNER
 from vigil.testing.fake_model import FakeModelServer
-from vigil.testing.fake_telegram import FakeTelegramServer
+from vigil.testing.telegram_api.server import FakeTelegramServer
 
 pytestmark = pytest.mark.slow
 

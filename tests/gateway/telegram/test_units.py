@@ -13,7 +13,7 @@ from vigil.gateway.adapters.telegram.buttons import callback_data, parse_callbac
 from vigil.gateway.adapters.telegram.inbound import Place, normalize_command, owner_of, route_for, target_of
 from vigil.gateway.adapters.telegram.outbound import delivery_error, preview, split_text, utf16_len
 from vigil.store.gateway_tables import RouteKey
-from vigil.testing.fake_telegram_text import EntityError, check_text
+from vigil.testing.telegram_api.text import EntityError, check_text
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=3000)
 
@@ -116,7 +116,7 @@ def test_the_fake_refuses_what_telegram_refuses() -> None:
 def test_the_fake_is_driven_over_http_from_another_process() -> None:
     import httpx
 
-    from vigil.testing.fake_telegram import FakeTelegramServer
+    from vigil.testing.telegram_api.server import FakeTelegramServer
 
     with FakeTelegramServer() as fake, httpx.Client(base_url=fake.api_url) as http:
         update = http.post("/_fake/messages", json={"chat_id": 5, "user_id": 5, "text": "hi"}).json()

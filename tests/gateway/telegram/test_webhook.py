@@ -20,7 +20,7 @@ from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
-from vigil.testing.fake_telegram import FakeTelegramServer
+from vigil.testing.telegram_api.server import FakeTelegramServer
 
 SECRET_ENV = "VIGIL_TEST_TELEGRAM_SECRET"
 SECRET = "s3cret-Webhook_token"

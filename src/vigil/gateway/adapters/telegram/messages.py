@@ -61,11 +61,7 @@ class MessageHandler:
         gateway = self.adapter.gateway
         if sender in self.adapter.settings.allow:
             return True
-        authorization = getattr(gateway, "authorization", None)
-        allowed = getattr(authorization, "allowed", None)
-        if callable(allowed):
-            return bool(await asyncio.to_thread(allowed, "telegram", sender))
-        return False
+        return gateway is not None and await gateway.may_talk("telegram", sender)
 
     async def _with_file(self, route: RouteKey, key: str, message: "Message", text: str) -> str:
         """The user's text with the note naming the saved file."""

@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from vigil.testing.fake_telegram_state import JSON, FakeBotState
-from vigil.testing.fake_telegram_text import MAX_CAPTION, EntityError, check_text
+from vigil.testing.telegram_api.state import JSON, FakeBotState
+from vigil.testing.telegram_api.text import MAX_CAPTION, EntityError, check_text
 
 MAX_POLL_TIMEOUT = 50
 POLL_STEP = 0.01
@@ -105,7 +105,7 @@ Handler = Callable[[FakeBotState, Params], Awaitable[Any]]
 def build_app(state: FakeBotState, stopping: Callable[[], bool], extra: Sequence[BaseRoute] = ()) -> Starlette:
     """The ASGI app serving ``state``; ``stopping()`` ends held long polls early; ``extra``:
     the fake's control routes."""
-    from vigil.testing import fake_telegram_methods as methods
+    from vigil.testing.telegram_api import methods
 
     async def api(request: Request) -> Response:
         token, method = request.path_params["token"], request.path_params["method"]

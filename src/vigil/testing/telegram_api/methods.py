@@ -8,8 +8,8 @@ from typing import Callable
 
 from starlette.datastructures import UploadFile
 
-from vigil.testing.fake_telegram_app import ApiError, Handler, Params, bot_message, checked, wait_for_updates
-from vigil.testing.fake_telegram_state import JSON, FakeBotState, SentMessage
+from vigil.testing.telegram_api.app import ApiError, Handler, Params, bot_message, checked, wait_for_updates
+from vigil.testing.telegram_api.state import JSON, FakeBotState, SentMessage
 
 _COMMAND = re.compile(r"^[a-z0-9_]{1,32}$")
 _ACTIONS = {"typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",

@@ -23,8 +23,8 @@ from typing import Iterable
 import httpx
 import uvicorn
 
-from vigil.testing.fake_telegram_app import build_app
-from vigil.testing.fake_telegram_state import JSON, Call, FakeBotState, Fault, SentMessage
+from vigil.testing.telegram_api.app import build_app
+from vigil.testing.telegram_api.state import JSON, Call, FakeBotState, Fault, SentMessage
 
 DEFAULT_TOKEN = "123456789:AAFakeTelegramTokenForVigilTests_000"
 WEBHOOK_RETRY = 0.1
@@ -52,7 +52,7 @@ class FakeTelegramServer:
         sock.listen(128)
         self._port = sock.getsockname()[1]
         self._stopping = False
-        from vigil.testing.fake_telegram_control import control_routes
+        from vigil.testing.telegram_api.control import control_routes
 
         app = build_app(self.state, lambda: self._stopping, control_routes(self))
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", http="h11",

@@ -7,7 +7,7 @@ bot did. Not part of Telegram's API; served on loopback only.
 * ``POST /_fake/faults`` ``{times, status, retry_after?, methods?}``
 * ``GET /_fake/sent?chat_id=`` → the bot's messages, ``GET /_fake/state`` → pending updates etc.
 
-``python -m vigil.testing.fake_telegram_control`` serves one until interrupted.
+``python -m vigil.testing.telegram_api.control`` serves one until interrupted.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 if TYPE_CHECKING:
-    from vigil.testing.fake_telegram import FakeTelegramServer
+    from vigil.testing.telegram_api.server import FakeTelegramServer
 
 
 class BadInput(ValueError):
@@ -112,9 +112,9 @@ def control_routes(server: "FakeTelegramServer") -> list[BaseRoute]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve a fake Bot API until interrupted."""
-    from vigil.testing.fake_telegram import DEFAULT_TOKEN, FakeTelegramServer
+    from vigil.testing.telegram_api.server import DEFAULT_TOKEN, FakeTelegramServer
 
-    parser = argparse.ArgumentParser(prog="python -m vigil.testing.fake_telegram_control",
+    parser = argparse.ArgumentParser(prog="python -m vigil.testing.telegram_api.control",
                                      description="Serve a fake Telegram Bot API on loopback (see the module docstring).")
     parser.add_argument("--port", type=int, default=0, help="the port; 0 picks a free one (default)")
     parser.add_argument("--token", default=DEFAULT_TOKEN, help="the bot token it accepts (default: a test token)")
