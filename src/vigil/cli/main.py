@@ -161,7 +161,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "vigil.cli.heartbeat_cmd", "heartbeat", "Recurring instructions in conversations."
     ),
     "pairing": LazyCommand(
-        "vigil.cli.pairing_cmd", "pairing_group", "Who may talk to the agent from Slack and Telegram."
+        "vigil.cli.pairing_cmd", "pairing_group", "Who may talk to the agent on a platform."
     ),
     "pause": LazyCommand("vigil.cli.heartbeat_cmd", "pause", "Emergency stop for heartbeats and cron."),
     "profile": LazyCommand("vigil.cli.profile_cmd", "profile", "Manage profiles, each a separate home."),

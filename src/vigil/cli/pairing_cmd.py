@@ -44,7 +44,7 @@ def _who() -> str:
 
 @click.group("pairing")
 def pairing_group() -> None:
-    """Who may talk to the agent from Slack and Telegram.
+    """Who may talk to the agent on a platform.
 
     A platform user who is not on the platform's allow-list (telegram.allow, slack.allow in
     config.yaml) and writes to the agent gets an 8-character pairing code instead of an
