@@ -22,4 +22,9 @@ def configured_adapters(settings: Settings, profile: Profile) -> "dict[str, Adap
 
         web = WebAdapter()
         adapters[web.name] = web
+    if settings.slack.enabled:
+        from vigil.gateway.adapters.slack import SlackAdapter
+
+        slack = SlackAdapter(settings.slack)
+        adapters[slack.name] = slack
     return adapters

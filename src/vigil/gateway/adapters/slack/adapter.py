@@ -1,0 +1,295 @@
+""":class:`SlackAdapter`: Slack behind the adapter protocol (``pip install 'vigil[slack]'``).
+
+Events come over HTTP at ``/slack/events`` on the gateway's server (:mod:`.events`) or, with
+``slack.socket_mode``, over a Socket Mode connection (:mod:`.socket`); which messages count and
+where they route is :mod:`.inbound`. Answers go out through the Web API (:mod:`.web`) —
+Markdown as mrkdwn, long ones split — into the conversation's thread; :mod:`.drafts` shows
+them as they stream, :mod:`.approvals` asks for approval with buttons. The secrets come from
+the environment variables ``slack.*_env`` name; without them the adapter reports itself
+``misconfigured`` and the gateway runs on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort, Inbound
+from vigil.gateway.adapters.slack import inbound as routing
+from vigil.gateway.adapters.slack.approvals import ApprovalButtons
+from vigil.gateway.adapters.slack.drafts import Drafts
+from vigil.gateway.adapters.slack.events import Refused, pressed, routes
+from vigil.gateway.adapters.slack.outgoing import deliver
+from vigil.platform_settings import SlackSettings
+from vigil.store.gateway_tables import OutboxEntry, RouteKey
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from vigil.config import Settings
+    from vigil.gateway.adapters.slack.web import SlackApi
+
+log = logging.getLogger(__name__)
+
+SEEN = 10_000
+"""Event ids remembered as handled (so a redelivery downloads no file twice)."""
+
+
+class SlackAdapter:
+    """One Slack workspace (one bot token) for one profile."""
+
+    name = routing.NAME
+
+    def __init__(self, settings: SlackSettings | None = None, *, environ: Mapping[str, str] | None = None) -> None:
+        self.settings = settings or SlackSettings()
+        self._environ = environ
+        self.gateway: GatewayPort | None = None
+        self.api: SlackApi | None = None
+        self.bot_user = ""
+        self.signing_secret = ""
+        self.bot_token = ""
+        self.problem: str | None = "not started"
+        self.state = "stopped"
+        self.since = time.time()
+        self.last_error: str | None = None
+        self.drafts = Drafts(lambda: self.api, self.spawn)
+        self.approvals = ApprovalButtons(lambda: self.api, lambda: self.gateway)
+        self.last_route: dict[tuple[str, str], RouteKey] = {}
+        self.sending: dict[int, tuple[int, str | None]] = {}
+        """Outbox entries part-way out: (parts posted, the placeholder they replace)."""
+        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._in_flight: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._socket: Any = None
+        self._routes: list[BaseRoute] | None = None
+
+    # -- life cycle -------------------------------------------------------------------------
+    async def start(self, gateway: GatewayPort) -> None:
+        if self.gateway is not None and self.api is not None:
+            return
+        self.gateway = gateway
+        self.settings = gateway.settings.slack
+        await self._connect()
+
+    async def _connect(self) -> None:
+        env = self._environ if self._environ is not None else os.environ
+        s = self.settings
+        self.bot_token = env.get(s.bot_token_env, "")
+        self.signing_secret = env.get(s.signing_secret_env, "")
+        app_token = env.get(s.app_token_env, "") if s.socket_mode else ""
+        missing = [name for name, value in (
+            (s.bot_token_env, self.bot_token),
+            (s.app_token_env if s.socket_mode else s.signing_secret_env, app_token if s.socket_mode else self.signing_secret),
+        ) if not value]
+        if missing:
+            self._set("misconfigured", f"set the environment variable(s) {', '.join(missing)}")
+            return
+        try:
+            from vigil.gateway.adapters.slack.web import SlackApi
+        except ImportError:
+            self._set("misconfigured", "slack_sdk is not installed: pip install 'vigil[slack]'")
+            return
+        self.api = SlackApi(self.bot_token, s.api_url, observe=self._observe)
+        try:
+            identity = await self.api.call("auth.test")
+            self.bot_user = str(identity.get("user_id") or "")
+        except DeliveryError as exc:
+            state = "retrying" if exc.retryable else "misconfigured"
+            self._set(state, f"auth.test failed: {exc}")
+            if exc.retryable:
+                self.spawn(self._identify())
+        else:
+            self._set("connected", None)
+        if s.socket_mode:
+            from vigil.gateway.adapters.slack.socket import SocketModeLink
+
+            self._socket = SocketModeLink(self, app_token)
+            await self._socket.start()
+
+    async def _identify(self) -> None:
+        """auth.test again with back-off until Slack answers (the bot's own user id)."""
+        delay = 1.0
+        while self.api is not None and not self.bot_user:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 300.0)
+            try:
+                self.bot_user = str((await self.api.call("auth.test")).get("user_id") or "")
+            except DeliveryError as exc:
+                if not exc.retryable:
+                    self._set("misconfigured", f"auth.test failed: {exc}")
+                    return
+
+    async def stop(self) -> None:
+        if self._socket is not None:
+            await self._socket.stop()
+            self._socket = None
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.drafts.clear()
+        if self.api is not None:
+            self.api.close()
+        self.api = None
+        self.gateway = None
+        self._set("stopped", "stopped")
+
+    async def reload(self, settings: "Settings") -> None:
+        """New settings and secrets (a changed token or signing secret takes effect now)."""
+        gateway = self.gateway
+        await self.stop()
+        self.settings = settings.slack
+        if gateway is not None:
+            self.gateway = gateway
+            await self._connect()
+
+    def http_routes(self) -> "Sequence[BaseRoute]":
+        if self._routes is None:
+            self._routes = list(routes(self))
+        return self._routes
+
+    def health(self) -> AdapterHealth:
+        ok = self.state == "connected" and self.api is not None
+        return AdapterHealth(ok, self.problem or "connected", self.state,
+                             self.since, self.last_error)
+
+    # -- the platform's side --------------------------------------------------------------------
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """Raise :class:`Refused` unless the request is signed by Slack within 5 minutes."""
+        if not self.signing_secret or self.gateway is None:
+            raise Refused(503, "the Slack adapter is not configured (no signing secret)")
+        from slack_sdk.signature import SignatureVerifier
+
+        timestamp = headers.get("x-slack-request-timestamp", "")
+        signature = headers.get("x-slack-signature", "")
+        if not timestamp or not signature or not timestamp.isdigit():
+            raise Refused(401, "missing Slack signature")
+        if not SignatureVerifier(self.signing_secret).is_valid(body, timestamp, signature):
+            log.warning("Slack: refused a request with a bad or stale signature")
+            raise Refused(401, "invalid or stale Slack signature")
+
+    async def on_event(self, envelope: dict[str, Any]) -> None:
+        """One Events API callback: stored before this returns when it is a message for the agent."""
+        event, event_id = envelope.get("event"), str(envelope.get("event_id") or "")
+        gateway = self.gateway
+        if not isinstance(event, dict) or not event_id or gateway is None:
+            return
+        found = routing.candidate(event, self.bot_user)
+        if found is None or event_id in self._seen or event_id in self._in_flight:
+            return  # not for the agent, or handled (or being handled) already
+        if found.needs_route and await asyncio.to_thread(gateway.store.gateway.route_get, found.route) is None:
+            return
+        self._in_flight.add(event_id)
+        try:
+            text = found.text
+            if found.files:
+                text = await self._with_files(found.route, found.files, text)
+            if not text:
+                return
+            await gateway.receive(Inbound(found.route, event_id, text, sender=found.user,
+                                          meta={"slack": {"ts": found.ts, "channel": found.route.chat}}))
+        finally:
+            self._in_flight.discard(event_id)
+        self._remember(event_id)
+        self.last_route[(found.route.chat, found.user)] = found.route
+
+    async def _with_files(self, route: RouteKey, files: list[dict[str, Any]], text: str) -> str:
+        from vigil.gateway.adapters.slack.files import attach
+
+        gateway = self.gateway
+        assert gateway is not None
+        session_id = await asyncio.to_thread(gateway.store.gateway.route_get, route)
+        if session_id is None:
+            session_id = await gateway.open_conversation(route)
+        directory = await asyncio.to_thread(gateway.workdir, session_id)
+        return await attach(files, directory, text, token=self.bot_token,
+                            max_bytes=gateway.settings.gateway.upload_max_bytes, api_url=self.settings.api_url)
+
+    async def on_command(self, form: dict[str, str]) -> str | None:
+        """The app's slash command: vigil's command it carries goes to the conversation the
+        person last had in that channel (else their own in the channel). Returns a note to
+        show at once, if any."""
+        gateway = self.gateway
+        if gateway is None:
+            return "vigil is not running."
+        command, user, channel = form.get("command", ""), form.get("user_id", ""), form.get("channel_id", "")
+        if command != self.settings.command:
+            return f"vigil answers {self.settings.command}, not {command}."
+        if not user or not channel:
+            raise Refused(400, "the command has no user or channel")
+        route = self.last_route.get((channel, user)) or RouteKey(self.name, channel, "", user)
+        key = "command:" + (form.get("trigger_id") or f"{channel}:{user}:{time.time()}")
+        await gateway.receive(Inbound(route, key, routing.command_text(form.get("text", "")), sender=user,
+                                      meta={"slack": {"command": command, "channel": channel}}))
+        return None
+
+    def on_interaction(self, payload: dict[str, Any]) -> None:
+        """A button press (acknowledged at once; the notes go out in the background)."""
+        user = str((payload.get("user") or {}).get("id") or "")
+        channel = str((payload.get("channel") or {}).get("id") or (payload.get("container") or {}).get("channel_id") or "")
+        thread = (payload.get("message") or {}).get("thread_ts")
+        for approval_id, approved in pressed(payload):
+            note = self.approvals.press(approval_id, approved, user)
+            if note and self.api is not None and channel:
+                self.spawn(self._note(channel, user, note, thread))
+
+    async def _note(self, channel: str, user: str, text: str, thread: str | None) -> None:
+        assert self.api is not None
+        try:
+            await self.api.call("chat.postEphemeral", channel=channel, user=user, text=text, thread_ts=thread)
+        except DeliveryError as exc:
+            log.warning("Slack: cannot show a note: %s", exc)
+
+    # -- the gateway's side ---------------------------------------------------------------------
+    async def send(self, message: OutboxEntry) -> None:
+        if self.api is None:
+            raise DeliveryError(f"Slack is not available: {self.problem}", retryable=self.state != "misconfigured")
+        await deliver(self, self.api, message)
+
+    async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        try:
+            if kind == "turn_began":
+                await self.drafts.began(route, str(event.get("kind") or "user"))
+            elif kind == "delta":
+                self.drafts.delta(route, str(event.get("text") or ""))
+            elif kind == "turn_ended":
+                await self.drafts.ended(route, event)
+            elif kind == "approval_request":
+                await self.approvals.request(route, event)
+            elif kind == "approval_resolved":
+                await self.approvals.resolved(event)
+        except Exception:
+            log.exception("Slack: live event %s failed", kind)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _remember(self, event_id: str) -> None:
+        self._seen[event_id] = None
+        while len(self._seen) > SEEN:
+            self._seen.popitem(last=False)
+
+    def _set(self, state: str, problem: str | None) -> None:
+        if state != self.state:
+            self.state, self.since = state, time.time()
+        self.problem = problem
+        if problem and state != "stopped":
+            self.last_error = problem
+            log.warning("Slack adapter %s: %s", state, problem)
+
+    def _observe(self, error: str | None) -> None:
+        """Every Web API call's outcome keeps the health current."""
+        if error is None:
+            if self.state == "retrying" and self.bot_user:
+                self._set("connected", None)
+            return
+        self.last_error = error
+        if self.state == "connected" and ("cannot reach" in error or "HTTP 5" in error):
+            self._set("retrying", error)
