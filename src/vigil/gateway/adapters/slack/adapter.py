@@ -283,6 +283,9 @@ class SlackAdapter:
         if problem and state != "stopped":
             self.last_error = problem
             log.warning("Slack adapter %s: %s", state, problem)
+            say = getattr(self.gateway, "say", None)
+            if callable(say) and state in ("misconfigured", "retrying"):
+                say(f"vigil gateway: error: slack adapter {state}: {problem}")
 
     def _observe(self, error: str | None) -> None:
         """Every Web API call's outcome keeps the health current."""
