@@ -100,7 +100,8 @@ class Drafts:
 
     async def take(self, route: RouteKey) -> str | None:
         """The oldest placeholder of ``route`` for the sender to replace with its answer (its
-        ``ts``), or ``None``; no edit touches it afterwards."""
+        ``ts``), or ``None``; no edit touches it afterwards. Returns no sooner than the
+        placeholder may be edited again."""
         queue = self._waiting.get(route)
         if not queue:
             return None
@@ -117,6 +118,8 @@ class Drafts:
             draft.closed = True
             if draft.flush is not None:
                 draft.flush.cancel()
+            if draft.ts is not None:  # the final edit keeps the pace of the others
+                await asyncio.sleep(max(0.0, draft.last_edit + self.interval - time.monotonic()))
             return draft.ts
 
     def clear(self) -> None:
