@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+REVOKED = ("invalid_auth", "not_authed", "token_revoked", "account_inactive", "token_expired")
+"""Errors that mean the bot token no longer works."""
+
 SEEN = 10_000
 """Event ids remembered as handled (so a redelivery downloads no file twice)."""
 
@@ -287,12 +290,14 @@ class SlackAdapter:
             if callable(say) and state in ("misconfigured", "retrying"):
                 say(f"vigil gateway: error: slack adapter {state}: {problem}")
 
-    def _observe(self, error: str | None) -> None:
+    def _observe(self, error: DeliveryError | None) -> None:
         """Every Web API call's outcome keeps the health current."""
         if error is None:
-            if self.state == "retrying" and self.bot_user:
+            if self.state in ("retrying", "misconfigured") and self.bot_user and self.api is not None:
                 self._set("connected", None)
             return
-        self.last_error = error
-        if self.state == "connected" and ("cannot reach" in error or "HTTP 5" in error):
-            self._set("retrying", error)
+        self.last_error = str(error)
+        if error.retryable and self.state == "connected":
+            self._set("retrying", str(error))
+        elif any(word in str(error) for word in REVOKED):
+            self._set("misconfigured", f"Slack refuses the bot token: {error}")

@@ -30,8 +30,8 @@ TRANSIENT = frozenset({
 })
 """``ok: false`` errors that may go away by themselves; every other one is permanent."""
 
-Observer = Callable[[str | None], None]
-"""Told the outcome of every call: ``None`` for success, else the error text."""
+Observer = Callable[[DeliveryError | None], None]
+"""Told the outcome of every call: ``None`` for success, else the error."""
 
 
 class SlackApi:
@@ -67,15 +67,14 @@ class SlackApi:
             response = await loop.run_in_executor(self._pool, work)
         except SlackApiError as exc:
             error = delivery_error(exc, method)
-            self._observe(str(error))
-            raise error from None
         except (SlackClientError, OSError, TimeoutError) as exc:  # connection refused, reset, timeout
-            self._observe(f"{method}: {type(exc).__name__}: {exc}")
-            raise DeliveryError(f"Slack {method}: cannot reach the Web API ({type(exc).__name__}: {exc})") from None
-        self._observe(None)
-        data = response.data
-        return data if isinstance(data, dict) else {}
-
+            error = DeliveryError(f"Slack {method}: cannot reach the Web API ({type(exc).__name__}: {exc})")
+        else:
+            self._observe(None)
+            data = response.data
+            return data if isinstance(data, dict) else {}
+        self._observe(error)
+        raise error
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
