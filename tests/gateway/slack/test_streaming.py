@@ -11,7 +11,7 @@ ANSWER = "The **first** part, then the second part, and at last the end of it."
 
 
 async def test_a_streamed_answer_edits_one_message_throttled(slack: SlackHarness) -> None:
-    slack.model.queue(Reply.text(ANSWER, chunk_delay=0.2))
+    slack.model.queue(Reply.text(ANSWER, chunk_delay=0.15))
     mention = await slack.sender.mention("C0OPS", ALICE, "tell me slowly")
     placeholder = (await eventually(lambda: slack.fake.state.posted("C0OPS", mention.ts), what="the indicator"))[0]
     assert placeholder.text == WORKING  # shown while the agent works

@@ -39,7 +39,10 @@ class Draft:
     ts: str | None = None
     posted: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    posted_at: float = 0.0
+    """When the placeholder was posted: a quick answer replaces it with no edit in between."""
     last_edit: float = 0.0
+    """When the last ``chat.update`` of it ended (monotonic; 0: never)."""
     flush: asyncio.TimerHandle | None = None
     closed: bool = False
     ended: bool = False
@@ -70,7 +73,7 @@ class Drafts:
                 answer = await api.call("chat.postMessage", channel=route.chat, thread_ts=route.thread or None,
                                         text=WORKING)
                 draft.ts = answer.get("ts")
-                draft.last_edit = time.monotonic()
+                draft.posted_at = time.monotonic()
         except DeliveryError as exc:
             log.warning("Slack: cannot post the working indicator: %s", exc)
         finally:
@@ -118,7 +121,7 @@ class Drafts:
             draft.closed = True
             if draft.flush is not None:
                 draft.flush.cancel()
-            if draft.ts is not None:  # the final edit keeps the pace of the others
+            if draft.ts is not None and draft.last_edit:  # the final edit keeps the pace of the others
                 await asyncio.sleep(max(0.0, draft.last_edit + self.interval - time.monotonic()))
             return draft.ts
 
@@ -142,7 +145,7 @@ class Drafts:
     def _schedule(self, draft: Draft) -> None:
         if draft.ts is None or draft.flush is not None or draft.closed:
             return
-        wait = max(0.0, draft.last_edit + self.interval - time.monotonic())
+        wait = max(0.0, max(draft.last_edit, draft.posted_at) + self.interval - time.monotonic())
         loop = asyncio.get_running_loop()
         draft.flush = loop.call_later(wait, lambda: self._spawn(self._edit(draft)))
 
