@@ -21,6 +21,7 @@ import uvicorn
 
 from vigil.testing.fake_model import _bind, _vanish
 from vigil.testing.fake_slack_api import build_app
+from vigil.testing.fake_slack_socket import SocketModeServer
 from vigil.testing.fake_slack_state import SlackState
 
 _START_TIMEOUT = 10.0
@@ -40,6 +41,19 @@ class FakeSlackServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._socket: SocketModeServer | None = None
+
+    @property
+    def app_token(self) -> str:
+        """The app-level token (``xapp-…``) Socket Mode connects with."""
+        return self.state.app_token
+
+    def socket_mode(self) -> SocketModeServer:
+        """The Socket Mode server (started on first use) ``apps.connections.open`` points at."""
+        if self._socket is None:
+            self._socket = SocketModeServer(self._host)
+        self.state.socket_url = self._socket.url
+        return self._socket
 
     def start(self) -> "FakeSlackServer":
         """Serve (again, on the same port after ``stop``); returns once it accepts."""
@@ -81,12 +95,19 @@ class FakeSlackServer:
         thread.join(10)
         self._server = self._thread = self._loop = None
 
+    def close(self) -> None:
+        """Stop everything, the Socket Mode server too."""
+        self.stop()
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
     def __enter__(self) -> "FakeSlackServer":
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.stop()
+        self.close()
 
     @property
     def base_url(self) -> str:

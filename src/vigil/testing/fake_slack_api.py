@@ -206,7 +206,12 @@ def build_app(state: SlackState, base_url: Callable[[], str],
             answer: Response = fault
         else:
             handler = METHODS.get(method)
-            if _token(request, args) != state.bot_token:
+            if method == "apps.connections.open":  # the app-level token, not the bot's
+                answer = JSONResponse(
+                    _error("invalid_auth") if _token(request, args) != state.app_token
+                    else {"ok": True, "url": state.socket_url} if state.socket_url
+                    else _error("internal_error"))
+            elif _token(request, args) != state.bot_token:
                 answer = JSONResponse(_error("not_authed" if not _token(request, args) else "invalid_auth"))
             elif handler is None:
                 answer = JSONResponse(_error("unknown_method"))

@@ -66,6 +66,9 @@ class SlackState:
         self.team_id = team_id
         self.bot_user = bot_user
         self.bot_id = "B0VIGILBOT"
+        self.app_token = "xapp-1-A0VIGIL-" + secrets.token_hex(8)
+        self.socket_url: str | None = None
+        """Where ``apps.connections.open`` sends apps (the fake's Socket Mode server)."""
         self.channels: dict[str, str] = {}
         """Channel id → ``im`` or ``channel``: messages to any other id are ``channel_not_found``."""
         self.messages: list[Message] = []

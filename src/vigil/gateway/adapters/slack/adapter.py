@@ -89,12 +89,12 @@ class SlackAdapter:
             (s.app_token_env if s.socket_mode else s.signing_secret_env, app_token if s.socket_mode else self.signing_secret),
         ) if not value]
         if missing:
-            self._set("misconfigured", f"set the environment variable(s) {', '.join(missing)}")
+            self.set_state("misconfigured", f"set the environment variable(s) {', '.join(missing)}")
             return
         try:
             from vigil.gateway.adapters.slack.web import SlackApi
         except ImportError:
-            self._set("misconfigured", "slack_sdk is not installed: pip install 'vigil[slack]'")
+            self.set_state("misconfigured", "slack_sdk is not installed: pip install 'vigil[slack]'")
             return
         self.api = SlackApi(self.bot_token, s.api_url, observe=self._observe)
         try:
@@ -102,11 +102,11 @@ class SlackAdapter:
             self.bot_user = str(identity.get("user_id") or "")
         except DeliveryError as exc:
             state = "retrying" if exc.retryable else "misconfigured"
-            self._set(state, f"auth.test failed: {exc}")
+            self.set_state(state, f"auth.test failed: {exc}")
             if exc.retryable:
                 self.spawn(self._identify())
         else:
-            self._set("connected", None)
+            self.set_state("connected", None)
         if s.socket_mode:
             from vigil.gateway.adapters.slack.socket import SocketModeLink
 
@@ -123,7 +123,7 @@ class SlackAdapter:
                 self.bot_user = str((await self.api.call("auth.test")).get("user_id") or "")
             except DeliveryError as exc:
                 if not exc.retryable:
-                    self._set("misconfigured", f"auth.test failed: {exc}")
+                    self.set_state("misconfigured", f"auth.test failed: {exc}")
                     return
 
     async def stop(self) -> None:
@@ -138,7 +138,7 @@ class SlackAdapter:
             self.api.close()
         self.api = None
         self.gateway = None
-        self._set("stopped", "stopped")
+        self.set_state("stopped", "stopped")
 
     async def reload(self, settings: "Settings") -> None:
         """New settings and secrets (a changed token or signing secret takes effect now)."""
@@ -279,7 +279,7 @@ class SlackAdapter:
         while len(self._seen) > SEEN:
             self._seen.popitem(last=False)
 
-    def _set(self, state: str, problem: str | None) -> None:
+    def set_state(self, state: str, problem: str | None) -> None:
         if state != self.state:
             self.state, self.since = state, time.time()
         self.problem = problem
@@ -294,10 +294,10 @@ class SlackAdapter:
         """Every Web API call's outcome keeps the health current."""
         if error is None:
             if self.state in ("retrying", "misconfigured") and self.bot_user and self.api is not None:
-                self._set("connected", None)
+                self.set_state("connected", None)
             return
         self.last_error = str(error)
         if error.retryable and self.state == "connected":
-            self._set("retrying", str(error))
+            self.set_state("retrying", str(error))
         elif any(word in str(error) for word in REVOKED):
-            self._set("misconfigured", f"Slack refuses the bot token: {error}")
+            self.set_state("misconfigured", f"Slack refuses the bot token: {error}")
