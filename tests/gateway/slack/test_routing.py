@@ -3,8 +3,12 @@ conversation per thread and person; redeliveries answered once."""
 
 from __future__ import annotations
 
+import time
+
 from tests.gateway.slack.conftest import ALICE, BOB, SlackHarness, eventually
+from vigil.gateway.adapters.slack.drafts import WORKING
 from vigil.testing.fake_slack_events import Sent
+from vigil.testing.scripting import Reply
 
 
 def session_of(h: SlackHarness, sent: Sent) -> str:
@@ -79,3 +83,13 @@ async def test_a_redelivery_of_an_answered_event_gets_no_second_answer(slack: Sl
     await slack.sender.message("D0ALICE", ALICE, "something new")
     assert await answered(slack, "D0ALICE", "", 2) == ["the one answer", "the second message"]
     assert len(slack.model.requests) == 2
+
+
+async def test_slack_is_acknowledged_at_once_while_the_agent_thinks(slack: SlackHarness) -> None:
+    slack.model.queue(Reply.text("worth the wait", delay=1.5))
+    started = time.monotonic()
+    sent = await slack.sender.message("D0ALICE", ALICE, "a hard question")
+    assert sent.response.status_code == 200 and time.monotonic() - started < 1.0  # Slack waits 3 s at most
+    assert slack.stored(sent.event_id) is not None
+    assert slack.fake.state.texts("D0ALICE") == [WORKING] or not slack.answers("D0ALICE")
+    assert await answered(slack, "D0ALICE", "") == ["worth the wait"]

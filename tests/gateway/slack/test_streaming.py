@@ -22,7 +22,7 @@ async def test_a_streamed_answer_edits_one_message_throttled(slack: SlackHarness
     assert len(partial) >= 2, placeholder.edits  # it grew while streaming
     assert all(final.startswith(edit.removesuffix(" …")) for edit in partial)
     updates = [c.at for c in slack.fake.state.calls_of("chat.update")]
-    assert all(b - a >= 0.95 for a, b in zip(updates, updates[1:])), updates
+    assert all(b - a >= 0.95 for a, b in zip(updates, updates[1:], strict=False)), updates
 
 
 async def test_a_turn_with_nothing_to_say_removes_its_indicator(slack: SlackHarness) -> None:

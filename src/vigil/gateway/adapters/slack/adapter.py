@@ -18,11 +18,12 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort, Inbound
+from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
 from vigil.gateway.adapters.slack import inbound as routing
 from vigil.gateway.adapters.slack.approvals import ApprovalButtons
 from vigil.gateway.adapters.slack.drafts import Drafts
-from vigil.gateway.adapters.slack.events import Refused, pressed, routes
+from vigil.gateway.adapters.slack.events import routes
+from vigil.gateway.adapters.slack.intake import Refused
 from vigil.gateway.adapters.slack.outgoing import deliver
 from vigil.platform_settings import SlackSettings
 from vigil.store.gateway_tables import OutboxEntry, RouteKey
@@ -64,8 +65,8 @@ class SlackAdapter:
         self.last_route: dict[tuple[str, str], RouteKey] = {}
         self.sending: dict[int, tuple[int, str | None]] = {}
         """Outbox entries part-way out: (parts posted, the placeholder they replace)."""
-        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._in_flight: set[str] = set()
+        self.seen: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self.in_flight: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._socket: Any = None
         self._routes: list[BaseRoute] | None = None
@@ -170,81 +171,13 @@ class SlackAdapter:
         signature = headers.get("x-slack-signature", "")
         if not timestamp or not signature or not timestamp.isdigit():
             raise Refused(401, "missing Slack signature")
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:  # Slack sends UTF-8 only (and the SDK cannot check other bytes)
+            raise Refused(400, "the body is not UTF-8") from None
         if not SignatureVerifier(self.signing_secret).is_valid(body, timestamp, signature):
             log.warning("Slack: refused a request with a bad or stale signature")
             raise Refused(401, "invalid or stale Slack signature")
-
-    async def on_event(self, envelope: dict[str, Any]) -> None:
-        """One Events API callback: stored before this returns when it is a message for the agent."""
-        event, event_id = envelope.get("event"), str(envelope.get("event_id") or "")
-        gateway = self.gateway
-        if not isinstance(event, dict) or not event_id or gateway is None:
-            return
-        found = routing.candidate(event, self.bot_user)
-        if found is None or event_id in self._seen or event_id in self._in_flight:
-            return  # not for the agent, or handled (or being handled) already
-        if found.needs_route and await asyncio.to_thread(gateway.store.gateway.route_get, found.route) is None:
-            return
-        self._in_flight.add(event_id)
-        try:
-            text = found.text
-            if found.files:
-                text = await self._with_files(found.route, found.files, text)
-            if not text:
-                return
-            await gateway.receive(Inbound(found.route, event_id, text, sender=found.user,
-                                          meta={"slack": {"ts": found.ts, "channel": found.route.chat}}))
-        finally:
-            self._in_flight.discard(event_id)
-        self._remember(event_id)
-        self.last_route[(found.route.chat, found.user)] = found.route
-
-    async def _with_files(self, route: RouteKey, files: list[dict[str, Any]], text: str) -> str:
-        from vigil.gateway.adapters.slack.files import attach
-
-        gateway = self.gateway
-        assert gateway is not None
-        session_id = await asyncio.to_thread(gateway.store.gateway.route_get, route)
-        if session_id is None:
-            session_id = await gateway.open_conversation(route)
-        directory = await asyncio.to_thread(gateway.workdir, session_id)
-        return await attach(files, directory, text, token=self.bot_token,
-                            max_bytes=gateway.settings.gateway.upload_max_bytes, api_url=self.settings.api_url)
-
-    async def on_command(self, form: dict[str, str]) -> str | None:
-        """The app's slash command: vigil's command it carries goes to the conversation the
-        person last had in that channel (else their own in the channel). Returns a note to
-        show at once, if any."""
-        gateway = self.gateway
-        if gateway is None:
-            return "vigil is not running."
-        command, user, channel = form.get("command", ""), form.get("user_id", ""), form.get("channel_id", "")
-        if command != self.settings.command:
-            return f"vigil answers {self.settings.command}, not {command}."
-        if not user or not channel:
-            raise Refused(400, "the command has no user or channel")
-        route = self.last_route.get((channel, user)) or RouteKey(self.name, channel, "", user)
-        key = "command:" + (form.get("trigger_id") or f"{channel}:{user}:{time.time()}")
-        await gateway.receive(Inbound(route, key, routing.command_text(form.get("text", "")), sender=user,
-                                      meta={"slack": {"command": command, "channel": channel}}))
-        return None
-
-    def on_interaction(self, payload: dict[str, Any]) -> None:
-        """A button press (acknowledged at once; the notes go out in the background)."""
-        user = str((payload.get("user") or {}).get("id") or "")
-        channel = str((payload.get("channel") or {}).get("id") or (payload.get("container") or {}).get("channel_id") or "")
-        thread = (payload.get("message") or {}).get("thread_ts")
-        for approval_id, approved in pressed(payload):
-            note = self.approvals.press(approval_id, approved, user)
-            if note and self.api is not None and channel:
-                self.spawn(self._note(channel, user, note, thread))
-
-    async def _note(self, channel: str, user: str, text: str, thread: str | None) -> None:
-        assert self.api is not None
-        try:
-            await self.api.call("chat.postEphemeral", channel=channel, user=user, text=text, thread_ts=thread)
-        except DeliveryError as exc:
-            log.warning("Slack: cannot show a note: %s", exc)
 
     # -- the gateway's side ---------------------------------------------------------------------
     async def send(self, message: OutboxEntry) -> None:
@@ -274,10 +207,10 @@ class SlackAdapter:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _remember(self, event_id: str) -> None:
-        self._seen[event_id] = None
-        while len(self._seen) > SEEN:
-            self._seen.popitem(last=False)
+    def remember(self, event_id: str) -> None:
+        self.seen[event_id] = None
+        while len(self.seen) > SEEN:
+            self.seen.popitem(last=False)
 
     def set_state(self, state: str, problem: str | None) -> None:
         if state != self.state:

@@ -128,3 +128,14 @@ class ApprovalButtons:
         if not gateway.resolve_approval(approval_id, approved):
             return "This request is no longer waiting for an answer."
         return None
+
+
+def pressed(payload: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The approval buttons a ``block_actions`` payload presses: (request id, approved)."""
+    if payload.get("type") != "block_actions":
+        return []
+    found = []
+    for action in payload.get("actions") or []:
+        if isinstance(action, dict) and action.get("action_id") in (APPROVE, DENY):
+            found.append((str(action.get("value") or ""), action.get("action_id") == APPROVE))
+    return found

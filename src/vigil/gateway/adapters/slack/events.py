@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
@@ -21,7 +21,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from vigil.gateway.adapters.base import GatewayClosed
-from vigil.gateway.adapters.slack.approvals import APPROVE, DENY
+from vigil.gateway.adapters.slack import intake
+from vigil.gateway.adapters.slack.intake import Refused
 
 if TYPE_CHECKING:
     from vigil.gateway.adapters.slack.adapter import SlackAdapter
@@ -30,12 +31,6 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 1_000_000
 PATHS = ("/slack/events", "/slack/commands", "/slack/interactive")
-
-
-class Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def routes(adapter: "SlackAdapter") -> list[Route]:
@@ -80,7 +75,7 @@ async def _dispatch(adapter: "SlackAdapter", content_type: str, body: bytes) -> 
         if payload.get("type") == "url_verification":
             return JSONResponse({"challenge": str(payload.get("challenge", ""))})
         if payload.get("type") == "event_callback":
-            await adapter.on_event(payload)
+            await intake.on_event(adapter, payload)
         return Response(status_code=200)
     if kind == "application/x-www-form-urlencoded":
         try:
@@ -93,22 +88,12 @@ async def _dispatch(adapter: "SlackAdapter", content_type: str, body: bytes) -> 
             except ValueError:
                 raise Refused(400, "the payload is not JSON") from None
             if isinstance(payload, dict):
-                adapter.on_interaction(payload)
+                intake.on_interaction(adapter, payload)
             return Response(status_code=200)
         if "command" in form:
-            note = await adapter.on_command(form)
+            note = await intake.on_command(adapter, form)
             if note:
                 return JSONResponse({"response_type": "ephemeral", "text": note})
             return Response(status_code=200)
     raise Refused(400, "not a Slack event, command or interaction")
 
-
-def pressed(payload: dict[str, Any]) -> list[tuple[str, bool]]:
-    """The approval buttons a ``block_actions`` payload presses: (request id, approved)."""
-    if payload.get("type") != "block_actions":
-        return []
-    found = []
-    for action in payload.get("actions") or []:
-        if isinstance(action, dict) and action.get("action_id") in (APPROVE, DENY):
-            found.append((str(action.get("value") or ""), action.get("action_id") == APPROVE))
-    return found

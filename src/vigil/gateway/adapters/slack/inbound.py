@@ -46,14 +46,18 @@ def candidate(event: dict[str, Any], bot_user: str) -> Candidate | None:
     """The message ``event`` carries for the agent, or ``None`` (not for it, or the bot's own)."""
     kind = event.get("type")
     user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
-    if kind not in ("message", "app_mention") or event.get("subtype") not in _HANDLED_SUBTYPES:
+    subtype = event.get("subtype")
+    if kind not in ("message", "app_mention") or not (subtype is None or isinstance(subtype, str)):
+        return None
+    if subtype not in _HANDLED_SUBTYPES:
         return None
     if not isinstance(user, str) or not user or user == bot_user or event.get("bot_id"):
         return None
     if not isinstance(channel, str) or not channel or not isinstance(ts, str) or not ts:
         return None
     raw = event.get("text") if isinstance(event.get("text"), str) else ""
-    files = [f for f in event.get("files") or [] if isinstance(f, dict)]
+    listed = event.get("files")
+    files = [f for f in listed if isinstance(f, dict)] if isinstance(listed, list) else []
     thread = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ""
     mentioned = bool(bot_user) and f"<@{bot_user}" in raw
     text = from_slack(strip_mention(raw, bot_user))

@@ -98,12 +98,14 @@ class SocketModeLink:
         client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id, payload=payload))
 
     async def _handle(self, kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        from vigil.gateway.adapters.slack import intake
+
         adapter = self.adapter
         if kind == "events_api" and payload.get("type") == "event_callback":
-            await adapter.on_event(payload)
+            await intake.on_event(adapter, payload)
         elif kind == "slash_commands":
-            note = await adapter.on_command({k: str(v) for k, v in payload.items()})
+            note = await intake.on_command(adapter, {k: str(v) for k, v in payload.items()})
             return {"response_type": "ephemeral", "text": note} if note else None
         elif kind == "interactive":
-            adapter.on_interaction(payload)
+            intake.on_interaction(adapter, payload)
         return None
