@@ -185,8 +185,8 @@ def build_app(state: SlackState, base_url: Callable[[], str],
               extra: list[Route] | None = None) -> Starlette:
     """The ASGI app serving ``state``; ``base_url()`` is the server's own address."""
 
-    def faulted() -> Response | None:
-        fault = state.injected()
+    def faulted(method: str = "") -> Response | None:
+        fault = state.injected(method)
         if fault is None:
             return None
         status, headers = fault
@@ -200,7 +200,7 @@ def build_app(state: SlackState, base_url: Callable[[], str],
         except (ValueError, UnicodeDecodeError):
             return JSONResponse(_error("invalid_form_data"))
         record = Call(method, {k: v for k, v in args.items() if k != "token"}, 200, time.time())
-        fault = faulted()
+        fault = faulted(method)
         if fault is not None:
             record.status = fault.status_code
             answer: Response = fault

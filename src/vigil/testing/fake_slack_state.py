@@ -80,6 +80,7 @@ class SlackState:
         self.fail_status: int | None = None
         self.fail_count = 0
         self.fail_until = 0.0
+        self.fail_method: str | None = None
         self.rate_limited = 0
         self.retry_after = 1
         self._clock = itertools.count(1)
@@ -98,10 +99,12 @@ class SlackState:
         return prefix + secrets.token_hex(5).upper()
 
     # -- fault injection --------------------------------------------------------------------
-    def fault(self, *, status: int | None = None, count: int = 0, seconds: float = 0.0) -> None:
+    def fault(self, *, status: int | None = None, count: int = 0, seconds: float = 0.0,
+              method: str | None = None) -> None:
         """Answer the next ``count`` Web API calls (or every call for ``seconds``) with
-        ``status`` (a 5xx); ``status=None`` clears the fault."""
+        ``status`` (a 5xx) — only calls of ``method`` if given; ``status=None`` clears it."""
         with self.lock:
+            self.fail_method = method
             self.fail_status = status
             self.fail_count = count
             self.fail_until = time.monotonic() + seconds if seconds else 0.0
@@ -112,13 +115,13 @@ class SlackState:
             self.rate_limited = count
             self.retry_after = retry_after
 
-    def injected(self) -> tuple[int, dict[str, str]] | None:
-        """The fault the next call gets, if any (consumes one of a counted fault)."""
+    def injected(self, method: str = "") -> tuple[int, dict[str, str]] | None:
+        """The fault a call of ``method`` gets, if any (consumes one of a counted fault)."""
         with self.lock:
             if self.rate_limited > 0:
                 self.rate_limited -= 1
                 return 429, {"Retry-After": str(self.retry_after)}
-            if self.fail_status is not None:
+            if self.fail_status is not None and self.fail_method in (None, method):
                 if self.fail_until and time.monotonic() < self.fail_until:
                     return self.fail_status, {}
                 if self.fail_count > 0:

@@ -3,6 +3,8 @@ working indicator; the final answer replaces it."""
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.gateway.slack.conftest import ALICE, SlackHarness, eventually
 from vigil.gateway.adapters.slack.drafts import WORKING
 from vigil.testing.scripting import Reply
@@ -33,3 +35,18 @@ async def test_a_turn_with_nothing_to_say_removes_its_indicator(slack: SlackHarn
                      what="the indicator removed or an answer")
     assert WORKING not in slack.fake.state.texts("D0ALICE")
     assert slack.stored(sent.event_id) is not None
+
+
+async def test_a_long_answer_is_split_in_the_thread_and_a_retry_posts_no_part_twice(slack: SlackHarness) -> None:
+    paragraphs = [f"Paragraph {n}: " + "all work and no play " * 60 for n in range(9)]
+    slack.model.queue(Reply.text("\n\n".join(paragraphs), delay=0.5))
+    mention = await slack.sender.mention("C0OPS", ALICE, "write a lot")
+    await eventually(lambda: slack.fake.state.posted("C0OPS", mention.ts), what="the indicator")
+    slack.fake.state.fault(status=503, count=1, method="chat.postMessage")  # the second part fails once
+    parts = await eventually(lambda: len(slack.answers("C0OPS", mention.ts)) >= 4 and slack.answers("C0OPS", mention.ts),
+                             what="every part")
+    await asyncio.sleep(0.3)
+    parts = slack.answers("C0OPS", mention.ts)
+    assert all(len(part) <= 3_500 for part in parts)
+    assert "".join(parts).replace("\n", "").replace(" ", "") == "".join(paragraphs).replace(" ", "")  # in order, once
+    assert [c.status for c in slack.fake.state.calls_of("chat.postMessage")].count(503) == 1

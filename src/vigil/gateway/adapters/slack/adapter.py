@@ -157,8 +157,9 @@ class SlackAdapter:
 
     def health(self) -> AdapterHealth:
         ok = self.state == "connected" and self.api is not None
-        return AdapterHealth(ok, self.problem or "connected", self.state,
-                             self.since, self.last_error)
+        how = "Socket Mode" if self.settings.socket_mode else "events at /slack/events"
+        detail = self.problem or f"connected as {self.bot_user or '?'} ({how})"
+        return AdapterHealth(ok, detail, self.state, self.since, self.last_error)
 
     # -- the platform's side --------------------------------------------------------------------
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
@@ -182,7 +183,8 @@ class SlackAdapter:
     # -- the gateway's side ---------------------------------------------------------------------
     async def send(self, message: OutboxEntry) -> None:
         if self.api is None:
-            raise DeliveryError(f"Slack is not available: {self.problem}", retryable=self.state != "misconfigured")
+            # retryable even when misconfigured: a SIGHUP with the secret set sends it after all
+            raise DeliveryError(f"Slack is not available: {self.problem}")
         await deliver(self, self.api, message)
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
