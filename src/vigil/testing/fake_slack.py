@@ -61,6 +61,7 @@ class FakeSlackServer:
             return self
         sock = _bind(self._host, self._port)
         self._port = sock.getsockname()[1]
+        self.state.base_url = self.base_url
         config = uvicorn.Config(self._app, log_config=None, lifespan="off", http="h11", ws="none",
                                 loop="asyncio", timeout_graceful_shutdown=1)
         server = uvicorn.Server(config)

@@ -242,7 +242,18 @@ def build_app(state: SlackState, base_url: Callable[[], str],
             return PlainTextResponse("not found", 404)
         return Response(data, media_type="application/octet-stream")
 
+    async def respond(request: Request) -> Response:
+        """A slash command's ``response_url`` (valid for any app holding it, as on Slack)."""
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return PlainTextResponse("invalid_payload", 400)
+        with state.lock:
+            state.responses.append({"path": request.url.path, **(body if isinstance(body, dict) else {})})
+        return PlainTextResponse("ok")
+
     routes: list[Route] = [
+        Route("/commands/{hook}", respond, methods=["POST"]),
         Route("/api/{method}", api, methods=["POST", "GET"]),
         Route("/upload/v1/{file_id}", upload, methods=["POST"]),
         Route("/files-pri/{path:path}", download, methods=["GET"]),

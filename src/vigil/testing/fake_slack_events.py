@@ -127,15 +127,17 @@ class EventsSender:
 
     # -- slash commands and interactivity --------------------------------------------------------
     async def command(self, text: str, *, user: str, channel: str, command: str = "/vigil",
-                      **options: Any) -> Sent:
-        """The slash command ``command text`` typed by ``user`` in ``channel``."""
-        self.state.channel(channel, "im" if channel.startswith("D") else "channel")
+                      member: bool = True, **options: Any) -> Sent:
+        """The slash command ``command text`` typed by ``user`` in ``channel`` (``member``:
+        the app is in that channel; a command works in any channel, its response_url too)."""
+        if member:
+            self.state.channel(channel, "im" if channel.startswith("D") else "channel")
         form = {
             "token": "unused", "team_id": self.state.team_id, "team_domain": "vigil-test",
             "channel_id": channel, "channel_name": "directmessage" if channel.startswith("D") else "general",
             "user_id": user, "user_name": user.lower(), "command": command, "text": text,
             "api_app_id": self.app_id, "is_enterprise_install": "false",
-            "response_url": f"http://127.0.0.1:9/commands/{secrets.token_hex(6)}",
+            "response_url": f"{self.state.base_url or 'http://127.0.0.1:9'}/commands/{secrets.token_hex(6)}",
             "trigger_id": f"{next(self._ids)}.{secrets.token_hex(6)}",
         }
         body = urlencode(form).encode()

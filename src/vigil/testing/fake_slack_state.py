@@ -67,6 +67,10 @@ class SlackState:
         self.bot_user = bot_user
         self.bot_id = "B0VIGILBOT"
         self.app_token = "xapp-1-A0VIGIL-" + secrets.token_hex(8)
+        self.base_url = ""
+        """The fake's own address (set when it serves): where ``response_url`` s point."""
+        self.responses: list[dict[str, Any]] = []
+        """What apps posted to a slash command's ``response_url``."""
         self.socket_url: str | None = None
         """Where ``apps.connections.open`` sends apps (the fake's Socket Mode server)."""
         self.channels: dict[str, str] = {}
@@ -151,6 +155,7 @@ class SlackState:
         with self.lock:
             self.messages.clear()
             self.ephemerals.clear()
+            self.responses.clear()
             self.uploads.clear()
             self.calls.clear()
             self.fault()

@@ -52,3 +52,11 @@ async def test_a_heartbeat_set_with_the_slash_command_fires_into_that_thread(
     assert slack.answers("C0OPS", "") == []
     heartbeat_turns = [r for r in slack.model.requests if "check the deploy" in r.last_user_text]
     assert heartbeat_turns
+
+
+async def test_in_a_channel_the_app_is_not_in_the_answer_goes_to_the_response_url(slack: SlackHarness) -> None:
+    sent = await slack.sender.command("hb status", user=BOB, channel="C0NOTMEMBER", member=False)
+    assert sent.response.status_code == 200
+    responses = await eventually(lambda: slack.fake.state.responses, what="the answer via response_url")
+    assert responses[0]["response_type"] == "ephemeral" and "heartbeat" in responses[0]["text"].lower()
+    assert slack.fake.state.ephemerals == []

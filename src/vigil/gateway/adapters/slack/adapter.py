@@ -65,6 +65,8 @@ class SlackAdapter:
         self.last_route: dict[tuple[str, str], RouteKey] = {}
         self.sending: dict[int, tuple[int, str | None]] = {}
         """Outbox entries part-way out: (parts posted, the placeholder they replace)."""
+        self.response_urls: dict[str, str] = {}
+        """Slash command external id → its ``response_url`` (answers where the app is no member)."""
         self.seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.in_flight: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()

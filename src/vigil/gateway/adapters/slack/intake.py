@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RESPONSE_URLS = 1_000
+"""Slash commands whose ``response_url`` is remembered (Slack honours one for 30 minutes)."""
+
 
 class Refused(Exception):
     """A request answered with HTTP ``status`` and nothing done."""
@@ -85,6 +88,10 @@ async def on_command(adapter: "SlackAdapter", form: dict[str, str]) -> str | Non
         raise Refused(400, "the command has no user or channel")
     route = adapter.last_route.get((channel, user)) or RouteKey(routing.NAME, channel, "", user)
     key = "command:" + (form.get("trigger_id") or f"{channel}:{user}:{time.time()}")
+    if form.get("response_url"):  # kept in memory only: it lets anyone holding it post there
+        adapter.response_urls[key] = form["response_url"]
+        while len(adapter.response_urls) > RESPONSE_URLS:
+            adapter.response_urls.pop(next(iter(adapter.response_urls)))
     await gateway.receive(Inbound(route, key, routing.command_text(form.get("text", "")), sender=user,
                                   meta={"slack": {"command": command, "channel": channel}}))
     return None
