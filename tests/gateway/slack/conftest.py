@@ -26,7 +26,7 @@ from vigil.store import SQLiteStore
 from vigil.store.gateway_tables import InboxEntry
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.fake_slack import FakeSlackServer
-from vigil.testing.fake_slack_events import EventsSender
+from vigil.testing.fake_slack.events import EventsSender
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 HANG = 20.0

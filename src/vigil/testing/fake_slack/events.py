@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from vigil.testing.fake_slack_state import SlackState
+from vigil.testing.fake_slack.state import SlackState
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
