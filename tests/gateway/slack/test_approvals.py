@@ -62,3 +62,14 @@ async def test_the_owner_denies(make_slack, tmp_path: Path) -> None:
     assert "no longer waiting" in note.text
     assert not (target / "ran").exists()
 
+
+
+async def test_no_answer_in_time_is_denied_and_the_buttons_go(make_slack, tmp_path: Path) -> None:
+    h = await make_slack(gateway={"approval_timeout": 0.5})
+    target = tmp_path / "disk"
+    target.mkdir()
+    ts, _approval, thread, _ = await ask(h, target)
+    request = [m for m in h.fake.state.posted("C0OPS", thread) if m.ts == ts][0]
+    await eventually(lambda: "no answer in time" in request.text, what="the request timed out")
+    assert not any(b["type"] == "actions" for b in request.blocks or [])
+    assert not (target / "ran").exists()

@@ -70,7 +70,7 @@ def e2e(fake_slack_session: FakeSlackServer, fake_model_session: FakeModelServer
     model.start() if not model.running else None
     model.reset()
     model.rule(contains="check the deploy", reply="deploy green")
-    model.rule(contains="slow question", reply=Reply.text("slow answer", delay=1.5))
+    model.rule(contains="slow question", reply=Reply.text("slow answer", delay=1.0))
     model.rule(contains="ping", reply="pong")
     model.set_default_reply("ok")
     gateway = GatewayProcess(home, model, env={

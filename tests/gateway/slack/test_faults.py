@@ -62,3 +62,17 @@ async def test_a_revoked_token_fails_the_answer_without_retrying(slack: SlackHar
     assert slack.answers("D0ALICE") == []
     started = time.time()
     assert all(c.at <= started for c in slack.fake.state.calls)
+
+
+async def test_slack_unreachable_at_start_is_retried_until_it_answers(make_slack, slack_env) -> None:
+    slack_env.stop()
+    try:
+        h = await make_slack()
+        health = h.adapter.health()
+        assert not health.ok and health.state == "retrying" and "auth.test" in health.detail
+        assert any("slack adapter retrying" in line for line in h.lines)
+        assert h.run.gateway.accepting  # the gateway runs on without Slack
+    finally:
+        slack_env.start()
+    await eventually(lambda: h.adapter.health().state == "connected", what="Slack connected")
+    assert h.adapter.bot_user == slack_env.state.bot_user

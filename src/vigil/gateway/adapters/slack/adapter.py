@@ -128,6 +128,8 @@ class SlackAdapter:
                 if not exc.retryable:
                     self.set_state("misconfigured", f"auth.test failed: {exc}")
                     return
+            else:
+                self.set_state("connected", None)
 
     async def stop(self) -> None:
         if self._socket is not None:
