@@ -7,6 +7,7 @@ import asyncio
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import GatewayClosed, Inbound
 from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, SENT, RouteKey
+from vigil.testing.scripting import Reply
 
 CHAT = RouteKey("chat", "c1")
 
@@ -167,6 +168,23 @@ async def test_live_events_reach_watchers_and_the_platform(make_gateway: Gateway
     assert "turn_began" in kinds and "delta" in kinds
     assert any(event["type"] == "turn_ended" for _, event in h.adapter.live_events)
     watch.close()
+
+
+async def test_the_status_after_a_turn_says_idle_unless_a_message_waits(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    h.fake.queue(Reply.text(["slow "] * 5, chunk_delay=0.1))
+    receipt = await h.gateway.receive(Inbound(CHAT, "1", "first"))
+    assert receipt.session_id is not None
+    watch = h.gateway.subscribe(receipt.session_id)
+    await h.gateway.receive(Inbound(CHAT, "2", "second, queued behind the first"))
+    statuses = []
+    while len(statuses) < 2:
+        item = await watch.next(timeout=10)
+        assert item is not None
+        if item["type"] == "status":
+            statuses.append((item["busy"], item["queued"]))
+    watch.close()
+    assert statuses == [(True, 1), (False, 0)]
 
 
 async def test_a_heartbeat_set_from_a_platform_fires_unprompted_and_again_after_a_restart(

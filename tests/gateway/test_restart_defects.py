@@ -1,5 +1,5 @@
-"""Defects the operations tests found in the gateway core (owned elsewhere while these were
-written): each is a failing test, marked ``xfail(strict=True)`` with the defect in its reason."""
+"""Restarts that once went wrong in the gateway core: a cut-off turn asked its question twice,
+and a message that only waited in the queue counted as an attempt."""
 
 from __future__ import annotations
 
@@ -18,11 +18,6 @@ pytestmark = pytest.mark.slow
 __all__ = ["gateway"]  # the fixture, imported for pytest
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "recovery.py re-dispatches a cut-off inbox entry as a fresh turn (gateway.dispatch -> "
-    "conversation.submit(entry.text)), which stores the user message a second time: the history "
-    "(and the model's next prompt) holds the question twice"
-))
 def test_a_message_whose_turn_sigterm_interrupted_is_in_the_history_once_after_restart(
     gateway: GatewayProcess, fake_model: FakeModelServer
 ) -> None:

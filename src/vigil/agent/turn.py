@@ -168,6 +168,7 @@ class Agent:
         before_execution: BeforeExecution | None = None,
         unattended: bool = False,
         user_meta: dict[str, Any] | None = None,
+        resume: bool = False,
     ) -> TurnResult:
         """Run one turn of ``session_id`` for ``user_text`` and return the final answer.
 
@@ -179,6 +180,10 @@ class Agent:
         ``user_meta`` is stored with the user message (the gateway marks which inbound
         message it answers). An answer cut off while streaming (cancelled, or the connection broke) is kept with a
         marker saying so. Tool calls that share an id in one answer get distinct ids.
+
+        ``resume``: the turn may have begun before (a restart cut it off): when the session's
+        last user message already carries ``user_meta``, the turn continues after what was
+        stored instead of storing the question a second time.
         """
         if not user_text.strip():
             raise EmptyMessage("the message is empty: there is nothing to send")
@@ -188,11 +193,13 @@ class Agent:
         session_id = session.id
         if before_execution is not None and not await before_execution(session_id):
             raise TurnDeclined(f"the turn for session {session_id} was declined before it began")
+        resumed = bool(resume and user_meta) and await asyncio.to_thread(_asked_last, self.store, session_id, user_meta or {})
         if auto_title and session.title is None:
             await asyncio.to_thread(
                 self.store.update_session, session_id, title=_title_from(user_text)
             )
-        await self._append(session_id, history, NewMessage("user", user_text, meta=dict(user_meta or {})))
+        if not resumed:
+            await self._append(session_id, history, NewMessage("user", user_text, meta=dict(user_meta or {})))
 
         specs = tool_specs(session.tool_names)
         context = ToolContext(
@@ -439,6 +446,14 @@ class Agent:
     def forget(self, session_id: str) -> None:
         """Drop the in-memory history of a session (it is re-read on its next turn)."""
         self._histories.pop(session_id, None)
+
+
+def _asked_last(store: SessionStore, session_id: str, meta: dict[str, Any]) -> bool:
+    """Whether the last user message of ``session_id`` carries every item of ``meta``."""
+    for record in reversed(store.get_messages(session_id)):
+        if record.role == "user":
+            return all(record.meta.get(key) == value for key, value in meta.items())
+    return False
 
 
 def _title_from(text: str) -> str:

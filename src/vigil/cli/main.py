@@ -160,6 +160,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "heartbeat": LazyCommand(
         "vigil.cli.heartbeat_cmd", "heartbeat", "Recurring instructions in conversations."
     ),
+    "pairing": LazyCommand(
+        "vigil.cli.pairing_cmd", "pairing_group", "Who may talk to the agent from Slack and Telegram."
+    ),
     "pause": LazyCommand("vigil.cli.heartbeat_cmd", "pause", "Emergency stop for heartbeats and cron."),
     "profile": LazyCommand("vigil.cli.profile_cmd", "profile", "Manage profiles, each a separate home."),
     "resume": LazyCommand("vigil.cli.heartbeat_cmd", "resume", "Release the emergency stop."),

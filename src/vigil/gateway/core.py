@@ -29,6 +29,7 @@ from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayClosed, Inbound, Receipt
 from vigil.gateway.approvals import Approvals
+from vigil.gateway.authorization import Authorization
 from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
 from vigil.gateway.outbox import OutboxSender
@@ -93,6 +94,7 @@ class Gateway:
         self.router = Router(store, self.clock)
         self.bus = EventBus()
         self.approvals = Approvals(self.clock, settings.gateway.approval_timeout)
+        self.authorization = Authorization(self)
         self.outbox = OutboxSender(
             store, self.adapters, self.clock, attempts=settings.gateway.outbox_attempts, report=lambda *args: fanout.delivery_report(self, *args)
         )
@@ -121,6 +123,9 @@ class Gateway:
             raise GatewayClosed("the gateway is shutting down; send the message again in a moment")
         lock = self.route_lock(inbound.route)
         async with lock:
+            denied = await self.authorization.check(inbound)  # a stranger: a pairing code, no turn
+            if denied is not None:
+                return denied
             entry, new = await asyncio.to_thread(
                 self.store.gateway.inbox_accept,
                 inbound.route,
@@ -352,9 +357,12 @@ class Gateway:
             self.bind(live, RouteKey(route.platform, route.chat, route.thread or ""))
 
     # -- input ------------------------------------------------------------------------------
-    def dispatch(self, entry: InboxEntry, live: LiveConversation, *, client_id: str | None = None) -> None:
+    def dispatch(
+        self, entry: InboxEntry, live: LiveConversation, *, client_id: str | None = None, resume: bool = False
+    ) -> None:
         """Hand an inbox entry to its conversation's queue now (no await before the submit:
-        the order of calls is the order of the queue) and settle it when it is answered."""
+        the order of calls is the order of the queue) and settle it when it is answered;
+        ``resume``: a restart may have cut its turn off (continue it, do not ask again)."""
         conversation = live.conversation
         live.touch()
         is_command = live.controller.is_command(entry.text)
@@ -363,7 +371,7 @@ class Gateway:
         session_id = live.session_id
         self._handling.add(entry.id)
         future = conversation.submit(
-            entry.text, meta={"inbox": entry.id}, on_start=lambda: self._mark_started(entry, live)
+            entry.text, meta={"inbox": entry.id}, on_start=lambda: self._mark_started(entry, live), resume=resume
         )
         self.bus.publish(session_id, event(
             "message_accepted", session_id, inbox_id=entry.id, text=entry.text, client_id=client_id

@@ -53,7 +53,10 @@ async def on_live_event(gateway: "Gateway", live: "LiveConversation", item: Conv
             await deliver_heartbeat(gateway, live, item)
             if session_id is not None:
                 await publish_heartbeat(gateway, session_id)
-        gateway.bus.publish(session_id, event("status", session_id, **live.status()))
+        # the conversation is still inside the ended turn's handling: it stays busy only when
+        # something waits behind it
+        queued = live.conversation.queued
+        gateway.bus.publish(session_id, event("status", session_id, busy=queued > 0, queued=queued))
 
 
 def announce(gateway: "Gateway", live: "LiveConversation", item: dict[str, Any]) -> None:

@@ -27,4 +27,9 @@ def configured_adapters(settings: Settings, profile: Profile) -> "dict[str, Adap
 
         slack = SlackAdapter(settings.slack)
         adapters[slack.name] = slack
+    if settings.telegram.enabled:
+        from vigil.gateway.adapters.telegram import TelegramAdapter
+
+        telegram = TelegramAdapter()
+        adapters[telegram.name] = telegram
     return adapters

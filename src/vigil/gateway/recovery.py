@@ -4,7 +4,7 @@ An unfinished inbox entry is in one of three states, told apart by the conversat
 (the user message of a gateway turn carries ``meta["inbox"]``): never started (no such
 message: answer it now), answered but not marked (a final answer follows the message: finish
 the entry with that answer, no new turn), or cut off mid-turn (the message is there without a
-final answer: answer it again). An entry started :data:`MAX_ATTEMPTS` times is given up on
+final answer: the turn continues after what was stored, without asking again). An entry started :data:`MAX_ATTEMPTS` times is given up on
 rather than crashing the gateway forever.
 """
 
@@ -103,5 +103,5 @@ async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
         return 1
     async with gateway.route_lock(entry.route):
         live = await gateway._live_for_route(entry.route)
-        gateway.dispatch(entry, live)
+        gateway.dispatch(entry, live, resume=True)
     return 1

@@ -143,9 +143,11 @@ class ConversationController:
         before_execution: BeforeExecution | None = None,
         unattended: bool = False,
         user_meta: dict[str, Any] | None = None,
+        resume: bool = False,
     ) -> TurnResult:
         """Send a user message and run the turn (``auto_title``: an untitled session is named
-        after this message; off for injected messages such as heartbeats).
+        after this message; off for injected messages such as heartbeats; ``resume``: see
+        :meth:`vigil.agent.turn.Agent.run_turn`).
         ``before_execution`` may decline the turn once it is prepared (``TurnDeclined``)."""
         session_id = await self.ensure_session()
         result = await self.agent.run_turn(
@@ -156,6 +158,7 @@ class ConversationController:
             before_execution=before_execution,
             unattended=unattended,
             user_meta=user_meta,
+            resume=resume,
         )
         # compression may have moved the conversation to a continuation session
         self._session_id = result.session_id

@@ -58,6 +58,7 @@ class _Item:
     future: asyncio.Future[Outcome] = field(repr=False)
     meta: dict[str, Any] | None = None
     on_start: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    resume: bool = False
 
 
 class Conversation:
@@ -77,6 +78,9 @@ class Conversation:
         self.on_refund: Callable[[str, str], object] | None = None
         """Called with (session id, why) when a reserved heartbeat slot is given back because
         the attempt ended before the agent began executing (a front end counts and logs it)."""
+        self.authorize_heartbeat: Callable[[str], Awaitable[str | None]] | None = None
+        """Asked (with the session id) once a heartbeat slot is reserved: why the people this
+        conversation answers may not have it fire (the gateway's authorization), or ``None``."""
         self._queue: deque[_Item] = deque()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -165,13 +169,15 @@ class Conversation:
         *,
         meta: dict[str, Any] | None = None,
         on_start: Callable[[], Awaitable[None]] | None = None,
+        resume: bool = False,
     ) -> asyncio.Future[Outcome]:
         """Queue a message or slash command; the future resolves when it has been handled.
         ``meta`` is stored with the user message of the turn (not with commands);
         ``on_start`` is awaited when the input leaves the queue, just before it is handled
-        (an input withdrawn while it waits never starts)."""
+        (an input withdrawn while it waits never starts); ``resume``: the turn for this
+        ``meta`` may have begun before a restart (:meth:`vigil.agent.turn.Agent.run_turn`)."""
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        item = _Item(text, future, meta, on_start)
+        item = _Item(text, future, meta, on_start, resume)
         if self._is_urgent(text):
             self.interrupt()
             self._queue.appendleft(item)
@@ -278,7 +284,7 @@ class Conversation:
             if self.controller.is_command(item.text):
                 outcome = await self._command(item.text)
             else:
-                outcome = await self._turn(USER, item.text, meta=item.meta)
+                outcome = await self._turn(USER, item.text, meta=item.meta, resume=item.resume)
         finally:
             self._current = None
         if not item.future.done():
@@ -294,7 +300,8 @@ class Conversation:
         return Outcome("command", reply=reply)
 
     async def _turn(
-        self, kind: str, text: str, attempt: HeartbeatAttempt | None = None, *, meta: dict[str, Any] | None = None
+        self, kind: str, text: str, attempt: HeartbeatAttempt | None = None, *,
+        meta: dict[str, Any] | None = None, resume: bool = False,
     ) -> Outcome:
         """Run one turn. A user turn is announced (``TurnBegan``) at once; a heartbeat turn
         only when its attempt begins executing, and not at all if it never does: then its
@@ -309,6 +316,7 @@ class Conversation:
                 before_execution=None if attempt is None else attempt.before_execution,
                 unattended=kind == HEARTBEAT,
                 user_meta=meta,
+                resume=resume,
             )
         )
         self._running, self._attempt = task, attempt
@@ -376,6 +384,12 @@ class Conversation:
             self._refunded(attempt, refusal)
             if self.draft_held:
                 self._heartbeat_wanted = True
+            return
+        denied = None if self.authorize_heartbeat is None else await self.authorize_heartbeat(session_id)
+        if denied is not None:
+            log.info("heartbeat of %s refunded: %s", session_id, denied)
+            await attempt.give_back(failed=True)  # held off: tried again later, not at once
+            self._refunded(attempt, denied)
             return
         await self._turn(HEARTBEAT, text, attempt)
 
