@@ -78,9 +78,11 @@ class SlackHarness:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def adapter(self) -> SlackAdapter:
+    def adapter(self) -> Any:
+        """The Slack adapter as the gateway runs it (inside its supervisor, which passes the
+        adapter's own attributes through)."""
         adapter = self.run.gateway.adapters["slack"]
-        assert isinstance(adapter, SlackAdapter)
+        assert isinstance(getattr(adapter, "inner", adapter), SlackAdapter)
         return adapter
 
     @property

@@ -7,6 +7,9 @@ import asyncio
 import time
 
 from tests.gateway.slack.conftest import ALICE, SlackHarness, eventually
+from vigil.clock import SystemClock
+from vigil.schedule.cron.jobs import JobSpec, new_job
+from vigil.schedule.cron.repo import CronRepo
 
 
 async def test_slack_down_while_the_answer_is_sent_then_back(slack: SlackHarness) -> None:
@@ -76,3 +79,22 @@ async def test_slack_unreachable_at_start_is_retried_until_it_answers(make_slack
         slack_env.start()
     await eventually(lambda: h.adapter.health().state == "connected", what="Slack connected")
     assert h.adapter.bot_user == slack_env.state.bot_user
+
+
+async def test_a_cron_delivery_while_slack_is_down_lands_once_it_is_back(slack: SlackHarness) -> None:
+    repo = CronRepo(slack.gateway.store, SystemClock())
+    thread = slack.fake.state.new_ts()
+    slack.fake.state.channel("C0OPS")
+    repo.add(new_job("standup", JobSpec(schedule="every 1h", prompt="remind the team", deliver=f"slack:C0OPS:{thread}"),
+                     now=time.time(), default_tz="UTC", skills_dir=None))  # type: ignore[arg-type]
+    slack.model.queue("Standup in 5.")
+    slack.fake.stop()
+    try:
+        claim = await asyncio.to_thread(repo.claim_manual, "standup")
+        assert await slack.run.cron.execute(claim) is not None
+        await eventually(lambda: any("failed, retrying" in line for line in slack.lines), what="a failed delivery")
+    finally:
+        slack.fake.start()
+    assert await eventually(lambda: slack.answers("C0OPS", thread), what="the delivery") == ["Standup in 5."]
+    await asyncio.sleep(0.3)
+    assert slack.answers("C0OPS", thread) == ["Standup in 5."] and slack.answers("C0OPS", "") == []

@@ -3,10 +3,7 @@ working directory and read by the agent; an outbox ``file`` is uploaded into the
 
 from __future__ import annotations
 
-import time
-
 from tests.gateway.slack.conftest import ALICE, SlackHarness, eventually
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
 from vigil.testing.scripting import Reply, ToolCallSpec
 
 
@@ -37,21 +34,17 @@ async def test_a_file_over_the_cap_is_not_saved_and_the_agent_is_told(make_slack
     assert list(workdir.iterdir()) == []  # the partial download was removed
 
 
-async def test_a_file_entry_is_uploaded_into_the_thread(slack: SlackHarness) -> None:
+async def test_a_file_the_agent_sends_is_uploaded_into_the_thread(slack: SlackHarness) -> None:
     slack.model.queue("hi")
     mention = await slack.sender.mention("C0OPS", ALICE, "hello")
     await eventually(lambda: slack.answers("C0OPS", mention.ts), what="the answer")
     entry = slack.stored(mention.event_id)
     assert entry is not None and entry.session_id is not None
-    report = slack.gateway.workdir(entry.session_id) / "report.md"
-    report.write_text("# Report\nall good\n")
-    # the store on main does not take kind "file" yet: the adapter is handed the entry as the outbox would
-    now = time.time()
-    await slack.adapter.send(OutboxEntry(
-        id=1_000_001, route=RouteKey("slack", "C0OPS", mention.ts, ALICE), kind="file", text="Here is **the** report",
-        session_id=entry.session_id, inbox_id=None, created_at=now, status="pending", attempts=0,
-        next_attempt_at=now, meta={"path": str(report), "name": "report.md"},
-    ))
+    (slack.gateway.workdir(entry.session_id) / "report.md").write_text("# Report\nall good\n")
+    slack.model.queue(Reply.tool_calls(ToolCallSpec("send_file", {"path": "report.md", "caption": "Here is **the** report"})),
+                      "sent it")
+    await slack.sender.message("C0OPS", ALICE, "send me the report", thread_ts=mention.ts)
     uploads = await eventually(lambda: [u for u in slack.fake.state.uploads.values() if u.channel], what="the upload")
     assert uploads[0].data == b"# Report\nall good\n" and uploads[0].filename == "report.md"
     assert uploads[0].thread_ts == mention.ts and uploads[0].initial_comment == "Here is *the* report"
+    assert await eventually(lambda: "sent it" in slack.answers("C0OPS", mention.ts), what="the answer")

@@ -132,6 +132,11 @@ class SlackAdapter:
                 self.set_state("connected", None)
 
     async def stop(self) -> None:
+        await self._release()
+        self.gateway = None
+        self.set_state("stopped", "stopped")
+
+    async def _release(self) -> None:
         if self._socket is not None:
             await self._socket.stop()
             self._socket = None
@@ -142,16 +147,12 @@ class SlackAdapter:
         if self.api is not None:
             self.api.close()
         self.api = None
-        self.gateway = None
-        self.set_state("stopped", "stopped")
 
     async def reload(self, settings: "Settings") -> None:
         """New settings and secrets (a changed token or signing secret takes effect now)."""
-        gateway = self.gateway
-        await self.stop()
         self.settings = settings.slack
-        if gateway is not None:
-            self.gateway = gateway
+        if self.gateway is not None:
+            await self._release()
             await self._connect()
 
     def http_routes(self) -> "Sequence[BaseRoute]":
