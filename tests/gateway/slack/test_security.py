@@ -8,7 +8,7 @@ import sqlite3
 import httpx
 import pytest
 
-from tests.gateway.slack.conftest import ALICE, SlackHarness
+from tests.gateway.slack.conftest import ALICE, SlackHarness, eventually
 
 
 def slack_inbox(h: SlackHarness) -> int:
@@ -62,3 +62,15 @@ async def test_without_its_secrets_slack_is_misconfigured_and_the_gateway_runs(
         assert (await client.get("/healthz")).status_code == 200
     assert any("platforms: slack" in line for line in h.lines)
     assert not any(h.fake.bot_token in line for line in h.lines)
+
+
+async def test_an_unknown_person_gets_a_pairing_code_and_no_agent_turn(slack: SlackHarness) -> None:
+    sent = await slack.sender.message("D0CAROL", "U0CAROL", "hello, who are you?")
+    assert sent.response.status_code == 200
+    code = await eventually(lambda: slack.answers("D0CAROL"), what="the pairing code")
+    assert "pair" in code[0].lower()
+    mention = await slack.sender.mention("C0OPS", "U0CAROL", "me too")
+    notes = await eventually(lambda: slack.fake.state.ephemerals, what="the pairing note in the channel")
+    assert notes[0].user == "U0CAROL" and notes[0].thread_ts == mention.ts  # only Carol sees it
+    assert slack.answers("C0OPS", mention.ts) == []
+    assert slack.model.requests == []
