@@ -32,7 +32,7 @@ _EVENT = st.fixed_dictionaries({}, optional={
 })
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_EVENT)
 def test_any_event_is_a_candidate_or_ignored(event: dict) -> None:
     found = candidate(event, "U0VIGILBOT")
@@ -49,7 +49,7 @@ def test_command_text_and_slack_text_never_fail(text: str) -> None:
     from_slack(text)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.binary(max_size=200) | _JSON.map(lambda v: json.dumps(v).encode()),
        kind=st.sampled_from(["application/json", "application/x-www-form-urlencoded", "text/plain"]))
 async def test_signed_garbage_is_refused_cleanly(slack: SlackHarness, body: bytes, kind: str) -> None:
