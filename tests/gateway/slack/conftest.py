@@ -25,8 +25,8 @@ from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.store.gateway_tables import InboxEntry
 from vigil.testing.fake_model import FakeModelServer
-from vigil.testing.fake_slack import FakeSlackServer
-from vigil.testing.fake_slack.events import EventsSender
+from vigil.testing.slack_api import FakeSlackServer
+from vigil.testing.slack_api.events import EventsSender
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 HANG = 20.0

@@ -20,8 +20,8 @@ from tests.gateway.process import GatewayProcess
 from tests.gateway.slack.conftest import ALICE, BOB
 from vigil.gateway.adapters.slack.drafts import WORKING
 from vigil.testing.fake_model import FakeModelServer
-from vigil.testing.fake_slack import FakeSlackServer
-from vigil.testing.fake_slack.events import EventsSender, Sent
+from vigil.testing.slack_api import FakeSlackServer
+from vigil.testing.slack_api.events import EventsSender, Sent
 from vigil.testing.scripting import Reply
 
 pytestmark = pytest.mark.slow

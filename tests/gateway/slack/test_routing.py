@@ -7,7 +7,7 @@ import time
 
 from tests.gateway.slack.conftest import ALICE, BOB, SlackHarness, eventually
 from vigil.gateway.adapters.slack.drafts import WORKING
-from vigil.testing.fake_slack.events import Sent
+from vigil.testing.slack_api.events import Sent
 from vigil.testing.scripting import Reply
 
 

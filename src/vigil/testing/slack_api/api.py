@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from vigil.testing.fake_slack.state import Call, Ephemeral, Message, SlackState, Upload
+from vigil.testing.slack_api.state import Call, Ephemeral, Message, SlackState, Upload
 
 MAX_TEXT = 40_000
 """chat.postMessage refuses longer text (``msg_too_long``)."""

@@ -2,10 +2,10 @@
 
 A real HTTP server on loopback (uvicorn in a background thread, like
 :mod:`vigil.testing.fake_model`) serving the Web API methods the Slack adapter uses
-(:mod:`vigil.testing.fake_slack.api`), with fault injection: ``state.fault(status=503, …)``
+(:mod:`vigil.testing.slack_api.api`), with fault injection: ``state.fault(status=503, …)``
 for 5xx answers, ``state.rate_limit(n)`` for 429s, and ``stop()``/``start()`` for a server
 that is not there at all (connection refused, same port when it comes back). What users send
-goes the other way, through :class:`vigil.testing.fake_slack.events.EventsSender`.
+goes the other way, through :class:`vigil.testing.slack_api.events.EventsSender`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 import uvicorn
 
 from vigil.testing.fake_model import _bind, _vanish
-from vigil.testing.fake_slack.api import build_app
-from vigil.testing.fake_slack.websocket import SocketModeServer
-from vigil.testing.fake_slack.state import SlackState
+from vigil.testing.slack_api.api import build_app
+from vigil.testing.slack_api.websocket import SocketModeServer
+from vigil.testing.slack_api.state import SlackState
 
 _START_TIMEOUT = 10.0
 

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from vigil.testing.fake_slack.state import SlackState
+from vigil.testing.slack_api.state import SlackState
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
