@@ -32,11 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
-import signal
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +49,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import gateway_load_audit as store_audit  # noqa: E402
 import gateway_load_telegram as tg  # noqa: E402
+from gateway_load_process import Gateway, TimedModel, free_port  # noqa: E402
 from gateway_load_report import report  # noqa: E402
 
 from vigil.testing.fake_model import FakeModelServer  # noqa: E402
@@ -62,88 +59,6 @@ ANSWER_WAIT = 120.0
 """Seconds a user waits for one answer before counting it and writing on."""
 PHASE_DEADLINE = 900.0
 """Seconds a phase may take to settle after its clients finished."""
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class TimedModel:
-    """The fake model's ASGI app, timing each model call (request in -> last byte out)."""
-
-    def __init__(self, fake: FakeModelServer) -> None:
-        self.inner = fake._app  # the bench measures the server it starts: no public hook for this
-        self.durations: list[float] = []
-        fake._app = self  # type: ignore[assignment]
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        started = time.perf_counter()
-        await self.inner(scope, receive, send)
-        if scope.get("type") == "http" and scope.get("method") == "POST":
-            self.durations.append(time.perf_counter() - started)
-
-
-@dataclass
-class Gateway:
-    home: Path
-    port: int
-    fake: FakeModelServer
-    telegram: FakeTelegramServer | None
-    allow: list[int]
-    process: subprocess.Popen[bytes] | None = None
-    profile_to: Path | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        env = {
-            **os.environ, "VIGIL_HOME": str(self.home), "OPENAI_BASE_URL": self.fake.base_url,
-            "OPENAI_API_KEY": self.fake.api_key, "VIGIL_MODEL": "fake-model",
-        }
-        if self.telegram is not None:
-            (self.home / "config.yaml").write_text(tg.config(self.telegram, self.allow))
-            env["TELEGRAM_BOT_TOKEN"] = self.telegram.token
-        log = open(self.home / "gateway.out", "ab")
-        profiler = ["-m", "cProfile", "-o", str(self.profile_to)] if self.profile_to else []
-        self.process = subprocess.Popen(
-            [sys.executable, *profiler, "-m", "vigil.cli.main", "gateway", "run", "--web-port", str(self.port)],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None:
-                raise SystemExit(f"the gateway exited at start-up: {(self.home / 'gateway.out').read_text()[-2000:]}")
-            time.sleep(0.1)
-        raise SystemExit("the gateway did not come up in 60 s")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    @property
-    def token(self) -> str:
-        return (self.home / "gateway.token").read_text().strip()
 
 
 @dataclass
@@ -158,6 +73,9 @@ class Phase:
     ended: float = 0.0
     web_ended: float = 0.0
     telegram: tg.Side = field(default_factory=tg.Side)
+    killed: float = 0.0
+    doubles: int | None = None
+    """Telegram: answers shown before the kill and again by the restarted gateway."""
 
 
 async def post_until_taken(client: httpx.AsyncClient, url: str, body: dict, phase: Phase) -> dict:
@@ -219,7 +137,7 @@ async def settle(gateway: Gateway, phase: Phase) -> None:
         telegram_in = counts.get("telegram", {}).get("accepted", 0)
         done = store_audit.finished(counts) and both["undelivered"] == 0
         if gateway.telegram is not None:
-            done = done and telegram_in >= sum(phase.telegram.sent.values()) and tg.all_delivered(gateway.telegram, phase.telegram)
+            done = done and telegram_in >= len(phase.telegram.written) and tg.all_delivered(gateway.telegram, phase.telegram)
         if done:
             return
         await asyncio.sleep(0.5)
@@ -243,11 +161,14 @@ async def run_phase(gateway: Gateway, web: int, telegram: list[int], messages: i
             deadline = time.monotonic() + PHASE_DEADLINE
             while phase.accepted[0] < total // 2 and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
+            phase.killed = time.perf_counter()
             gateway.kill()
             print(f"  killed the gateway with SIGKILL after {phase.accepted[0]} accepted messages; restarting")
             await asyncio.to_thread(gateway.start)
         await asyncio.gather(*work)
         await settle(gateway, phase)
+        if seen is not None and kill:
+            phase.doubles = tg.doubles(seen, phase.killed)
         phase.ended = time.perf_counter()
     gateway.stop()
     return phase
@@ -261,6 +182,7 @@ def main() -> int:
                         help="fraction of the conversations on Telegram, 0 to 1 (default 0.5)")
     parser.add_argument("--profile", type=Path, help="write a cProfile of the steady phase's gateway here")
     parser.add_argument("--steady-only", action="store_true", help="skip the SIGKILL phase")
+    parser.add_argument("--keep", type=Path, help="keep the gateways' profiles (store, logs) in this new directory")
     args = parser.parse_args()
     if args.conversations < 1 or args.messages < 1:
         parser.error("--conversations and --messages must be at least 1")
@@ -273,12 +195,21 @@ def main() -> int:
           f"{1 if args.steady_only else 2} phase(s); load average {Path('/proc/loadavg').read_text().split(' ', 3)[:3]}")
     fake = FakeModelServer()
     model = TimedModel(fake)
-    with fake, tempfile.TemporaryDirectory() as tmp:
+    if args.keep is not None and args.keep.exists():
+        parser.error(f"--keep: {args.keep} exists; name a new directory")
+    with fake, tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or Path(scratch)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True)
         phases = (("steady", False),) if args.steady_only else (("steady", False), ("SIGKILL + restart", True))
+        scripted = False
         for name, kill in phases:
             home = Path(tmp) / name.split()[0]
             home.mkdir()
             model.durations.clear()
+            if not scripted:
+                tg.script(fake, tg.users(on_telegram), args.messages)
+                scripted = True
             telegram = FakeTelegramServer().start() if on_telegram else None
             allow = tg.users(on_telegram)
             gateway = Gateway(home, free_port(), fake, telegram, allow, profile_to=args.profile if not kill else None)
@@ -293,7 +224,9 @@ def main() -> int:
             own = resource.getrusage(resource.RUSAGE_SELF)
             cpu = lambda after, before: (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)  # noqa: E731
             counts = store_audit.audit(home / "state.db")
-            seen = tg.delivered(telegram, phase.telegram) if telegram is not None else None
+            seen: dict[str, Any] | None = None
+            if telegram is not None:
+                seen = {**tg.delivered(telegram, phase.telegram), "calls": tg.calls(telegram)}
             if telegram is not None:
                 telegram.stop()
             report(name, phase, counts, seen, model.durations, cpu(children, children_before), cpu(own, own_before),

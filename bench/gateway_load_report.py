@@ -36,7 +36,7 @@ def losses(store: dict[str, int], users: dict[str, int] | None) -> tuple[int, in
     return lost, duplicated
 
 
-def report(name: str, phase: Any, counts: dict[str, dict[str, int]], users: dict[str, int] | None,
+def report(name: str, phase: Any, counts: dict[str, dict[str, int]], users: dict[str, Any] | None,
            model_times: list[float], gateway_cpu: float, bench_cpu: float, *, killed: bool) -> None:
     """Print one phase's figures; ``killed``: the gateway was killed in it (no per-side
     throughput then, and latencies include the restart)."""
@@ -69,6 +69,9 @@ def report(name: str, phase: Any, counts: dict[str, dict[str, int]], users: dict
             print(f"            users saw: wrote {users['written']}, answers missing {users['lost']}, "
                   f"answers doubled {users['duplicated']}, other bot messages {users['other']}, "
                   f"waits over the limit {phase.telegram.timeouts}")
+            print(f"            Bot API calls: {users['calls']}")
+            if phase.doubles is not None:
+                print(f"            answers shown before the kill and again by the restarted gateway: {phase.doubles}")
         if side == "web":
             print(f"            client retries {phase.retries}, waits over the limit {phase.timeouts}")
     line = f"  together: {total['accepted']} messages, {total['accepted'] / seconds:.0f} messages/s"
