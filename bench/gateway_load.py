@@ -21,8 +21,10 @@ token in ``TELEGRAM_BOT_TOKEN``), then:
    the bot confirms them.
 
 After each phase the store is read (every accepted message has exactly one final answer and at
-most one reply in the outbox), and for Telegram also what the users saw (each chat shows as
-many answers as its user wrote messages): lost and duplicated counts, target 0 and 0.
+most one reply in the outbox), and for Telegram also what the users saw (the fake model answers
+each Telegram message with a text naming it, so each message must show exactly one answer in its
+chat): lost and duplicated counts, target 0 and 0. ``--keep DIR`` keeps the profiles (store,
+logs) for a look afterwards.
 
     .venv/bin/python bench/gateway_load.py [--conversations 200] [--messages 10] [--telegram-share 0.5]
 """
