@@ -1,0 +1,64 @@
+"""What became of every message the gateway accepted, read from its SQLite store itself, per
+adapter: answered (the inbox says so), lost (no final answer in the conversation), duplicated
+answers (more than one) and duplicated replies (more than one reply in the outbox), and
+replies still waiting in the outbox."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+KEYS = ("accepted", "answered", "lost", "duplicated answers", "duplicated replies", "undelivered")
+
+
+def audit(db: Path) -> dict[str, dict[str, int]]:
+    """Counts by adapter name (see the module docstring); ``{}`` before the store exists."""
+    if not db.exists():
+        return {}
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        inbox = connection.execute("SELECT id, adapter, status FROM gateway_inbox").fetchall()
+        replies: Counter[int] = Counter()
+        undelivered: Counter[int] = Counter()
+        for inbox_id, status in connection.execute(
+                "SELECT inbox_id, status FROM gateway_outbox WHERE inbox_id IS NOT NULL AND kind = 'reply'"):
+            replies[inbox_id] += 1
+            if status == "pending":
+                undelivered[inbox_id] += 1
+        answers: Counter[int] = Counter()
+        current: int | None = None
+        # extra: [tool_calls, tool_call_id, tool_name, usage, meta] or NULL (see store.rows).
+        for role, extra in connection.execute("SELECT role, extra FROM messages ORDER BY session_id, seq"):
+            calls, _, _, _, meta = json.loads(extra) if extra else (None,) * 5
+            data = meta or {}
+            if role == "user":
+                current = data.get("inbox")
+            elif role == "assistant" and current is not None and not calls and not data.get("cut_off"):
+                answers[current] += 1
+                current = None
+    except sqlite3.OperationalError:  # the gateway has not made its tables yet
+        return {}
+    finally:
+        connection.close()
+    counts: dict[str, dict[str, int]] = {}
+    for entry, adapter, status in inbox:
+        row = counts.setdefault(adapter, dict.fromkeys(KEYS, 0))
+        row["accepted"] += 1
+        row["answered"] += status == "answered"
+        row["lost"] += answers[entry] == 0
+        row["duplicated answers"] += answers[entry] > 1
+        row["duplicated replies"] += replies[entry] > 1
+        row["undelivered"] += undelivered[entry] > 0
+    return counts
+
+
+def total(counts: dict[str, dict[str, int]]) -> dict[str, int]:
+    return {key: sum(row[key] for row in counts.values()) for key in KEYS}
+
+
+def finished(counts: dict[str, dict[str, int]]) -> bool:
+    """Every accepted message answered, none lost."""
+    both = total(counts)
+    return both["answered"] >= both["accepted"] and both["lost"] == 0
