@@ -49,10 +49,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "bench"))
 
-import gateway_load_audit as store_audit  # noqa: E402
-import gateway_load_telegram as tg  # noqa: E402
-from gateway_load_process import Gateway, TimedModel, free_port  # noqa: E402
-from gateway_load_report import report  # noqa: E402
+from gateway_load_parts import audit as store_audit  # noqa: E402
+from gateway_load_parts import telegram as tg  # noqa: E402
+from gateway_load_parts.process import Gateway, TimedModel, free_port  # noqa: E402
+from gateway_load_parts.report import report  # noqa: E402
 
 from vigil.testing.fake_model import FakeModelServer  # noqa: E402
 from vigil.testing.telegram_api.server import FakeTelegramServer  # noqa: E402

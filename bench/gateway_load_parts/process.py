@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-import gateway_load_telegram as tg
+from gateway_load_parts import telegram as tg
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.telegram_api.server import FakeTelegramServer
 

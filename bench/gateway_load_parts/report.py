@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from gateway_load_audit import KEYS
+from gateway_load_parts.audit import KEYS
 
 EMPTY = dict.fromkeys(KEYS, 0)
 
