@@ -190,6 +190,12 @@ async def run_command(
         # Reap it now: a process left to the garbage collector after the loop closes (the
         # command is being stopped by a signal) prints "Event loop is closed" tracebacks.
         await asyncio.wait({asyncio.ensure_future(proc.wait())}, timeout=_DRAIN_GRACE)
+        if proc.returncode is None:
+            # Still not reaped (a loaded machine): close the transport while the loop runs;
+            # asyncio offers no public way to do this.
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                transport.close()
         raise
     await asyncio.wait({reader}, timeout=_DRAIN_GRACE)
     detached = not reader.done()
