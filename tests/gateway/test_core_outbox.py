@@ -84,6 +84,29 @@ async def test_a_platform_call_that_hangs_is_retried_and_does_not_hold_up_other_
     assert any("retrying" in line for line in h.lines)
 
 
+async def test_a_slow_platform_call_delays_only_its_own_chat(make_gateway: GatewayFactory) -> None:
+    h = await make_gateway()
+    adapter = h.adapter
+    release = asyncio.Event()
+    record = type(adapter).send
+
+    async def slow_in_one_chat(message: OutboxEntry) -> None:
+        if message.route == CHAT:
+            await release.wait()  # a platform taking its time (well inside the send timeout)
+        await record(adapter, message)
+
+    adapter.send = slow_in_one_chat  # type: ignore[method-assign]
+    h.fake.queue("slow chat answer", "slow chat second", "other chat answer")
+    await h.gateway.receive(Inbound(CHAT, "1", "one"))
+    await h.gateway.receive(Inbound(CHAT, "2", "two"))
+    await eventually(lambda: h.store.gateway.outbox_counts().get("pending", 0) >= 2, what="both slow replies queued")
+    await h.gateway.receive(Inbound(OTHER, "3", "elsewhere"))
+    await eventually(lambda: adapter.texts() == ["other chat answer"], what="the other chat served meanwhile")
+    release.set()
+    await eventually(lambda: len(adapter.sent) == 3, what="every reply delivered")
+    assert [e.text for e in adapter.sent if e.route == CHAT] == ["slow chat answer", "slow chat second"]
+
+
 async def test_stopping_the_outbox_waits_for_a_store_call_in_flight(make_gateway: GatewayFactory, monkeypatch) -> None:
     """The store is closed right after the gateway stops: a query still running in a worker
     thread then crashed the process (a segfault in SQLite)."""

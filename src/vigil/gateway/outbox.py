@@ -5,7 +5,7 @@ a platform outage delays it but never loses it. A failed try is repeated after
 :func:`backoff` (or the platform's ``retry_after``); after ``attempts`` tries, or at once for
 an error the platform says is permanent, the entry is marked failed, logged and counted.
 Replies to one chat go out in the order they were queued: while one waits for its retry,
-the later ones wait behind it. A reply the platform took is not sent again because the
+the later ones wait behind it; different chats are served at the same time. A reply the platform took is not sent again because the
 store failed to record that.
 """
 
@@ -26,7 +26,12 @@ BACKOFF_BASE = 1.0
 BACKOFF_CAP = 300.0
 SEND_TIMEOUT = 60.0
 """Seconds one try to hand a reply to its platform may take; a hung call counts as a failed
-try (retried) instead of holding up every chat's replies."""
+try (retried) instead of holding up its chat's replies."""
+
+CONCURRENT_CHATS = 16
+"""Chats whose replies are handed to their platforms at the same time."""
+DUE_BATCH = 500
+"""Due entries read at a time."""
 
 IDLE_RECHECK = 30.0
 """Seconds between looks at the outbox when nothing wakes the sender (another process may
@@ -70,6 +75,11 @@ class OutboxSender:
         """Chats whose oldest reply waits for a retry (its id, when): later replies wait too."""
         self._unmarked: set[int] = set()
         """Entries the platform took whose ``sent`` mark the store refused (not sent again)."""
+        self._chats: dict[RouteKey, asyncio.Task[None]] = {}
+        """Chats being served now, by the task serving them."""
+        self._finished: dict[int, float] = {}
+        """Entries sent or failed lately (when): a due list read before that is stale for them."""
+        self._limit = asyncio.Semaphore(CONCURRENT_CHATS)
 
     def start(self) -> None:
         if self._task is None:
@@ -81,16 +91,23 @@ class OutboxSender:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
+        chats = list(self._chats.values())
+        for running in ([task] if task is not None else []) + chats:
+            running.cancel()
+        for running in ([task] if task is not None else []) + chats:
             try:
-                await task
+                await running
             except asyncio.CancelledError:
                 pass
 
     async def drain(self) -> None:
-        """Send everything due now, once (shutdown and tests)."""
-        await self._send_due()
+        """Send everything due now, and wait until it is sent or waits for a retry (shutdown
+        and tests)."""
+        while True:
+            await self._send_due()
+            if not self._chats:
+                return
+            await asyncio.wait(list(self._chats.values()))
 
     async def _run(self) -> None:
         failures = 0
@@ -99,9 +116,10 @@ class OutboxSender:
             try:
                 await self._send_due()
                 next_due = await self._store(self.store.gateway.outbox_next_due)
-                if self._held and next_due is not None and next_due <= self.clock.now():
-                    # what is due waits behind a held route: look again when its retry is due
-                    next_due = min(retry_at for _id, retry_at in self._held.values())
+                if next_due is not None and next_due <= self.clock.now() and (self._held or self._chats):
+                    # what is due waits behind a chat being served (its end wakes this loop)
+                    # or behind a held chat: look again when its retry is due
+                    next_due = min((retry_at for _id, retry_at in self._held.values()), default=None)
                 failures = 0
             except StoreError as exc:
                 failures += 1
@@ -129,19 +147,47 @@ class OutboxSender:
             await self._send_due_now()
 
     async def _send_due_now(self) -> None:
+        """Hand each chat's due replies to a task of its own (one per chat at a time, at most
+        :data:`CONCURRENT_CHATS` sending at once): a slow platform call delays its own chat only."""
         while True:
             now = self.clock.now()
-            due = await self._store(self.store.gateway.outbox_due, now)
+            due = await self._store(self.store.gateway.outbox_due, now, limit=DUE_BATCH)
             self._release_stale_holds({entry.id for entry in due}, now)
-            progressed = False
+            by_route: dict[RouteKey, list[OutboxEntry]] = {}
             for entry in due:
+                if entry.id in self._finished or entry.route in self._chats:
+                    continue  # finished while the query ran, or its chat is being served
                 held = self._held.get(entry.route)
-                if held is not None and held[0] != entry.id:
+                if held is not None and (held[0] != entry.id or held[1] > now):
                     continue  # an older reply to this chat waits for its retry: keep the order
-                await self._send(entry)
-                progressed = True
-            if len(due) < 100 or not progressed:
+                by_route.setdefault(entry.route, []).append(entry)
+            for route, entries in by_route.items():
+                self._chats[route] = asyncio.create_task(self._send_chat(route, entries), name=f"outbox {route.adapter}")
+            self._forget_finished(now)
+            if len(due) < DUE_BATCH or not by_route:
                 return
+
+    async def _send_chat(self, route: RouteKey, entries: list[OutboxEntry]) -> None:
+        """One chat's due replies, in order, stopping at one that must wait for a retry."""
+        try:
+            async with self._limit:
+                for entry in entries:
+                    try:
+                        await self._send(entry)
+                    except StoreError as exc:
+                        log.warning("outbox: store error (retrying): %s", exc)
+                        self._held[route] = (entry.id, self.clock.now() + BACKOFF_BASE)
+                    if route in self._held:
+                        break
+        finally:
+            if self._chats.get(route) is asyncio.current_task():
+                del self._chats[route]
+            self._wake.set()  # what was queued for this chat meanwhile is due now
+
+    def _forget_finished(self, now: float) -> None:
+        for entry_id, at in list(self._finished.items()):
+            if now - at > IDLE_RECHECK:
+                del self._finished[entry_id]
 
     def _release_stale_holds(self, due_ids: set[int], now: float) -> None:
         """A held entry that should be due long since but is not among the due ones was
@@ -169,6 +215,7 @@ class OutboxSender:
             self._unmarked.add(entry.id)
         # Taken by the platform: a store error marking it is retried without sending again.
         await self._store(tables.outbox_sent, entry.id, now=self.clock.now())
+        self._finished[entry.id] = self.clock.now()
         self._unmarked.discard(entry.id)
         self._unhold(entry)
         self.report("sent", entry, None)
@@ -180,6 +227,7 @@ class OutboxSender:
         tries = entry.attempts + 1
         if not retryable or tries >= self.attempts:
             await self._store(tables.outbox_fail, entry.id, error=error, now=self.clock.now())
+            self._finished[entry.id] = self.clock.now()
             log.error("outbox: reply %d to %s failed for good after %d tries: %s",
                       entry.id, entry.route.adapter, tries, error)
             self._unhold(entry)
