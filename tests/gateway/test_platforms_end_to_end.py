@@ -62,7 +62,6 @@ class Platforms:
         self.thread = ""
         self.dm: Sent | None = None
         self.web = ""
-        self.fires_before_kill = -1
 
     def slack_answers(self, channel: str, thread: str = "") -> list[str]:
         """What the bot said there (``thread`` ``""``: top level), placeholders apart."""
@@ -92,6 +91,7 @@ class Platforms:
 
 
 def settled(check, what: str, timeout: float = 20.0):  # noqa: ANN001
+    """``check()`` once it is truthy (polled every 50 ms), or fail after ``timeout`` seconds."""
     return wait_for(check, timeout=timeout, what=what)
 
 
@@ -109,7 +109,7 @@ def platforms(fake_model_session: FakeModelServer, tmp_path_factory: pytest.Temp
     model.start() if not model.running else None
     model.reset()
     for slow in ("a slow slack question", "a slow telegram question"):  # slow the first time only
-        model.rule(contains=slow, reply=Reply.text("too late", delay=10.0), times=1)
+        model.rule(contains=slow, reply=Reply.text("too late", delay=15.0), times=1)
         model.rule(contains=slow, reply=f"answer to {slow}")
     for phrase, reply in REPLIES.items():
         model.rule(contains=phrase, reply=reply)
@@ -119,8 +119,8 @@ def platforms(fake_model_session: FakeModelServer, tmp_path_factory: pytest.Temp
         "SLACK_SIGNING_SECRET": slack.signing_secret, TOKEN_ENV: telegram.token,
     })
     running = Platforms(gateway, slack, telegram, model)
-    running.start()
     try:
+        running.start()
         yield running
     finally:
         if gateway.process is not None and gateway.process.poll() is None:
@@ -166,7 +166,9 @@ async def test_the_slack_slash_command_heartbeat_fires_into_the_thread(platforms
     assert p.thread, "runs after the first test"
     sent = await p.sender.command("heartbeat every 2s check the deploy", user=ALICE, channel=CHANNEL)
     assert sent.response.status_code == 200
-    settled(lambda: p.slack.state.ephemerals or p.slack.state.responses, "the command's answer")
+    [note] = settled(lambda: p.slack.state.ephemerals, "the command's answer, shown to Alice alone")
+    assert (note.channel, note.thread_ts, note.user) == (CHANNEL, p.thread, ALICE)
+    assert note.text.startswith("♥ Heartbeat set (every 2s): check the deploy"), note.text
     settled(lambda: p.fires() >= 1, "a heartbeat fire in the thread")
     assert p.slack_answers(CHANNEL) == [] and "deploy green" not in p.slack_answers(DM)
 
@@ -194,7 +196,8 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
     p.telegram.message(FRIEND, FRIEND, "a slow telegram question")
     settled(lambda: p.asked("a slow slack question") and p.asked("a slow telegram question"),
                   "both slow turns under way")
-    assert p.stored("slack", "a slow slack question") and p.stored("telegram", "a slow telegram question")
+    settled(lambda: p.stored("slack", "a slow slack question") == p.stored("telegram", "a slow telegram question")
+            == ["running"], "both stored, their turns under way")
     p.gateway.kill()
     fires = p.fires()
     assert p.slack_answers(LATE_DM) == [] and p.telegram.texts(FRIEND) == []  # not answered yet
@@ -216,6 +219,8 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
     settled(lambda: p.telegram.texts(FRIEND)[-1:] == ["still here"], "the next Telegram answer")
     assert p.slack_answers(LATE_DM) == ["answer to a slow slack question", "still here"]
     assert p.telegram.texts(FRIEND) == ["answer to a slow telegram question", "still here"]
+    assert p.stored("slack", "a slow slack question") == p.stored("telegram", "a slow telegram question") == ["answered"]
+    assert p.asked("a slow slack question") == p.asked("a slow telegram question") == 2  # cut off, then again
 
     await p.sender.message(CHANNEL, ALICE, "after the restart", thread_ts=p.thread)
     settled(lambda: "still here" in p.slack_answers(CHANNEL, p.thread), "the thread's answer after the restart")
