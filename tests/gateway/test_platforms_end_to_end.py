@@ -6,13 +6,14 @@ all over real HTTP.
 Before the SIGKILL: a Slack DM, a Slack channel thread, a Telegram private chat, a Telegram
 forum topic and a web conversation are each answered where they were asked; a Slack
 redelivery of an answered event is not answered again; ``/vigil heartbeat every 2s …`` sent as
-the Slack slash command fires into the thread. Then a Slack DM and a Telegram message are
-stored while the (slow) model is still answering them, the gateway is SIGKILLed, two cron jobs
-(``--deliver telegram:<chat>`` and ``--deliver slack:<channel>:<thread>``) due at once are
-added, and the gateway restarts: with no new message the heartbeat fires again, the two
-interrupted messages are answered once, both cron answers land (``vigil cron runs`` shows them
-delivered), and a second redelivery is still not answered. The tests run in order, each on
-what the one before left."""
+the Slack slash command fires into the thread. Then a Slack DM, a Telegram private message and
+a Telegram topic message are stored while the (slow) model is still answering them (the last
+one half streamed), the gateway is SIGKILLed, two cron jobs (``--deliver telegram:<chat>`` and
+``--deliver slack:<channel>:<thread>``) due at once are added, and the gateway restarts: with
+no new message the heartbeat fires again, the interrupted messages are answered once, both cron
+answers land (``vigil cron runs`` shows them delivered), and a second redelivery is still not
+answered. Two strict xfails name what a cut-off turn leaves behind in the chats. The tests run
+in order, each on what the one before left."""
 
 from __future__ import annotations
 
@@ -111,6 +112,9 @@ def platforms(fake_model_session: FakeModelServer, tmp_path_factory: pytest.Temp
     for slow in ("a slow slack question", "a slow telegram question"):  # slow the first time only
         model.rule(contains=slow, reply=Reply.text("too late", delay=15.0), times=1)
         model.rule(contains=slow, reply=f"answer to {slow}")
+    streaming = Reply.text(["Half of an answer"] + [" and more"] * 60, chunk_delay=0.25)  # cut off by the SIGKILL
+    model.rule(contains="a streamed question", reply=streaming, times=1)
+    model.rule(contains="a streamed question", reply="the whole answer")
     for phrase, reply in REPLIES.items():
         model.rule(contains=phrase, reply=reply)
     model.set_default_reply("ok")
@@ -194,10 +198,14 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
     late = await p.sender.message(LATE_DM, BOB, "a slow slack question")
     assert late.response.status_code == 200  # acknowledged: stored
     p.telegram.message(FRIEND, FRIEND, "a slow telegram question")
+    p.telegram.message(GROUP, OWNER, "a streamed question", chat_type="supergroup", thread_id=TOPIC)
     settled(lambda: p.asked("a slow slack question") and p.asked("a slow telegram question"),
                   "both slow turns under way")
     settled(lambda: p.stored("slack", "a slow slack question") == p.stored("telegram", "a slow telegram question")
             == ["running"], "both stored, their turns under way")
+    settled(lambda: p.slack.state.texts(LATE_DM, "") == [WORKING], "Slack's working indicator")
+    settled(lambda: any(t.startswith("Half of an answer") for t in p.telegram.texts(GROUP, TOPIC)),
+            "the streamed preview in the topic")
     p.gateway.kill()
     fires = p.fires()
     assert p.slack_answers(LATE_DM) == [] and p.telegram.texts(FRIEND) == []  # not answered yet
@@ -209,6 +217,7 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
     settled(lambda: p.fires() > fires, "a heartbeat fire after the restart")
     settled(lambda: p.slack_answers(LATE_DM) == ["answer to a slow slack question"], "the late Slack answer")
     settled(lambda: p.telegram.texts(FRIEND) == ["answer to a slow telegram question"], "the late Telegram answer")
+    settled(lambda: "the whole answer" in p.telegram.texts(GROUP, TOPIC), "the streamed answer after the restart")
     settled(lambda: "Telegram report." in p.telegram.texts(OWNER), "the cron answer in the Telegram chat")
     settled(lambda: "Slack report." in p.slack_answers(CHANNEL, p.thread), "the cron answer in the thread")
 
@@ -234,7 +243,8 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
 
     # each answer only where it belongs
     assert p.telegram.texts(OWNER) == ["telegram answer", "Telegram report."]
-    assert p.telegram.texts(GROUP, TOPIC) == ["topic answer"]
+    in_topic = p.telegram.texts(GROUP, TOPIC)
+    assert in_topic[0] == "topic answer" and in_topic[-1] == "the whole answer" and in_topic.count("the whole answer") == 1
     assert p.web_answers() == ["web answer"]
     assert p.slack_answers(CHANNEL) == []
     in_thread = p.slack_answers(CHANNEL, p.thread)
@@ -254,3 +264,19 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
     assert re.search(rf"delivered reply \d+ to slack {CHANNEL} thread {re.escape(p.thread)} user {ALICE}\n", log)
     secrets = (p.slack.bot_token, p.slack.signing_secret, p.telegram.token, p.telegram.token.split(":")[1])
     assert not [s for s in secrets if s in log or s in "".join(p.gateway.output)]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "defect: the Slack adapter keeps its working placeholders in memory only (adapters/slack/drafts.py), "
+    "so the one posted for a turn a SIGKILL cut off stays in the chat after the restart, above the answer"))
+def test_no_slack_working_placeholder_is_left_behind_by_a_turn_a_sigkill_cut_off(platforms: Platforms) -> None:
+    assert "still here" in platforms.slack_answers(LATE_DM), "runs after the SIGKILL test"
+    assert WORKING not in platforms.slack.state.texts(LATE_DM, "")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "defect: the Telegram adapter keeps its streamed previews in memory only (adapters/telegram/stream.py), "
+    "so the half answer of a turn a SIGKILL cut off stays in the topic after the restart, above the whole one"))
+def test_no_telegram_half_answer_is_left_behind_by_a_turn_a_sigkill_cut_off(platforms: Platforms) -> None:
+    assert "the whole answer" in platforms.telegram.texts(GROUP, TOPIC), "runs after the SIGKILL test"
+    assert platforms.telegram.texts(GROUP, TOPIC) == ["topic answer", "the whole answer"]
