@@ -28,6 +28,9 @@ from typing import Iterator
 import pytest
 import yaml
 
+pytest.importorskip("slack_sdk")  # pip install -e '.[slack,telegram]' to run it
+pytest.importorskip("telegram")
+
 from tests.cli.helpers import run_cli
 from tests.gateway import process as processes
 from tests.gateway.process import GatewayProcess, history, new_conversation, send, wait_for
@@ -37,8 +40,6 @@ from vigil.testing.scripting import Reply
 from vigil.testing.slack_api import EventsSender, FakeSlackServer, Sent
 from vigil.testing.telegram_api.server import FakeTelegramServer
 
-pytest.importorskip("slack_sdk")
-pytest.importorskip("telegram")
 pytestmark = pytest.mark.slow
 
 ALICE, BOB = "U0ALICE", "U0BOB"  # Slack users on the allow-list
@@ -200,7 +201,7 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
     p.telegram.message(FRIEND, FRIEND, "a slow telegram question")
     p.telegram.message(GROUP, OWNER, "a streamed question", chat_type="supergroup", thread_id=TOPIC)
     settled(lambda: p.asked("a slow slack question") and p.asked("a slow telegram question"),
-                  "both slow turns under way")
+            "both slow turns under way")
     settled(lambda: p.stored("slack", "a slow slack question") == p.stored("telegram", "a slow telegram question")
             == ["running"], "both stored, their turns under way")
     settled(lambda: p.slack.state.texts(LATE_DM, "") == [WORKING], "Slack's working indicator")
@@ -254,9 +255,8 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
 
     with monkeypatch.context() as env:
         env.setenv("VIGIL_HOME", str(p.gateway.home))
-        settled(lambda: {r["job"]: r["delivery"]["status"]
-                               for r in json.loads(run_cli("cron", "runs", "--json").output)}
-                      == {"tg-report": "delivered", "slack-report": "delivered"}, "both runs recorded delivered")
+        settled(lambda: {r["job"]: r["delivery"]["status"] for r in json.loads(run_cli("cron", "runs", "--json").output)}
+                == {"tg-report": "delivered", "slack-report": "delivered"}, "both runs recorded delivered")
         table = run_cli("cron", "runs").output
     assert table.count("ok, delivered") == 2, table
 
