@@ -112,12 +112,17 @@ def short(session_id: str | None) -> str:
     return (session_id or "-")[:8]
 
 
+ROUTE_PART = 24
+"""Characters of a chat, thread or user id a log line shows: whole for every platform's ids
+(a Slack thread ts is 17), bounded for a web chat's or anything unexpected."""
+
+
 def describe_route(route: RouteKey) -> str:
-    parts = [route.adapter, route.chat[:16]]
+    parts = [route.adapter, route.chat[:ROUTE_PART]]
     if route.thread:
-        parts.append(f"thread {route.thread[:16]}")
+        parts.append(f"thread {route.thread[:ROUTE_PART]}")
     if route.user:
-        parts.append(f"user {route.user[:16]}")
+        parts.append(f"user {route.user[:ROUTE_PART]}")
     return " ".join(parts)
 
 
