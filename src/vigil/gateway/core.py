@@ -33,18 +33,18 @@ from vigil.gateway.authorization import Authorization
 from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
 from vigil.gateway.outbox import OutboxSender
-from vigil.gateway.routing import WEB, Router
-from vigil.gateway import fanout, moves, views
+from vigil.gateway.routing import Router
+from vigil.gateway import fanout, settle, views
 from vigil.gateway.fanout import describe_route
 from vigil.gateway.idle import IDLE_CLOSE, IdleCloser
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
-from vigil.runtime.conversation_events import ConversationEvent, Outcome
+from vigil.runtime.conversation_events import ConversationEvent
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.schedule.heartbeat.lease import GATEWAY, LeaseBook
 from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 from vigil.store import SessionStore, StoreError
-from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, InboxEntry, NewOutbound, RouteKey
+from vigil.store.gateway_tables import ANSWERED, PENDING, InboxEntry, NewOutbound, RouteKey
 from vigil.gateway.wire import event
 
 log = logging.getLogger(__name__)
@@ -380,15 +380,7 @@ class Gateway:
             "message_accepted", session_id, inbox_id=entry.id, text=entry.text, client_id=client_id
         ))
         self.gauge_queue_depth()
-        self.spawn(self._settle(entry, live, future, session_id))
-
-    async def _settle(
-        self, entry: InboxEntry, live: LiveConversation, future: asyncio.Future[Outcome], session_id: str | None
-    ) -> None:
-        try:
-            await self._settle_now(entry, live, future, session_id)
-        finally:
-            self._handling.discard(entry.id)
+        self.spawn(settle.settle(self, entry, live, future, session_id))
 
     async def _mark_started(self, entry: InboxEntry, live: LiveConversation) -> None:
         """The entry leaves the queue: record it started (attempts + 1) in the session it runs
@@ -399,32 +391,6 @@ class Gateway:
             )
         except (StoreError, KeyError) as exc:
             log.warning("cannot mark inbox entry %d started: %s", entry.id, exc)
-
-    async def _settle_now(
-        self, entry: InboxEntry, live: LiveConversation, future: asyncio.Future[Outcome], session_id: str | None
-    ) -> None:
-        try:
-            outcome = await asyncio.shield(future)
-        except asyncio.CancelledError:
-            return  # the gateway is stopping: the entry stays unfinished and is answered at the next start
-        self.gauge_queue_depth()
-        if self._closing and outcome.cancelled:
-            return
-        await self._after_input(live, session_id, outcome)
-        status, reply = ANSWERED, None
-        route = entry.route
-        current = live.session_id
-        if outcome.kind == "command" and outcome.reply is not None:
-            if outcome.reply.text:
-                reply = NewOutbound(route, outcome.reply.text, kind="command", session_id=current,
-                                    inbox_id=entry.id, meta={"is_error": outcome.reply.is_error})
-        elif outcome.error is not None:
-            status = FAILED
-            reply = NewOutbound(route, f"⚠ {outcome.error}", kind="notice", session_id=current, inbox_id=entry.id)
-        elif outcome.result is not None:
-            reply = NewOutbound(route, outcome.result.answer, kind="reply", session_id=outcome.result.session_id,
-                                inbox_id=entry.id)
-        await self.finish(entry, status, reply, error=None if outcome.error is None else str(outcome.error))
 
     async def finish(self, entry: InboxEntry, status: str, reply: NewOutbound | None, *, error: str | None = None) -> None:
         """Finish an inbox entry and queue its reply, in one transaction; a store error is
@@ -447,23 +413,6 @@ class Gateway:
             self.failed += 1
         if queued is not None:
             self.outbox.wake()
-
-    async def _after_input(self, live: LiveConversation, before: str | None, outcome: Outcome) -> None:
-        """After a command: follow the conversation to another session (/new, /resume,
-        /stop) and tell its pages what the command said and what its heartbeat is now."""
-        after = live.session_id
-        if after != before:
-            reason = "switch"
-            if before is not None and after is not None:
-                if await asyncio.to_thread(self.store.newest_continuation, before) == after:
-                    reason = "compression"  # /compress
-            await moves.moved(self, live, before, after, reason)
-        if outcome.kind == "command" and outcome.reply is not None:
-            self.bus.publish(after or before, event(
-                "command_reply", after or before, text=outcome.reply.text, is_error=outcome.reply.is_error
-            ))
-            if after is not None:
-                await self.publish_heartbeat(after)
 
     async def publish_heartbeat(self, session_id: str) -> None:
         await fanout.publish_heartbeat(self, session_id)

@@ -29,7 +29,6 @@ from typing import Any, Awaitable, Callable
 from vigil.clock import Clock, SystemClock
 from vigil.schedule import estop
 from vigil.schedule.changes import read_generation
-from vigil.schedule.cron.errors import CronError
 from vigil.schedule.cron.jobs import CronJob
 from vigil.schedule.cron.repo import Claim, CronRepo, DueResult
 from vigil.schedule.cron.runs import RunRecord
