@@ -12,7 +12,7 @@ from vigil.model_env import BASE_URL_ENV, KEY_ENV, MODEL_ENV
 from vigil.models.base import ModelClient, ModelError
 from vigil.models.retry import RetryPolicy
 
-Provider = Literal["openai", "anthropic"]
+Provider = Literal["openai", "anthropic", "local"]
 
 DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
@@ -58,6 +58,11 @@ def resolve_model_settings(settings: ModelSettings, env: Mapping[str, str]) -> R
     provider, Anthropic is chosen only when ``ANTHROPIC_API_KEY`` is the only key present.
     """
     provider: Provider
+    if settings.provider == "local":
+        from vigil.models.local_engine import EngineOptions
+
+        options = EngineOptions.from_settings(settings, env)
+        return ResolvedModel(provider="local", model=options.path.name, base_url="", api_key="", key_source="")
     if settings.provider is not None:
         provider = settings.provider
     elif env.get("ANTHROPIC_API_KEY") and not env.get("OPENAI_API_KEY"):
@@ -94,6 +99,10 @@ async def build_client(
     Raises ``ModelNotConfigured`` when nothing is configured, or when no model name is known and
     none can be discovered; other ``ModelError``s when listing the endpoint's models fails.
     """
+    if settings.provider == "local":
+        from vigil.models.local_client import start_local_client
+
+        return await start_local_client(settings, env, retry=retry)
     resolved = resolve_model_settings(settings, env)
     client: ModelClient
     # The SDKs are imported here, not at module level: each takes a second or more to import.
@@ -138,6 +147,10 @@ async def build_client(
                 f"`vigil config set model.name MODEL` or export {MODEL_ENV}=MODEL."
             )
         client.model = models[0]
+    if settings.text_tool_calls == "on":
+        from vigil.models.text_tool_client import TextToolCallClient
+
+        return TextToolCallClient(client, describe_tools=False)
     return client
 
 

@@ -1,0 +1,63 @@
+"""The ``local`` provider: an in-process llama.cpp engine behind the OpenAI-compatible client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Mapping
+
+from vigil.config import ModelSettings
+from vigil.models.base import ModelBadRequest, ModelClient, ModelRequest, ModelResponse, TextCallback
+from vigil.models.local_engine import EngineOptions, LocalEngine, LocalModelError, start_engine
+from vigil.models.openai_client import OpenAIClient
+from vigil.models.retry import RetryPolicy
+
+_OVERFLOW_MARKERS = ("exceeds the available context", "context size", "n_ctx")
+
+
+class LocalClient(OpenAIClient):
+    """An ``OpenAIClient`` that owns the engine it talks to: ``aclose`` stops it."""
+
+    provider = "local"
+
+    def __init__(self, settings: ModelSettings, engine: LocalEngine, *, retry: RetryPolicy | None = None) -> None:
+        super().__init__(
+            settings,
+            model=engine.options.path.name,
+            api_key="local",
+            base_url=engine.base_url,
+            key_source="nowhere (the local engine needs no key)",
+            retry=retry,
+        )
+        self.engine = engine
+
+    async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
+        try:
+            return await super().complete(request, on_text=on_text)
+        except ModelBadRequest as exc:
+            if any(marker in str(exc) for marker in _OVERFLOW_MARKERS):
+                raise LocalModelError(
+                    f"the conversation no longer fits the local engine's context of {self.engine.options.context:,} "
+                    "tokens: raise it with `vigil config set model.local.context N` or start a new conversation (/new)."
+                ) from None
+            raise
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await asyncio.to_thread(self.engine.close)
+
+
+async def start_local_client(
+    settings: ModelSettings, env: Mapping[str, str] = os.environ, *, retry: RetryPolicy | None = None
+) -> ModelClient:
+    """Start the engine for ``settings`` and return a client for it; tool calls the model
+    writes as text become real ones as ``model.text_tool_calls`` says."""
+    options = EngineOptions.from_settings(settings, env)
+    engine = await asyncio.to_thread(start_engine, options)
+    client: ModelClient = LocalClient(settings, engine, retry=retry)
+    mode = settings.text_tool_calls
+    if mode == "on" or (mode == "auto" and not engine.native_tool_calls):
+        from vigil.models.text_tool_client import TextToolCallClient
+
+        client = TextToolCallClient(client, describe_tools=not engine.native_tool_calls)
+    return client
