@@ -16,11 +16,18 @@ _OVERFLOW_MARKERS = ("exceeds the available context", "context size", "n_ctx")
 
 
 class LocalClient(OpenAIClient):
-    """An ``OpenAIClient`` that owns the engine it talks to: ``aclose`` stops it."""
+    """An ``OpenAIClient`` for a local engine; ``aclose`` stops the engine when it ``owns_engine``."""
 
     provider = "local"
 
-    def __init__(self, settings: ModelSettings, engine: LocalEngine, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        settings: ModelSettings,
+        engine: LocalEngine,
+        *,
+        retry: RetryPolicy | None = None,
+        owns_engine: bool = True,
+    ) -> None:
         super().__init__(
             settings,
             model=engine.options.path.name,
@@ -30,6 +37,7 @@ class LocalClient(OpenAIClient):
             retry=retry,
         )
         self.engine = engine
+        self.owns_engine = owns_engine
 
     async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
         try:
@@ -44,7 +52,8 @@ class LocalClient(OpenAIClient):
 
     async def aclose(self) -> None:
         await super().aclose()
-        await asyncio.to_thread(self.engine.close)
+        if self.owns_engine:
+            await asyncio.to_thread(self.engine.close)
 
 
 async def start_local_client(
@@ -54,10 +63,15 @@ async def start_local_client(
     writes as text become real ones as ``model.text_tool_calls`` says."""
     options = EngineOptions.from_settings(settings, env)
     engine = await asyncio.to_thread(start_engine, options)
-    client: ModelClient = LocalClient(settings, engine, retry=retry)
+    return wrap_for_tools(LocalClient(settings, engine, retry=retry), settings)
+
+
+def wrap_for_tools(client: LocalClient, settings: ModelSettings) -> ModelClient:
+    """``client``, reading tool calls from text where ``model.text_tool_calls`` says so."""
+    engine = client.engine
     mode = settings.text_tool_calls
     if mode == "on" or (mode == "auto" and not engine.native_tool_calls):
         from vigil.models.text_tool_client import TextToolCallClient
 
-        client = TextToolCallClient(client, describe_tools=not engine.native_tool_calls)
+        return TextToolCallClient(client, describe_tools=not engine.native_tool_calls)
     return client

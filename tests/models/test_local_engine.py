@@ -1,0 +1,100 @@
+"""The cache claim on a real engine: SmolLM2-135M in vigil's in-process llama.cpp.
+
+One engine serves the whole module (a model load costs a second; a cold prompt many); each
+test gets its own profile, store and client. Prompts are kept short (few tools, a one-line
+SOUL.md) and answers to a few tokens, so that a cold turn costs seconds on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import AsyncIterator, Iterator
+
+import pytest
+
+from tests.cli.helpers import run_cli
+from tests.models.local_model import needs_local_model, smollm2_path
+from vigil.agent.turn import Agent
+from vigil.config import LocalModelSettings, ModelSettings, Settings, ToolSettings
+from vigil.models.local_client import LocalClient, wrap_for_tools
+from vigil.models.local_engine import EngineOptions, LocalEngine, start_engine
+from vigil.profiles import Profile
+from vigil.store import SQLiteStore
+
+pytestmark = needs_local_model
+
+CONTEXT = 4096
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[LocalEngine]:
+    path = smollm2_path()
+    assert path is not None
+    running = start_engine(EngineOptions(path=path, threads=2, context=CONTEXT, slots=1))
+    yield running
+    running.close()
+
+
+def _settings(path: Path, tools: list[str]) -> Settings:
+    model = ModelSettings(
+        provider="local",
+        path=str(path),
+        local=LocalModelSettings(context=CONTEXT),
+        max_output_tokens=12,
+        temperature=0.0,
+        timeout=300,
+    )
+    return Settings(model=model, tools=ToolSettings(enabled=tools))
+
+
+@pytest.fixture
+async def agent(engine: LocalEngine, vigil_home: Path, tmp_path: Path) -> AsyncIterator[Agent]:
+    profile = Profile("default", vigil_home).ensure()
+    profile.soul_path.write_text("You are Pip, a terse assistant.\n")
+    settings = _settings(engine.options.path, tools=["skills_list"])
+    client = wrap_for_tools(LocalClient(settings.model, engine, owns_engine=False), settings.model)
+    store = SQLiteStore(profile.state_db)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    made = Agent(store=store, client=client, profile=profile, settings=settings, cwd=workdir)
+    yield made
+    await client.aclose()
+    store.close()
+
+
+def _token_count(engine: LocalEngine, text: str) -> int:
+    root = engine.base_url.removesuffix("/v1")
+    body = json.dumps({"content": text}).encode()
+    request = urllib.request.Request(f"{root}/tokenize", data=body, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return len(json.loads(response.read())["tokens"])
+
+
+def _stored_prompt(agent: Agent, session_id: str) -> str:
+    record = agent.store.get_session(session_id)
+    assert record.system_prompt_hash
+    prompt = agent.store.get_prompt(record.system_prompt_hash)
+    assert prompt
+    return prompt
+
+
+async def test_turns_hit_the_cache_and_a_refresh_misses_exactly_once(agent: Agent, engine: LocalEngine) -> None:
+    session = await agent.new_session()
+    first = await agent.run_turn(session.id, "Say hi.", stream=False)
+    assert first.stop in ("end", "max_tokens") and first.answer.strip()
+
+    prompt_tokens = _token_count(engine, _stored_prompt(agent, session.id))
+    second = await agent.run_turn(session.id, "Again.", stream=True)
+    assert second.answer.strip()
+    assert second.usage.cache_read_tokens >= prompt_tokens > 20
+
+    agent.profile.soul_path.write_text("You are Pop, a cheerful assistant.\n")
+    result = run_cli("sessions", "refresh-prompts")
+    assert result.exit_code == 0, result.output
+    refreshed = await agent.run_turn(session.id, "Once more.", stream=False)
+    assert "Pop" in _stored_prompt(agent, session.id)
+    assert refreshed.usage.cache_read_tokens < prompt_tokens  # the one miss: the prompt changed
+    after = await agent.run_turn(session.id, "And again.", stream=False)
+    assert after.usage.cache_read_tokens >= _token_count(engine, _stored_prompt(agent, session.id))
