@@ -78,15 +78,6 @@ class ModelSettings(_Section):
         description="API style: openai (any OpenAI-compatible endpoint), anthropic, or local "
         "(a GGUF file run inside vigil)",
     )
-    path: str | None = Field(
-        None, max_length=4096, description="GGUF model file for provider local (or VIGIL_LOCAL_MODEL)"
-    )
-    local: LocalModelSettings = Field(default_factory=LocalModelSettings)
-    text_tool_calls: Literal["auto", "on", "off"] = Field(
-        "auto",
-        description="turn tool calls the model writes as text into real ones: auto (a local model "
-        "whose chat template has no native tool calls), on (any endpoint), off",
-    )
     name: str | None = Field(None, max_length=256, description="model name sent to the provider")
     base_url: str | None = Field(
         None, max_length=2048, description="endpoint URL (default: the provider's own)"
@@ -105,6 +96,15 @@ class ModelSettings(_Section):
     )
     max_retries: int = Field(3, ge=0, le=10, description="retries on 429/5xx/connection errors")
     cache_ttl: Literal["5m", "1h"] = Field("5m", description="Anthropic prompt cache lifetime")
+    path: str | None = Field(
+        None, max_length=4096, description="GGUF model file for provider local (or VIGIL_LOCAL_MODEL)"
+    )
+    local: LocalModelSettings = Field(default_factory=LocalModelSettings)
+    text_tool_calls: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="turn tool calls the model writes as text into real ones: auto (a local model "
+        "whose chat template has no native tool calls), on (any endpoint), off",
+    )
 
     @field_validator("name", "api_key")
     @classmethod

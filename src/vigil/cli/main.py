@@ -160,6 +160,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "heartbeat": LazyCommand(
         "vigil.cli.heartbeat_cmd", "heartbeat", "Recurring instructions in conversations."
     ),
+    "models": LazyCommand("vigil.cli.models_cmd", "models", "Local GGUF models for model.provider local."),
     "pause": LazyCommand("vigil.cli.heartbeat_cmd", "pause", "Emergency stop for heartbeats and cron."),
     "profile": LazyCommand("vigil.cli.profile_cmd", "profile", "Manage profiles, each a separate home."),
     "resume": LazyCommand("vigil.cli.heartbeat_cmd", "resume", "Release the emergency stop."),
