@@ -20,7 +20,8 @@ from vigil.agent.events import TextDelta, ToolFinished
 from vigil.agent.turn import Agent
 from vigil.config import LocalModelSettings, ModelSettings, Settings, ToolSettings
 from vigil.models.local_client import LocalClient, wrap_for_tools
-from vigil.models.local_engine import EngineOptions, LocalEngine, start_engine
+from vigil.models.base import ChatMessage, ModelRequest
+from vigil.models.local_engine import EngineOptions, LocalEngine, LocalModelError, start_engine
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 
@@ -126,3 +127,14 @@ async def test_a_tool_call_the_model_writes_as_text_runs_the_tool(agent: Agent, 
     assert finished[:1] == ["skills_list"]
     assert result.tool_calls >= 1
     assert '"name"' not in "".join(shown)
+
+
+async def test_a_request_beyond_the_context_gets_a_clear_message(engine: LocalEngine) -> None:
+    settings = _settings(engine.options.path, tools=[])
+    client = LocalClient(settings.model, engine, owns_engine=False)
+    request = ModelRequest(system="You are Pip.", messages=[ChatMessage("user", "word " * (CONTEXT + 500))])
+    try:
+        with pytest.raises(LocalModelError, match="no longer fits the local engine's context of 4,096 tokens"):
+            await client.complete(request)
+    finally:
+        await client.aclose()
