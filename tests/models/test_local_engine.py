@@ -138,3 +138,21 @@ async def test_a_request_beyond_the_context_gets_a_clear_message(engine: LocalEn
             await client.complete(request)
     finally:
         await client.aclose()
+
+
+async def test_a_model_without_tool_calls_says_so_and_pins_no_tools(
+    engine: LocalEngine, vigil_home: Path, tmp_path: Path
+) -> None:
+    settings = _settings(engine.options.path, tools=["skills_list"])
+    settings = settings.model_copy(update={"model": settings.model.model_copy(update={"text_tool_calls": "off"})})
+    client = wrap_for_tools(LocalClient(settings.model, engine, owns_engine=False), settings.model)
+    assert "run without tools" in (client.notice or "")
+    profile = Profile("default", vigil_home).ensure()
+    store = SQLiteStore(profile.state_db)
+    try:
+        agent = Agent(store=store, client=client, profile=profile, settings=settings, cwd=tmp_path)
+        session = await agent.new_session()
+        assert tuple(store.get_session(session.id).tool_names) == ()
+    finally:
+        await client.aclose()
+        store.close()

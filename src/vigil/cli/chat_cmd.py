@@ -103,6 +103,8 @@ async def _chat(
         client = await build_client(app.settings.model)
     except ModelError as exc:
         raise click.ClickException(str(exc)) from None
+    if notice := getattr(client, "notice", None):
+        err_console.print(f"[yellow]{escape(notice)}[/yellow]")
     approve = None
     if query is None and not piped:
         from vigil.cli.repl import ask_approval

@@ -38,6 +38,9 @@ class LocalClient(OpenAIClient):
         )
         self.engine = engine
         self.owns_engine = owns_engine
+        self.tools_supported = True
+        self.notice: str | None = None
+        """Said once when the client starts (e.g. that the model runs without tools)."""
 
     async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
         try:
@@ -70,6 +73,13 @@ def wrap_for_tools(client: LocalClient, settings: ModelSettings) -> ModelClient:
     """``client``, reading tool calls from text where ``model.text_tool_calls`` says so."""
     engine = client.engine
     mode = settings.text_tool_calls
+    if mode == "off" and not engine.native_tool_calls:
+        client.tools_supported = False
+        client.notice = (
+            f"{engine.options.path.name} has no tool-call format in its chat template and "
+            "model.text_tool_calls is off: new conversations run without tools."
+        )
+        return client
     if mode == "on" or (mode == "auto" and not engine.native_tool_calls):
         from vigil.models.text_tool_client import TextToolCallClient
 
