@@ -68,6 +68,14 @@ class LocalModelSettings(_Section):
         8192, ge=512, le=1_048_576, description="tokens of context per slot (model.context_window follows it)"
     )
     slots: int = Field(1, ge=1, le=64, description="conversations the engine serves at the same time")
+    shared: bool = Field(
+        False,
+        description="one engine per profile in its own process, reused by every vigil process "
+        "(the prompt cache survives a restart of vigil)",
+    )
+    idle_stop: float = Field(
+        900.0, gt=0, le=604_800, allow_inf_nan=False, description="seconds a shared engine waits idle before it stops"
+    )
 
 
 class ModelSettings(_Section):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Mapping
 
 from vigil.config import ModelSettings
@@ -27,7 +28,8 @@ SETUP_HELP = """\
 There are three ways to get one:
   1. An API key (OpenAI, Anthropic, or any OpenAI-compatible provider):
        export OPENAI_API_KEY=sk-...            (or ANTHROPIC_API_KEY=...)
-       vigil config set model.name gpt-4o-mini (e.g. claude-sonnet-4-5 for Anthropic)
+       vigil config set model.provider openai  (or anthropic)
+       vigil config set model.name gpt-4o-mini (e.g. claude-sonnet-4-5)
   2. A local server you already run (Ollama, llama.cpp, vLLM):
        export OPENAI_BASE_URL=http://localhost:11434/v1
        export OPENAI_API_KEY=local             (local servers accept any key)
@@ -97,16 +99,18 @@ async def build_client(
     env: Mapping[str, str] = os.environ,
     *,
     retry: RetryPolicy | None = None,
+    home: Path | None = None,
 ) -> ModelClient:
     """A ready client for ``settings`` + ``env``; without a model name, the endpoint's first listed model.
 
     Raises ``ModelNotConfigured`` when nothing is configured, or when no model name is known and
     none can be discovered; other ``ModelError``s when listing the endpoint's models fails.
+    ``home`` is the profile's home, where a shared local engine (``model.local.shared``) is recorded.
     """
     if settings.provider == "local":
         from vigil.models.local_client import start_local_client
 
-        return await start_local_client(settings, env, retry=retry)
+        return await start_local_client(settings, env, retry=retry, home=home)
     resolved = resolve_model_settings(settings, env)
     client: ModelClient
     # The SDKs are imported here, not at module level: each takes a second or more to import.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import Mapping
 
 from vigil.config import ModelSettings
@@ -60,12 +61,27 @@ class LocalClient(OpenAIClient):
 
 
 async def start_local_client(
-    settings: ModelSettings, env: Mapping[str, str] = os.environ, *, retry: RetryPolicy | None = None
+    settings: ModelSettings,
+    env: Mapping[str, str] = os.environ,
+    *,
+    retry: RetryPolicy | None = None,
+    home: Path | None = None,
 ) -> ModelClient:
-    """Start the engine for ``settings`` and return a client for it; tool calls the model
+    """Start the engine for ``settings`` (or, with ``model.local.shared`` and the profile
+    ``home``, reach the profile's shared one) and return a client for it; tool calls the model
     writes as text become real ones as ``model.text_tool_calls`` says."""
     options = EngineOptions.from_settings(settings, env)
-    engine = await asyncio.to_thread(start_engine, options)
+    if settings.local.shared and home is not None:
+        from vigil.models.local_engine import check_model_file
+        from vigil.models.shared_engine import connect
+
+        await asyncio.to_thread(check_model_file, options.path)
+        base_url = await asyncio.to_thread(
+            connect, options, home, idle_stop=settings.local.idle_stop, timeout=settings.timeout
+        )
+        engine = await asyncio.to_thread(LocalEngine, None, options, base_url)
+    else:
+        engine = await asyncio.to_thread(start_engine, options)
     return wrap_for_tools(LocalClient(settings, engine, retry=retry), settings)
 
 

@@ -101,11 +101,12 @@ def available_memory() -> int | None:
 class LocalEngine:
     """One running llama.cpp server inside this process. Start with :func:`start_engine`."""
 
-    def __init__(self, server: Any, options: EngineOptions) -> None:
+    def __init__(self, server: Any, options: EngineOptions, base_url: str | None = None) -> None:
+        """``server`` is ``None`` for an engine another process runs at ``base_url`` (shared)."""
         self._server = server
         self._lock = threading.Lock()
         self.options = options
-        self.base_url = str(server.listening_address).rstrip("/") + "/v1"
+        self.base_url = base_url or str(server.listening_address).rstrip("/") + "/v1"
         self.props = _get_json(self.base_url.removesuffix("/v1") + "/props")
 
     @property
