@@ -156,3 +156,30 @@ async def test_a_model_without_tool_calls_says_so_and_pins_no_tools(
     finally:
         await client.aclose()
         store.close()
+
+
+async def test_a_restart_and_a_compression_each_miss_once(agent: Agent, engine: LocalEngine) -> None:
+    agent.profile.soul_path.write_text("You are Kip, a calm assistant.\n")
+    session = await agent.new_session()
+    await agent.run_turn(session.id, "Hello.", stream=False)
+    stored = _stored_prompt(agent, session.id)
+
+    # vigil and the engine restart: the stored prompt is replayed, the first request warms the cache
+    restarted = start_engine(engine.options)
+    client = wrap_for_tools(LocalClient(agent.settings.model, restarted), agent.settings.model)
+    later = Agent(store=agent.store, client=client, profile=agent.profile, settings=agent.settings, cwd=agent.cwd)
+    try:
+        warming = await later.run_turn(session.id, "Are you there?", stream=False)
+        assert warming.usage.cache_read_tokens < _token_count(restarted, stored)
+        hit = await later.run_turn(session.id, "Still there?", stream=False)
+        assert _stored_prompt(later, session.id) == stored
+        assert hit.usage.cache_read_tokens >= _token_count(restarted, stored)
+
+        compressed = await later.compress(session.id)
+        assert compressed.ok and compressed.child_id
+        first = await later.run_turn(compressed.child_id, "Go on.", stream=False)
+        assert first.usage.input_tokens > 20  # the summary is new to the engine: a miss
+        second = await later.run_turn(compressed.child_id, "More.", stream=False)
+        assert second.usage.cache_read_tokens >= first.usage.input_tokens + first.usage.cache_read_tokens
+    finally:
+        await client.aclose()
