@@ -121,7 +121,10 @@ def add(app: AppContext, path: Path | None, package: str | None, use: bool, as_j
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def remove(app: AppContext, ref: str, as_json: bool) -> None:
-    """Forget a model (by path, file name, name or SHA-256 prefix); the file is kept."""
+    """Forget a model; the file itself is kept.
+
+    REF is its path, file name, name or a SHA-256 prefix (8 characters or more).
+    """
     try:
         known = catalog.load(app.profile.home)
         entry = catalog.find(known, ref)
@@ -141,7 +144,10 @@ def remove(app: AppContext, ref: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def show(app: AppContext, ref: str, as_json: bool) -> None:
-    """Show one model's details, chat template included (REF: path, file name, name, SHA-256)."""
+    """Show one model's details and chat template.
+
+    REF is its path, file name, name or a SHA-256 prefix (8 characters or more).
+    """
     try:
         known = catalog.load(app.profile.home)
         entry = catalog.describe(Path(ref)) if "/" in ref and Path(ref).exists() else catalog.find(known, ref)
