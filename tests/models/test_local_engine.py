@@ -8,6 +8,7 @@ SOUL.md) and answers to a few tokens, so that a cold turn costs seconds on two c
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import AsyncIterator, Iterator
@@ -69,7 +70,8 @@ async def agent(engine: LocalEngine, vigil_home: Path, tmp_path: Path) -> AsyncI
 def _token_count(engine: LocalEngine, text: str) -> int:
     root = engine.base_url.removesuffix("/v1")
     body = json.dumps({"content": text}).encode()
-    request = urllib.request.Request(f"{root}/tokenize", data=body, headers={"content-type": "application/json"})
+    headers = {"content-type": "application/json", "Authorization": f"Bearer {engine.api_key}"}
+    request = urllib.request.Request(f"{root}/tokenize", data=body, headers=headers)
     with urllib.request.urlopen(request, timeout=30) as response:
         return len(json.loads(response.read())["tokens"])
 
@@ -183,3 +185,13 @@ async def test_a_restart_and_a_compression_each_miss_once(agent: Agent, engine: 
         assert second.usage.cache_read_tokens >= first.usage.input_tokens + first.usage.cache_read_tokens
     finally:
         await client.aclose()
+
+
+def test_the_engine_answers_only_requests_carrying_its_key(engine: LocalEngine) -> None:
+    models = urllib.request.Request(engine.base_url + "/models")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(models, timeout=10)
+    assert refused.value.code == 401
+    models.add_header("Authorization", f"Bearer {engine.api_key}")
+    with urllib.request.urlopen(models, timeout=10) as response:
+        assert response.status == 200

@@ -41,6 +41,7 @@ def test_a_second_vigil_process_reuses_the_engine_and_its_cache(vigil_home: Path
     assert first.returncode in (0, 2), first.stderr  # 2: the answer was cut at max_output_tokens
     state = read_state(vigil_home)
     assert state is not None and healthy(state["base_url"])
+    assert (vigil_home / STATE_FILE).stat().st_mode & 0o077 == 0  # it holds the engine's key
     try:
         second = run_vigil("chat", "-c", "-q", "Again.", home=vigil_home, timeout=180)
         assert second.returncode in (0, 2), second.stderr

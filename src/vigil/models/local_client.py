@@ -32,7 +32,7 @@ class LocalClient(OpenAIClient):
         super().__init__(
             settings,
             model=engine.options.path.name,
-            api_key="local",
+            api_key=engine.api_key,
             base_url=engine.base_url,
             key_source="nowhere (the local engine needs no key)",
             retry=retry,
@@ -76,10 +76,10 @@ async def start_local_client(
         from vigil.models.shared_engine import connect
 
         await asyncio.to_thread(check_model_file, options.path)
-        base_url = await asyncio.to_thread(
+        base_url, api_key = await asyncio.to_thread(
             connect, options, home, idle_stop=settings.local.idle_stop, timeout=settings.timeout
         )
-        engine = await asyncio.to_thread(LocalEngine, None, options, base_url)
+        engine = await asyncio.to_thread(LocalEngine, None, options, api_key, base_url)
     else:
         engine = await asyncio.to_thread(start_engine, options)
     return wrap_for_tools(LocalClient(settings, engine, retry=retry), settings)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import threading
 import urllib.request
 from dataclasses import dataclass
@@ -101,13 +102,16 @@ def available_memory() -> int | None:
 class LocalEngine:
     """One running llama.cpp server inside this process. Start with :func:`start_engine`."""
 
-    def __init__(self, server: Any, options: EngineOptions, base_url: str | None = None) -> None:
+    def __init__(self, server: Any, options: EngineOptions, api_key: str, base_url: str | None = None) -> None:
         """``server`` is ``None`` for an engine another process runs at ``base_url`` (shared)."""
         self._server = server
         self._lock = threading.Lock()
         self.options = options
+        self.api_key = api_key
+        """Required by the engine: other users of the machine can reach 127.0.0.1 too."""
         self.base_url = base_url or str(server.listening_address).rstrip("/") + "/v1"
-        self.props = _get_json(self.base_url.removesuffix("/v1") + "/props")
+        props = get_json(self.base_url.removesuffix("/v1") + "/props", api_key)
+        self.props: dict[str, Any] = props if isinstance(props, dict) else {}
 
     @property
     def native_tool_calls(self) -> bool:
@@ -129,11 +133,13 @@ class LocalEngine:
             del server
 
 
-def start_engine(options: EngineOptions) -> LocalEngine:
-    """Load the model and start serving it; blocking (seconds for a large model).
+def start_engine(options: EngineOptions, api_key: str | None = None) -> LocalEngine:
+    """Load the model and start serving it; blocking (seconds for a large model). Requests
+    must carry ``api_key`` (a fresh random one when not given).
 
     Raises ``LocalModelError`` for every failure a user can fix.
     """
+    api_key = api_key or secrets.token_urlsafe(24)
     check_model_file(options.path)
     try:
         import xllamacpp
@@ -153,6 +159,7 @@ def start_engine(options: EngineOptions) -> LocalEngine:
     params.warmup = False
     params.verbosity = -1
     params.endpoint_props = True
+    params.api_keys = [api_key]
     try:
         server = xllamacpp.Server(params)
     except Exception as exc:  # xllamacpp raises plain ValueError/RuntimeError for a bad model
@@ -161,13 +168,15 @@ def start_engine(options: EngineOptions) -> LocalEngine:
             f"llama.cpp could not load {options.path}: the file is damaged or truncated, or its model "
             f"architecture is unknown to this llama.cpp ({reason})."
         ) from None
-    return LocalEngine(server, options)
+    return LocalEngine(server, options, api_key)
 
 
-def _get_json(url: str) -> dict[str, Any]:
+def get_json(url: str, api_key: str) -> Any:
+    """GET ``url`` of a local engine; ``{}`` when it does not answer with JSON."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"})
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 (our own 127.0.0.1 server)
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (our own 127.0.0.1 server)
             data = json.loads(response.read())
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return data if isinstance(data, (dict, list)) else {}

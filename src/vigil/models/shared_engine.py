@@ -14,6 +14,7 @@ import argparse
 import fcntl
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -24,12 +25,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from vigil.models.local_engine import EngineOptions, LocalModelError
+from vigil.models.local_engine import EngineOptions, LocalModelError, get_json
 
 STATE_FILE = "local-engine.json"
 LOCK_FILE = "local-engine.lock"
 LOG_FILE = "local-engine.log"
 _POLL = 0.2
+KEY_ENV = "VIGIL_ENGINE_KEY"
+"""How the engine's API key reaches the engine process (an argument would show in ``ps``)."""
 
 
 def _options_record(options: EngineOptions) -> dict[str, Any]:
@@ -65,8 +68,8 @@ def _alive(pid: Any) -> bool:
     return True
 
 
-def connect(options: EngineOptions, home: Path, *, idle_stop: float, timeout: float) -> str:
-    """The base URL of the profile's shared engine for ``options``, starting it if needed.
+def connect(options: EngineOptions, home: Path, *, idle_stop: float, timeout: float) -> tuple[str, str]:
+    """The base URL and API key of the profile's shared engine for ``options``, started if needed.
 
     Blocking. A running engine serving another model (the config changed) is stopped and
     replaced. Raises ``LocalModelError`` with the engine's own last log line if it fails.
@@ -74,19 +77,19 @@ def connect(options: EngineOptions, home: Path, *, idle_stop: float, timeout: fl
     wanted = _options_record(options)
     state = read_state(home)
     if state and state.get("options") == wanted and _alive(state.get("pid")) and healthy(str(state.get("base_url"))):
-        return str(state["base_url"])
+        return str(state["base_url"]), str(state.get("api_key"))
     home.mkdir(parents=True, exist_ok=True)
     with open(home / LOCK_FILE, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the others wait here, then find the engine running
         state = read_state(home)
         if state and _alive(state.get("pid")):
             if state.get("options") == wanted and healthy(str(state.get("base_url"))):
-                return str(state["base_url"])
+                return str(state["base_url"]), str(state.get("api_key"))
             os.kill(int(state["pid"]), signal.SIGTERM)
         return _start(options, home, idle_stop=idle_stop, timeout=timeout)
 
 
-def _start(options: EngineOptions, home: Path, *, idle_stop: float, timeout: float) -> str:
+def _start(options: EngineOptions, home: Path, *, idle_stop: float, timeout: float) -> tuple[str, str]:
     logs = home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     command = [
@@ -94,15 +97,17 @@ def _start(options: EngineOptions, home: Path, *, idle_stop: float, timeout: flo
         "--threads", str(options.threads), "--context", str(options.context), "--slots", str(options.slots),
         "--idle-stop", str(idle_stop),
     ]
+    key = secrets.token_urlsafe(24)
     with open(logs / LOG_FILE, "ab") as log:
         child = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+            env={**os.environ, KEY_ENV: key},
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = read_state(home)
         if state and state.get("pid") == child.pid and healthy(str(state.get("base_url"))):
-            return str(state["base_url"])
+            return str(state["base_url"]), key
         if child.poll() is not None:
             raise LocalModelError(_last_line(logs / LOG_FILE) or "the shared local engine exited at start")
         time.sleep(_POLL)
@@ -135,32 +140,31 @@ def _write_state(home: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, home / STATE_FILE)
 
 
-def _activity(base_url: str) -> Any:
+def _activity(base_url: str, api_key: str) -> Any:
     """What changes whenever the engine serves a request (task ids, or busy)."""
-    try:
-        with urllib.request.urlopen(base_url.removesuffix("/v1") + "/slots", timeout=5) as response:
-            slots = json.loads(response.read())
-    except (OSError, ValueError):
+    slots = get_json(base_url.removesuffix("/v1") + "/slots", api_key)
+    if not isinstance(slots, list):
         return None
     if any(s.get("is_processing") for s in slots):
         return object()  # busy: never equal to the previous poll
     return tuple(s.get("id_task") for s in slots)
 
 
-def serve(options: EngineOptions, home: Path, idle_stop: float, poll: float = 2.0) -> None:
+def serve(options: EngineOptions, home: Path, idle_stop: float, api_key: str, poll: float = 2.0) -> None:
     """Run the engine until it has been idle for ``idle_stop`` seconds or is sent SIGTERM."""
     from vigil.models.local_engine import start_engine
 
-    engine = start_engine(options)
+    engine = start_engine(options, api_key)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    _write_state(home, {"pid": os.getpid(), "base_url": engine.base_url, "options": _options_record(options), "started_at": time.time()})
+    record = {"pid": os.getpid(), "base_url": engine.base_url, "api_key": api_key, "options": _options_record(options)}
+    _write_state(home, {**record, "started_at": time.time()})
     print(f"serving {options.path} at {engine.base_url}", flush=True)
-    last, idle_since = _activity(engine.base_url), time.monotonic()
+    last, idle_since = _activity(engine.base_url, api_key), time.monotonic()
     try:
         while not stopping.wait(poll):
-            now = _activity(engine.base_url)
+            now = _activity(engine.base_url, api_key)
             if now != last:
                 last, idle_since = now, time.monotonic()
             elif time.monotonic() - idle_since >= idle_stop:
@@ -183,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-stop", type=float, required=True)
     args = parser.parse_args(argv)
     options = EngineOptions(path=args.path, threads=args.threads, context=args.context, slots=args.slots)
+    api_key = os.environ.pop(KEY_ENV, "") or secrets.token_urlsafe(24)
     try:
-        serve(options, args.home, args.idle_stop)
+        serve(options, args.home, args.idle_stop, api_key)
     except LocalModelError as exc:
         print(str(exc), flush=True)
         return 2
