@@ -44,7 +44,7 @@ def written_calls(draw: st.DrawFn) -> tuple[str, list[tuple[str, dict]], str]:
     calls = draw(st.lists(st.tuples(st.sampled_from(NAMES), arguments), min_size=1, max_size=3))
     key = draw(st.sampled_from(["arguments", "parameters"]))
     objects = [{"name": name, key: args} for name, args in calls]
-    style = draw(st.sampled_from(["bare", "list", "fenced", "tagged"]))
+    style = draw(st.sampled_from(["bare", "list", "fenced", "tagged", "tagged list"]))
     before = ""
     if style == "bare" and len(objects) == 1:
         text = json.dumps(objects[0])
@@ -52,9 +52,12 @@ def written_calls(draw: st.DrawFn) -> tuple[str, list[tuple[str, dict]], str]:
         text = json.dumps(objects, indent=draw(st.sampled_from([None, 2])))
     elif style == "fenced":
         text = "```json\n" + json.dumps(objects if len(objects) > 1 else objects[0]) + "\n```"
-    else:
+    elif style == "tagged":
         before = draw(prose)
         text = before + "".join(f"<tool_call>\n{json.dumps(o)}\n</tool_call>" for o in objects)
+    else:
+        before = draw(prose)
+        text = f"{before}<tool_call>{json.dumps(objects)}</tool_call>"
     return text, calls, before.strip()
 
 

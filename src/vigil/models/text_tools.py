@@ -71,24 +71,27 @@ def _tagged(text: str) -> ParsedAnswer | None:
         body, closed, rest = after.partition(CLOSE_TAG)
         if not closed:
             rest = ""
-        call = _call_from_text(body)
-        if call is None:
+        found = _calls_from_text(body)
+        if not found:
             return None
-        calls.append(call)
+        calls.extend(found)
     prose.append(rest)
     content = "".join(prose).strip()
     return ParsedAnswer(content=content or None, calls=tuple(calls))
 
 
-def _call_from_text(body: str) -> TextCall | None:
+def _calls_from_text(body: str) -> list[TextCall]:
+    """The calls in one tag: an object, or a list of them (SmolLM2's own format)."""
     body = body.strip()
     fenced = _FENCE.match(body)
     if fenced:
         body = fenced.group(1).strip()
     try:
-        return _call(json.loads(body))
+        value = json.loads(body)
     except ValueError:
-        return None
+        return []
+    calls = [_call(item) for item in (value if isinstance(value, list) else [value])]
+    return [] if not calls or None in calls else [c for c in calls if c is not None]
 
 
 def _call(item: Any) -> TextCall | None:
