@@ -83,3 +83,8 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(vigil_home: Path, args: 
     result = run_cli(*args)
     assert is_clear_error(result), result.output
     assert state_digest(vigil_home) == before
+
+
+def test_engine_says_when_no_shared_engine_runs(vigil_home: Path) -> None:
+    assert json.loads(run_cli("models", "engine", "--json").output) == {"running": False, "stopped": False}
+    assert "No shared local engine is running" in run_cli("models", "engine", "--stop").output

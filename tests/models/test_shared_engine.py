@@ -55,6 +55,7 @@ def test_a_second_vigil_process_reuses_the_engine_and_its_cache(vigil_home: Path
             time.sleep(0.2)
         assert not (vigil_home / STATE_FILE).exists(), "the idle engine did not stop"
         assert not healthy(state["base_url"])
+        assert "No shared local engine is running" in run_vigil("models", "engine", home=vigil_home).stdout
     finally:
         try:
             os.kill(state["pid"], signal.SIGTERM)

@@ -170,3 +170,32 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
         console.print(f"[bold]{key}:[/bold] {escape(value)}")
     console.print("[bold]chat template:[/bold]")
     console.print(escape(entry.chat_template or "(none)"))
+
+
+@models.command("engine")
+@click.option("--stop", is_flag=True, help="Stop the profile's shared engine.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+def engine(app: AppContext, stop: bool, as_json: bool) -> None:
+    """Show (or stop) the profile's shared local engine.
+
+    With model.local.shared the engine runs in its own process, reused by every vigil
+    process of the profile, until it has been idle for model.local.idle_stop seconds.
+    """
+    from vigil.models.shared_engine import healthy, read_state
+    from vigil.models.shared_engine import stop as stop_engine
+
+    state = read_state(app.profile.home) or {}
+    running = bool(state) and healthy(str(state.get("base_url", "")))
+    stopped = stop_engine(app.profile.home) if stop and state else False
+    if as_json:
+        shown = {k: v for k, v in state.items() if k != "api_key"}
+        echo_json({"running": running, "stopped": stopped, **shown})
+        return
+    if not running:
+        console.print("No shared local engine is running for this profile.")
+        return
+    options = state.get("options") or {}
+    console.print(f"Shared engine (pid {state.get('pid')}) at {escape(str(state.get('base_url')))} serving {escape(str(options.get('path')))}")
+    if stopped:
+        console.print("Asked it to stop; the next vigil process that needs it starts it again.")
