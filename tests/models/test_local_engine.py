@@ -11,7 +11,7 @@ import json
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
 import pytest
 
@@ -21,7 +21,7 @@ from vigil.agent.events import TextDelta, ToolFinished
 from vigil.agent.turn import Agent
 from vigil.config import LocalModelSettings, ModelSettings, Settings, ToolSettings
 from vigil.models.local_client import LocalClient, wrap_for_tools
-from vigil.models.base import ChatMessage, ModelRequest
+from vigil.models.base import ChatMessage, ModelClient, ModelRequest
 from vigil.models.local_engine import EngineOptions, LocalEngine, LocalModelError, start_engine
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
@@ -52,19 +52,35 @@ def _settings(path: Path, tools: list[str], answer_tokens: int = 12) -> Settings
     return Settings(model=model, tools=ToolSettings(enabled=tools))
 
 
+AgentFactory = Callable[..., Agent]
+
+
 @pytest.fixture
-async def agent(engine: LocalEngine, vigil_home: Path, tmp_path: Path) -> AsyncIterator[Agent]:
+async def make_agent(engine: LocalEngine, vigil_home: Path, tmp_path: Path) -> AsyncIterator[AgentFactory]:
+    """Agents on the module's engine sharing one profile; few tools and short answers keep
+    every cold turn cheap."""
     profile = Profile("default", vigil_home).ensure()
     profile.soul_path.write_text("You are Pip, a terse assistant.\n")
-    settings = _settings(engine.options.path, tools=["skills_list"], answer_tokens=40)
-    client = wrap_for_tools(LocalClient(settings.model, engine, owns_engine=False), settings.model)
     store = SQLiteStore(profile.state_db)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    made = Agent(store=store, client=client, profile=profile, settings=settings, cwd=workdir)
-    yield made
-    await client.aclose()
+    clients: list[ModelClient] = []
+
+    def factory(tools: list[str] = [], answer_tokens: int = 4) -> Agent:
+        settings = _settings(engine.options.path, tools=tools, answer_tokens=answer_tokens)
+        client = wrap_for_tools(LocalClient(settings.model, engine, owns_engine=False), settings.model)
+        clients.append(client)
+        return Agent(store=store, client=client, profile=profile, settings=settings, cwd=workdir)
+
+    yield factory
+    for client in clients:
+        await client.aclose()
     store.close()
+
+
+@pytest.fixture
+def agent(make_agent: AgentFactory) -> Agent:
+    return make_agent()
 
 
 def _token_count(engine: LocalEngine, text: str) -> int:
@@ -104,7 +120,8 @@ async def test_turns_hit_the_cache_and_a_refresh_misses_exactly_once(agent: Agen
     assert after.usage.cache_read_tokens >= _token_count(engine, _stored_prompt(agent, session.id))
 
 
-async def test_a_tool_call_the_model_writes_as_text_runs_the_tool(agent: Agent, engine: LocalEngine) -> None:
+async def test_a_tool_call_the_model_writes_as_text_runs_the_tool(make_agent: AgentFactory, engine: LocalEngine) -> None:
+    agent = make_agent(tools=["skills_list"], answer_tokens=30)
     assert not engine.native_tool_calls  # SmolLM2's template: tools exist only in the prompt
     # A 135M model copies what it has seen: one example in the persona is enough.
     agent.profile.soul_path.write_text(

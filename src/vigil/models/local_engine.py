@@ -153,6 +153,10 @@ def start_engine(options: EngineOptions, api_key: str | None = None) -> LocalEng
     params.n_ctx = options.context * options.slots
     params.cpuparams.n_threads = options.threads
     params.cpuparams_batch.n_threads = options.threads
+    # Sleep instead of spinning between work items: on a laptop shared with other programs
+    # spinning threads steal the cores the other threads of the same batch wait for.
+    params.cpuparams.poll = 0
+    params.cpuparams_batch.poll = 0
     params.port = 0  # the OS picks a free one; the server stays on 127.0.0.1
     params.use_jinja = True
     params.cache_prompt = True
