@@ -16,4 +16,5 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = (
     "skill_view",
     "session_search",
     "cron",
+    "send_file",
 )

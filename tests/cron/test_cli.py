@@ -132,8 +132,10 @@ def test_platform_targets_warn_at_add_and_show_needs_gateway_in_the_tables(
     assert quiet.exit_code == 0 and "not configured" not in quiet.stderr
     edited = run_cli("cron", "edit", "home", "--deliver", "telegram:@my_channel")
     assert edited.exit_code == 0 and "telegram is not configured" in edited.stderr
-    scripted = run_cli("cron", "add", "bot", "-s", "every 1h", "--prompt", "p", "--deliver", "web", "--json")
-    assert "web is not configured" in json.loads(scripted.stdout)["warnings"][0] and scripted.stderr == ""
+    scripted = run_cli("cron", "add", "bot", "-s", "every 1h", "--prompt", "p", "--deliver", "slack:C9", "--json")
+    assert "slack is not configured" in json.loads(scripted.stdout)["warnings"][0] and scripted.stderr == ""
+    web = run_cli("cron", "add", "page", "-s", "every 1h", "--prompt", "p", "--deliver", "web")
+    assert web.exit_code == 0 and "not configured" not in web.stderr  # the gateway serves the web chat
 
     for name, value in model_env(fake_model).items():
         monkeypatch.setenv(name, value)

@@ -145,10 +145,10 @@ def test_gateway_status_while_it_runs_and_after_sigterm(gateway: GatewayProcess,
     assert text.returncode == 0
     assert f"running (pid {gateway.process.pid}" in text.stdout
     assert f"web chat:" in text.stdout and gateway.url in text.stdout
-    assert "web ok" in text.stdout
+    assert "web connected" in text.stdout
     rows = {name.strip(): value.strip() for name, _, value in
             (line.partition(":") for line in text.stdout.splitlines()[1:])}
-    assert rows["adapters"].startswith("web ok")
+    assert rows["adapters"].startswith("web connected")
     assert rows["armed heartbeats"] == "1"
     assert int(rows["live conversations"]) >= 1
     assert rows["next cron run"].endswith("(in 1h59m)") or rows["next cron run"].endswith("(in 2h)")

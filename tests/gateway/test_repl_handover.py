@@ -3,6 +3,7 @@ and re-opening the conversation in a REPL takes it back: every slot fires once, 
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 from pathlib import Path
@@ -25,12 +26,26 @@ pytestmark = [
 ]
 
 
+_SCREENS: list[io.StringIO] = []
+
+
 def _repl(gateway: GatewayProcess, *args: str) -> pexpect.spawn:
     env = {**gateway.environment(), "TERM": "xterm"}
-    return pexpect.spawn(
+    child = pexpect.spawn(
         sys.executable, ["-m", "vigil.cli.main", "chat", *args], env=env, encoding="utf-8", timeout=30,
         dimensions=(30, 120),
     )
+    child.logfile_read = io.StringIO()
+    _SCREENS.append(child.logfile_read)
+    return child
+
+
+def _diagnosis(gateway: GatewayProcess) -> str:
+    """What the REPLs showed and the gateway logged, for a failure that only happens in the suite."""
+    log = gateway.home / "logs" / "gateway.log"
+    parts = [f"--- REPL {n} ---\n{screen.getvalue()[-3000:]}" for n, screen in enumerate(_SCREENS)]
+    parts.append(f"--- gateway.log ---\n{log.read_text()[-4000:] if log.exists() else '(none)'}")
+    return "\n".join(parts)
 
 
 def _heartbeat_turns(client, session_id: str) -> int:
@@ -46,6 +61,7 @@ def test_a_repl_heartbeat_moves_to_the_gateway_and_back(fake_model: FakeModelSer
     fake_model.rule(contains="[Heartbeat — recurring instruction", reply="Nothing new.")
     gateway = GatewayProcess(vigil_home, fake_model, env={TEST_MINIMUM_ENV: "1", TEST_POLL_ENV: "1"})
     gateway.start()
+    _SCREENS.clear()
     child = _repl(gateway)
     try:
         expect_in_terminal(child, "you ›")
@@ -69,6 +85,9 @@ def test_a_repl_heartbeat_moves_to_the_gateway_and_back(fake_model: FakeModelSer
         assert _gateway_fires(gateway) == fired_by_gateway
         child.sendline("/quit")
         child.expect(pexpect.EOF)
+    except BaseException:
+        print(_diagnosis(gateway))
+        raise
     finally:
         child.close(force=True)
     with gateway.client() as client:

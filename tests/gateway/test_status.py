@@ -88,7 +88,7 @@ def test_status_of_a_running_gateway(gateway_like: subprocess.Popen[str], vigil_
     assert re.match(rf"vigil gateway: running \(pid {gateway_like.pid} on \S+, since \d{{4}}-\d\d-\d\d \d\d:\d\d", text)
     assert "\n  web chat:           http://127.0.0.1:8787/\n" in text
     assert f"\n  login URL:          http://127.0.0.1:8787/login?token={token}\n" in text
-    assert "\n  adapters:           web ok (serving), slack DOWN (token revoked)\n" in text
+    assert "\n  adapters:           web connected (serving); slack stopped (token revoked)\n" in text
     assert "\n  live conversations: 3\n" in text
     assert "\n  armed heartbeats:   2\n" in text
     assert re.search(r"\n  next cron run:      \d{4}-\d\d-\d\d \d\d:\d\d \(in (1h59m|2h)\)\n", text)
@@ -101,7 +101,8 @@ def test_status_of_a_running_gateway(gateway_like: subprocess.Popen[str], vigil_
     assert status["url"] == "http://127.0.0.1:8787/"
     assert status["login_url"] == f"http://127.0.0.1:8787/login?token={token}"
     assert status["token"] == token
-    assert status["adapters"][0] == {"name": "web", "ok": True, "detail": "serving"}
+    assert status["adapters"][0] == {"name": "web", "ok": True, "detail": "serving", "state": "connected",
+                                     "since": None, "last_error": None}
     assert (status["live_conversations"], status["armed_heartbeats"]) == (3, 2)
     assert status["next_cron_run"] > time.time()
     assert status["started_at"] <= status["updated_at"] <= time.time()
@@ -244,3 +245,33 @@ async def test_the_keeper_outlives_store_and_snapshot_failures(vigil_home: Path,
     assert "gateway status: the status record is written again" in messages
     assert any("adapter table is being rebuilt" in message for message in messages)
     assert len(messages) <= 4  # a failure is reported when it starts, not at every retry
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from vigil.gateway.status import adapter_entry, adapter_line  # noqa: E402
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["name", "ok", "detail", "state", "since", "last_error", "x"]), _json))
+def test_any_adapter_entry_of_a_damaged_record_shows_as_one_line(raw: dict) -> None:
+    entry = adapter_entry(raw)
+    assert set(entry) == {"name", "ok", "detail", "state", "since", "last_error"}
+    line = adapter_line(raw, now=2_000_000_000.0)
+    assert " ".join(entry["state"].split()) in line and "\n" not in line and line.strip() == line
+
+
+def test_adapter_lines_say_state_since_and_last_error() -> None:
+    now = 2_000_000_000.0
+    assert adapter_line({"name": "web", "ok": True, "detail": "2 page(s) open"}, now) == "web connected (2 page(s) open)"
+    retrying = adapter_line({"name": "telegram", "ok": False, "state": "retrying", "since": now - 300,
+                             "last_error": "502 Bad Gateway", "detail": "502 Bad Gateway"}, now)
+    assert retrying.startswith("telegram retrying since ") and retrying.endswith(", 5m ago — last error: 502 Bad Gateway")
+    assert adapter_line({"name": "slack", "ok": False, "state": "misconfigured",
+                         "last_error": "SLACK_BOT_TOKEN is not set"}, now) == (
+        "slack misconfigured — last error: SLACK_BOT_TOKEN is not set")

@@ -273,7 +273,7 @@ def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Call
         store.close()
 
 
-_EXAMPLES = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @_EXAMPLES

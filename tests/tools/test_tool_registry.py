@@ -35,6 +35,7 @@ def test_all_tool_names_are_stable() -> None:
         "skill_view",
         "session_search",
         "cron",
+        "send_file",
     )
 
 

@@ -97,7 +97,7 @@ def _friendly(func: F) -> F:
 def _definition_options(func: F) -> F:
     options = [
         click.option("--tz", "tz", metavar="ZONE", type=NON_EMPTY, help="IANA time zone (default: config timezone, else the system's)."),
-        click.option("--deliver", metavar="TARGET", help="local (default), slack:<channel>[:<thread>], telegram:<chat>, web."),
+        click.option("--deliver", metavar="TARGET", help="local (default), slack:<channel>[:<thread>], telegram:<chat>[:<topic>], web."),
         click.option("--skill", "skills", multiple=True, metavar="NAME", help="Load this skill in each run (repeatable)."),
         click.option("--workdir", metavar="DIR", type=NonEmptyText("`vigil cron edit --no-workdir` runs in the profile home again"), help="Working directory of the runs (default: the profile home)."),
         click.option("--catch-up", "catch_up", type=click.Choice(["run", "skip"]), help="After an outage longer than the grace: run once (default) or skip."),
@@ -139,7 +139,7 @@ def add_cmd(app: AppContext, name: str, schedule: str, prompt: str, tz: str | No
     job = new_job(name, spec, now=repo.clock.now(), default_tz=default_zone(app.settings.timezone),
                   skills_dir=app.profile.skills_dir)
     repo.add(job)
-    warning = unconfigured_warning(parse_target(job.deliver), job.name)
+    warning = unconfigured_warning(parse_target(job.deliver), job.name, app.settings)
     if as_json:
         echo_json(_with_warning(job_to_json(job, repo.clock.now()), warning))
     else:
@@ -186,7 +186,7 @@ def edit_cmd(app: AppContext, name: str, schedule: str | None, prompt: str | Non
         raise click.UsageError("nothing to change: give at least one option (see --help)")
     repo = _repo(app)
     job = repo.edit(name, spec, skills_dir=app.profile.skills_dir)
-    warning = None if deliver is None else unconfigured_warning(parse_target(job.deliver), job.name)
+    warning = None if deliver is None else unconfigured_warning(parse_target(job.deliver), job.name, app.settings)
     if as_json:
         echo_json(_with_warning(job_to_json(job, repo.clock.now()), warning))
         return
@@ -238,11 +238,22 @@ def show_cmd(app: AppContext, name: str, as_json: bool) -> None:
     """
     repo = _repo(app)
     job = repo.get(name)
+    delivery = _last_delivery(repo, job)
     if as_json:
-        echo_json(job_to_json(job, repo.clock.now()))
+        echo_json({**job_to_json(job, repo.clock.now()), "last_delivery": delivery})
         return
     for line in job_lines(job, repo.clock.now()):
         console.print(_shown(line))
+    if delivery is not None:
+        console.print(_shown(f"delivery   {delivery.get('status')}: {delivery.get('detail') or '-'}"))
+
+
+def _last_delivery(repo: CronRepo, job: CronJob) -> dict[str, Any] | None:
+    """What happened to the last answer sent to a platform target (local ones: ``None``)."""
+    if parse_target(job.deliver).platform == "local":
+        return None
+    latest = [r for r in repo.runs.list(job.name, limit=5) if r.delivery]
+    return latest[0].delivery if latest else None
 
 
 @cron.command("pause")
@@ -319,13 +330,16 @@ def runs_cmd(app: AppContext, name: str | None, limit: int, as_json: bool) -> No
         return
     zones = {job.name: job.schedule.tz for job in repo.list()}
     fallback = default_zone(app.settings.timezone)
+    statuses = [run_status(r) + (f" (+{r.coalesced} coalesced)" if r.coalesced else "") for r in records]
     table = Table(box=None)
-    for column in ("when", "job", "status", "session"):
-        table.add_column(column, no_wrap=column != "job")  # a cut status would hide a delivery problem
+    table.add_column("when", no_wrap=True)
+    table.add_column("job")
+    # A cut status would hide a delivery problem: it keeps its width; a long session id folds.
+    table.add_column("status", no_wrap=True, min_width=max(len(status) for status in statuses))
+    table.add_column("session", overflow="fold")
     table.add_column("output / detail", overflow="fold")  # long paths fold instead of squeezing the rest
-    for r in records:
+    for r, status in zip(records, statuses):
         tz = zones.get(r.job, fallback)
-        status = run_status(r) + (f" (+{r.coalesced} coalesced)" if r.coalesced else "")
         table.add_row(format_instant(r.when, tz), _shown(r.job), status, r.session_id or "-",
                       _shown(shorten(run_output(r), 90)))
     console.print(table)
@@ -474,6 +488,7 @@ class _runner:
 
     def __init__(self, app: AppContext, repo: CronRepo, *, connect_lazily: bool = False) -> None:
         self.app, self.repo, self.connect_lazily = app, repo, connect_lazily
+        self.outcomes: Any = None
 
     async def __aenter__(self) -> CronRunner:
         from vigil.models.base import ModelClient, ModelError
@@ -489,11 +504,31 @@ class _runner:
                 self.client = await build_client(self.app.settings.model, home=self.app.profile.home)
             except ModelError as exc:
                 raise click.ClickException(str(exc)) from None
-        return CronRunner(repo=self.repo, client=self.client, profile=self.app.profile,
-                          settings=self.app.settings, clock=self.repo.clock)
+        runner = CronRunner(repo=self.repo, client=self.client, profile=self.app.profile,
+                            settings=self.app.settings, clock=self.repo.clock)
+        self.outcomes = await asyncio.to_thread(_beside_gateway, self.app, runner)
+        return runner
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.client.aclose()
+        try:
+            if self.outcomes is not None:  # the gateway may have sent an answer before its run was recorded
+                await asyncio.to_thread(self.outcomes.reconcile)
+        finally:
+            await self.client.aclose()
+
+
+def _beside_gateway(app: AppContext, runner: CronRunner) -> Any:
+    """With the profile's gateway running, platform answers go into its outbox (it serves them
+    within half a minute) instead of waiting as needs-gateway."""
+    import time
+
+    from vigil.gateway.cron_delivery import hand_to_running_gateway
+    from vigil.gateway.status import read_status
+
+    status = read_status(runner.store, app.profile, now=time.time())
+    if not status.running:
+        return None
+    return hand_to_running_gateway(runner.store, runner.router, status.adapters, time.time)
 
 
 COMMANDS = [cron]

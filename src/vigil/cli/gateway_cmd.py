@@ -198,12 +198,10 @@ def _echo_status(
         rows.append(("login URL", login_url))
     if token:
         rows.append(("login token", token))
-    adapters = [
-        f"{visible(str(a.get('name')))} {'ok' if a.get('ok') else 'DOWN'}"
-        + (f" ({visible(str(a['detail']))})" if a.get("detail") else "")
-        for a in status.adapters
-    ]
-    rows.append(("adapters", ", ".join(adapters) or "none"))
+    from vigil.gateway.status import adapter_line
+
+    adapters = [visible(adapter_line(a, now)) for a in status.adapters]
+    rows.append(("adapters", "; ".join(adapters) or "none"))
     rows.append(("live conversations", str(record.get("live_conversations", 0))))
     rows.append(("armed heartbeats", str(record.get("armed_heartbeats", 0))))
     next_run = record.get("next_cron_run")

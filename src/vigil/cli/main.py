@@ -161,6 +161,9 @@ COMMANDS: dict[str, LazyCommand] = {
         "vigil.cli.heartbeat_cmd", "heartbeat", "Recurring instructions in conversations."
     ),
     "models": LazyCommand("vigil.cli.models_cmd", "models", "Local GGUF models for model.provider local."),
+    "pairing": LazyCommand(
+        "vigil.cli.pairing_cmd", "pairing_group", "Who may talk to the agent on a platform."
+    ),
     "pause": LazyCommand("vigil.cli.heartbeat_cmd", "pause", "Emergency stop for heartbeats and cron."),
     "profile": LazyCommand("vigil.cli.profile_cmd", "profile", "Manage profiles, each a separate home."),
     "resume": LazyCommand("vigil.cli.heartbeat_cmd", "resume", "Release the emergency stop."),

@@ -29,6 +29,7 @@ from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayClosed, Inbound, Receipt
 from vigil.gateway.approvals import Approvals
+from vigil.gateway.authorization import Authorization
 from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
 from vigil.gateway.outbox import OutboxSender
@@ -93,6 +94,7 @@ class Gateway:
         self.router = Router(store, self.clock)
         self.bus = EventBus()
         self.approvals = Approvals(self.clock, settings.gateway.approval_timeout)
+        self.authorization = Authorization(self)
         self.outbox = OutboxSender(
             store, self.adapters, self.clock, attempts=settings.gateway.outbox_attempts, report=lambda *args: fanout.delivery_report(self, *args)
         )
@@ -121,6 +123,9 @@ class Gateway:
             raise GatewayClosed("the gateway is shutting down; send the message again in a moment")
         lock = self.route_lock(inbound.route)
         async with lock:
+            denied = await self.authorization.check(inbound)  # a stranger: a pairing code, no turn
+            if denied is not None:
+                return denied
             entry, new = await asyncio.to_thread(
                 self.store.gateway.inbox_accept,
                 inbound.route,
@@ -170,6 +175,9 @@ class Gateway:
 
     def resolve_approval(self, approval_id: str, approved: bool) -> bool:
         return self.approvals.resolve(approval_id, approved)
+
+    async def may_talk(self, adapter: str, user: str) -> bool:
+        return await asyncio.to_thread(self.authorization.allowed, adapter, user)
 
     def workdir(self, session_id: str) -> Path:
         session = self.store.get_session(self._newest(session_id))

@@ -62,6 +62,12 @@ class GatewayMetrics:
             ["adapter", "duplicate"],
             registry=r,
         )
+        self.denied_messages = Counter(
+            f"{PREFIX}_denied_messages",
+            "Messages from senders not allowed on the platform (answered with a pairing code or not at all).",
+            ["adapter"],
+            registry=r,
+        )
         self.prompt_tokens = Counter(
             f"{PREFIX}_prompt_tokens", "Prompt tokens sent to the model, by how they were billed.", ["kind"], registry=r
         )

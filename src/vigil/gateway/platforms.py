@@ -22,4 +22,14 @@ def configured_adapters(settings: Settings, profile: Profile) -> "dict[str, Adap
 
         web = WebAdapter()
         adapters[web.name] = web
+    if settings.slack.enabled:
+        from vigil.gateway.adapters.slack import SlackAdapter
+
+        slack = SlackAdapter(settings.slack)
+        adapters[slack.name] = slack
+    if settings.telegram.enabled:
+        from vigil.gateway.adapters.telegram import TelegramAdapter
+
+        telegram = TelegramAdapter()
+        adapters[telegram.name] = telegram
     return adapters

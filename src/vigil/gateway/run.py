@@ -18,18 +18,21 @@ import logging
 import signal
 import socket
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from vigil.clock import Clock, SystemClock
 from vigil.config import Settings, load_settings
 from vigil.gateway.activity import LOG_NAME, GatewayActivity
+from vigil.gateway.adapters.base import Adapter
 from vigil.gateway.core import Gateway
+from vigil.gateway.cron_delivery import CronOutcomes
 from vigil.gateway.http import HttpServer, listen, routes_app
 from vigil.gateway.lock import acquire
 from vigil.gateway.metrics import GatewayMetrics, http_routes, store_check
 from vigil.gateway.status import StatusKeeper
 from vigil.gateway.token import load_or_create_token
 from vigil.gateway.platforms import configured_adapters
+from vigil.gateway.supervisor import BACKOFF_BASE, BACKOFF_CAP, WATCH_INTERVAL, health_view, supervise
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
 from vigil.runtime.cron_runner import CronRunner
@@ -59,6 +62,12 @@ class GatewayConfig:
     login_link: bool = True
     """Print the login URL with its token at start; off where stdout is kept as a log (the
     systemd journal), which must not hold the token: then only where to find it is said."""
+    adapters: Mapping[str, Adapter] | None = None
+    """The platform adapters to run instead of the configured ones (tests, embedders)."""
+    adapter_backoff: tuple[float, float] = (BACKOFF_BASE, BACKOFF_CAP)
+    """First and longest pause between tries to start a failing adapter (seconds)."""
+    adapter_watch: float = WATCH_INTERVAL
+    """Seconds between looks at a connected adapter's health (a dead receiving loop restarts)."""
 
 
 @dataclass
@@ -107,13 +116,18 @@ async def serve(
         scheduler = CronScheduler(
             repo, activity.cron_runs(runner.execute), clock=clock, poll_interval=config.poll_interval
         )
-        adapters = configured_adapters(settings, profile)
+        adapters = supervise(
+            dict(config.adapters) if config.adapters is not None else configured_adapters(settings, profile),
+            settings, say=activity.say, base=config.adapter_backoff[0], cap=config.adapter_backoff[1],
+            watch=config.adapter_watch,
+        )
         metrics = GatewayMetrics()
-        scheduler.execute = counted_cron_runs(scheduler.execute, metrics)
         gateway = Gateway(
             store=store, profile=profile, settings=settings, client=client, adapters=adapters,
             clock=clock, say=activity.say, metrics=metrics,
         )
+        scheduler.execute = counted_cron_runs(scheduler.execute, metrics)
+        outcomes = CronOutcomes(store).attach(gateway, runner.router, scheduler)
         run = GatewayRun(scheduler, gateway)
         token = load_or_create_token(profile)
         run.extra["token"] = token
@@ -126,6 +140,7 @@ async def serve(
             run.url = http.url
         keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler))
         await gateway.start()
+        await outcomes.catch_up()
         if http is not None:
             await http.start()
         armed = await scheduler.start()
@@ -135,7 +150,7 @@ async def serve(
             else f", next at {format_instant(upcoming, zone)} ({relative(upcoming - clock.now())})"
         )
         serving = f"the web chat at {run.url}/ and " if run.url is not None and "web" in adapters else ""
-        platforms = [name for name in adapters if name != "web"]
+        platforms = [f"{name} ({adapter.phase})" for name, adapter in adapters.items() if name != "web"]
         activity.say(
             f"vigil gateway: profile '{profile.name}' — serving {serving}the cron scheduler "
             f"({armed} job(s) armed{when}); "
@@ -162,6 +177,7 @@ async def serve(
             if http is not None:
                 await http.stop()
             await scheduler.stop(grace)
+            await outcomes.close()
             keeping.cancel()
             await asyncio.gather(keeping, return_exceptions=True)
             await _quietly(asyncio.to_thread(keeper.write, "stopped"))
@@ -179,6 +195,7 @@ async def serve(
 def _snapshot(run: GatewayRun, cron: CronScheduler) -> dict[str, Any]:
     """What the status record says, from the running parts (no store call)."""
     snapshot = run.gateway.snapshot()
+    snapshot["adapters"] = [health_view(name, a.health()) for name, a in run.gateway.adapters.items()]
     snapshot["url"] = run.url
     snapshot["next_cron_run"] = cron.engine.next_due()
     return snapshot
@@ -237,6 +254,7 @@ async def _reload(run: GatewayRun, profile: Profile, activity: GatewayActivity) 
         run.extra["token"] = await asyncio.to_thread(load_or_create_token, profile)
     except OSError as exc:
         activity.say(f"vigil gateway: error: SIGHUP: cannot read the login token, keeping the old one: {exc}")
+    run.gateway.authorization.reload(settings)
     for adapter in run.gateway.adapters.values():
         try:
             await adapter.reload(settings)

@@ -8,12 +8,15 @@ seen ...)", however it was left.
 
 The record (a JSON object)::
 
-    pid, host, started_at, updated_at, interval, url, adapters: [{name, ok, detail}],
+    pid, host, started_at, updated_at, interval, url,
+    adapters: [{name, ok, detail, state, since, last_error}],
     live_conversations, armed_heartbeats, next_cron_run, version, state
 
 ``url`` is the web chat's base URL without the login token (``None`` without a web server);
 ``next_cron_run`` is epoch seconds or ``None``; ``state`` is ``running``, ``stopping`` or
-``stopped``.
+``stopped``. An adapter's ``state`` is ``connected``, ``retrying`` (since ``since``, epoch
+seconds), ``misconfigured`` or ``stopped`` (:mod:`vigil.gateway.supervisor`); ``last_error`` is
+the text of its last failure or ``None``.
 """
 
 from __future__ import annotations
@@ -67,10 +70,7 @@ class StatusKeeper:
     def record(self) -> dict[str, Any]:
         """The record as it would be written now."""
         live = self.snapshot()
-        adapters = [
-            {"name": str(a.get("name", "?")), "ok": bool(a.get("ok")), "detail": str(a.get("detail") or "")}
-            for a in live.get("adapters") or ()
-        ]
+        adapters = [adapter_entry(a) for a in live.get("adapters") or ()]
         return {
             "pid": self.pid,
             "host": self.host,
@@ -158,7 +158,7 @@ def read_status(store: SessionStore, profile: Profile, *, now: float) -> Gateway
     record = entry.value if entry is not None and isinstance(entry.value, dict) else None
     locked = holder(profile)
     last_seen = _number(record.get("updated_at")) if record else None
-    adapters = [a for a in (record or {}).get("adapters") or () if isinstance(a, dict)]
+    adapters = [adapter_entry(a) for a in (record or {}).get("adapters") or () if isinstance(a, dict)]
     if locked is not None:
         mine = record is not None and locked.pid != 0 and record.get("pid") == locked.pid
         if mine and record is not None and is_fresh(record, now) and record.get("state") != "stopped":
@@ -187,6 +187,38 @@ def read_status(store: SessionStore, profile: Profile, *, now: float) -> Gateway
     return GatewayStatus(False, "not running", summary, pid, record, None, last_seen, adapters)
 
 
+def adapter_entry(raw: Any) -> dict[str, Any]:
+    """One adapter of the record, from a snapshot's (or an old record's) entry."""
+    ok = bool(raw.get("ok"))
+    error = raw.get("last_error")
+    return {
+        "name": str(raw.get("name") or "?"),
+        "ok": ok,
+        "detail": str(raw.get("detail") or ""),
+        "state": str(raw.get("state") or ("connected" if ok else "stopped")),
+        "since": _number(raw.get("since")),
+        "last_error": None if error is None else str(error),
+    }
+
+
+def adapter_line(entry: dict[str, Any], now: float) -> str:
+    """How ``vigil gateway status`` shows one adapter: ``slack connected (3 page(s) open)``,
+    ``telegram retrying since 12:03:04, 5m ago — last error: ...``, ``slack misconfigured — ...``."""
+    item = {key: " ".join(value.split()) if isinstance(value, str) else value
+            for key, value in adapter_entry(entry).items()}  # one line, whatever an error said
+    state = item["state"]
+    text = f"{item['name']} {state}"
+    if state in ("retrying", "stopped") and item["since"] is not None:
+        text += f" since {_ago(now, item['since'])}"
+    if item["detail"] and item["detail"] not in (item["last_error"], state):
+        text += f" ({item['detail']})"
+    if item["last_error"] and state != "connected":
+        text += f" — last error: {item['last_error']}"
+    elif item["last_error"]:
+        text += f" (last error: {item['last_error']})"
+    return text
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -195,7 +227,10 @@ def _ago(now: float, then: float | None) -> str:
     """``2026-12-01 12:03:04, 5m ago`` (local time)."""
     if then is None:
         return "at an unknown time"
-    stamp = datetime.fromtimestamp(then).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        stamp = datetime.fromtimestamp(then).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):  # a damaged record's time
+        return "at an unknown time"
     seconds = max(0, int(now - then))
     for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
         if seconds >= size:

@@ -85,6 +85,7 @@ def message_view(message: MessageRecord) -> dict[str, Any]:
         "created_at": message.created_at,
         "heartbeat": heartbeat,
         "header": header,
+        "inbox_id": message.meta.get("inbox") if message.role == "user" else None,
     }
 
 

@@ -78,6 +78,9 @@ class Conversation:
         self.on_refund: Callable[[str, str], object] | None = None
         """Called with (session id, why) when a reserved heartbeat slot is given back because
         the attempt ended before the agent began executing (a front end counts and logs it)."""
+        self.authorize_heartbeat: Callable[[str], Awaitable[str | None]] | None = None
+        """Asked (with the session id) once a heartbeat slot is reserved: why the people this
+        conversation answers may not have it fire (the gateway's authorization), or ``None``."""
         self._queue: deque[_Item] = deque()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -381,6 +384,12 @@ class Conversation:
             self._refunded(attempt, refusal)
             if self.draft_held:
                 self._heartbeat_wanted = True
+            return
+        denied = None if self.authorize_heartbeat is None else await self.authorize_heartbeat(session_id)
+        if denied is not None:
+            log.info("heartbeat of %s refunded: %s", session_id, denied)
+            await attempt.give_back(failed=True)  # held off: tried again later, not at once
+            self._refunded(attempt, denied)
             return
         await self._turn(HEARTBEAT, text, attempt)
 

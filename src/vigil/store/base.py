@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, Union, runtime_c
 
 from vigil.store.deletions import Deleted
 from vigil.store.gateway_tables import GatewayTables
+from vigil.store.pairing_tables import PairingTables
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
@@ -50,6 +51,11 @@ class SessionStore(Protocol):
         """The gateway's durable routes, inbox and outbox in this store (same database, same
         durability and concurrency guarantees as the rest; see ``store.gateway_tables``).
         A route goes when its session is deleted; inbox and outbox entries stay."""
+        ...
+
+    @property
+    def pairing(self) -> PairingTables:
+        """Pairing codes and paired platform users (see ``store.pairing_tables``)."""
         ...
 
     # -- sessions -------------------------------------------------------------------------

@@ -27,7 +27,7 @@ SENT = "sent"
 
 INBOX_STATUSES = (PENDING, RUNNING, ANSWERED, FAILED)
 OUTBOX_STATUSES = (PENDING, SENT, FAILED)
-OUTBOX_KINDS = ("reply", "command", "heartbeat", "notice")
+OUTBOX_KINDS = ("reply", "command", "heartbeat", "notice", "cron", "pairing", "file")
 """The kinds of outbox entry (see ``NewOutbound.kind``); any other is refused."""
 
 

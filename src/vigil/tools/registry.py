@@ -18,6 +18,7 @@ from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult, truncat
 from vigil.tools.cron import CronTool
 from vigil.tools.files import PatchFileTool, ReadFileTool, WriteFileTool
 from vigil.tools.memory import MemoryTool
+from vigil.tools.send_file import SendFileTool
 from vigil.tools.session_search import SessionSearchTool
 from vigil.tools.skills import SkillsListTool, SkillViewTool
 from vigil.tools.terminal import TerminalTool
@@ -37,6 +38,7 @@ _TOOLS: dict[str, Tool] = {
         SkillViewTool(),
         SessionSearchTool(),
         CronTool(),
+        SendFileTool(),
     )
 }
 

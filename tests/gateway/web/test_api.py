@@ -34,6 +34,9 @@ def test_messages_are_answered_in_order_and_a_resent_client_id_is_answered_once(
     assert user_texts(api, conversation) == ["one", "two", "three"]
     assert answers(api, conversation) == ["First answer.", "Second answer.", "Third answer."]
     assert inbox_total(gateway.home) == 3
+    # each question names the inbound message it was: a page that reloaded mid-send draws it once
+    inbox_ids = [m["inbox_id"] for m in api.get(f"/api/conversations/{conversation}").json()["messages"] if m["role"] == "user"]
+    assert inbox_ids[0] == body["inbox_id"] and len(set(inbox_ids)) == 3
 
 
 @pytest.mark.parametrize(("body", "why"), [

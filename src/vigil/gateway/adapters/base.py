@@ -136,6 +136,11 @@ class GatewayPort(Protocol):
         """Answer a pending approval request; ``False`` if it is unknown or already decided."""
         ...
 
+    async def may_talk(self, adapter: str, user: str) -> bool:
+        """Whether platform user ``user`` may talk to the agent on ``adapter`` (allow-list or
+        paired): check before doing work for a sender, such as downloading their file."""
+        ...
+
     def workdir(self, session_id: str) -> Path:
         """The conversation's working directory (uploads go here; created 0700 if missing)."""
         ...

@@ -1,10 +1,11 @@
 """Where a cron job's answer goes: delivery targets and the ``Delivery`` interface.
 
 Targets: ``local`` (the answer is saved under the profile's ``cron/output/<job>/``), and the
-gateway platforms ``slack:<channel>[:<thread>]``, ``telegram:<chat>`` and ``web``. Only
-``local`` is served now; the platform targets are checked for shape and reported as needing
-the gateway until the gateway registers a :class:`Delivery` for them with
-:meth:`DeliveryRouter.register`.
+gateway platforms ``slack:<channel>[:<thread>]``, ``telegram:<chat>[:<topic>]`` and ``web``.
+A process without the gateway serves ``local`` only and reports platform targets as needing
+the gateway; the gateway registers a :class:`Delivery` for each platform with
+:meth:`DeliveryRouter.register` (:mod:`vigil.gateway.cron_delivery`), which queues the answer
+in its durable outbox: the run records ``queued``, later ``delivered`` or ``failed``.
 
 Every delivered answer is also archived in ``cron/output/<job>/`` (for ``local`` that file is
 the delivery), so ``vigil cron runs`` can show it whatever the target. An answer starting with
@@ -16,11 +17,14 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vigil.schedule.cron.errors import InvalidJob
+
+if TYPE_CHECKING:
+    from vigil.config import Settings
 
 SILENT_MARKER = "[SILENT]"
 LOCAL = "local"
@@ -29,8 +33,9 @@ PLATFORMS = ("slack", "telegram", "web")
 _SLACK_CHANNEL = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 _SLACK_THREAD = re.compile(r"\d{1,12}\.\d{1,9}")
 _TELEGRAM_CHAT = re.compile(r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31}")
+_TELEGRAM_TOPIC = re.compile(r"[1-9]\d{0,9}")
 _TARGET_HELP = (
-    "use local, slack:<channel>[:<thread>], telegram:<chat id or @name> or web"
+    "use local, slack:<channel>[:<thread>], telegram:<chat id or @name>[:<topic id>] or web"
 )
 
 
@@ -65,24 +70,47 @@ def parse_target(text: str) -> Target:
             )
         return Target("slack", channel, thread or None)
     if platform == "telegram":
-        if not _TELEGRAM_CHAT.fullmatch(rest):
+        chat, _, topic = rest.partition(":")
+        if not _TELEGRAM_CHAT.fullmatch(chat):
             raise InvalidJob(f"invalid delivery target '{raw}': a Telegram chat id or @name is needed ({_TARGET_HELP})")
-        return Target("telegram", rest)
+        if topic and not _TELEGRAM_TOPIC.fullmatch(topic):
+            raise InvalidJob(
+                f"invalid delivery target '{raw}': a Telegram forum topic is its numeric id (message_thread_id) such as 42"
+            )
+        return Target("telegram", chat, topic or None)
     raise InvalidJob(f"invalid delivery target '{raw}': {_TARGET_HELP}")
 
 
-def unconfigured_warning(target: Target, job: str) -> str | None:
-    """What ``cron add/edit --deliver`` should warn about: a platform target that nothing can
-    deliver to yet (no messaging platform is configurable so far). ``None`` for ``local``."""
-    if target.platform == LOCAL:
+def configured(platform: str, settings: "Settings") -> bool:
+    """Whether the profile's config turns ``platform`` on (``local`` always is; ``web`` unless
+    ``gateway.web.enabled`` is false; Slack and Telegram when their section is enabled)."""
+    if platform == LOCAL:
+        return True
+    if platform == "web":
+        return bool(settings.gateway.web.enabled)
+    section = getattr(settings, platform, None)
+    return bool(getattr(section, "enabled", False))
+
+
+def unconfigured_warning(target: Target, job: str, settings: "Settings") -> str | None:
+    """What ``cron add/edit --deliver`` should warn about: a platform target whose adapter the
+    profile's config does not turn on. ``None`` when it is on (the gateway delivers while it
+    runs) and for ``local``."""
+    if configured(target.platform, settings):
         return None
+    how = (
+        "gateway.web.enabled is false" if target.platform == "web"
+        else f"{target.platform}.enabled is not true in config.yaml"
+    )
     return (
-        f"warning: {target.platform} is not configured (vigil cannot configure messaging platforms "
-        f"yet), so runs of {job} cannot be delivered to {target}; each run's output is kept locally "
-        f"in cron/output/{job}/ until it is (`vigil cron runs {job}` shows them as needs-gateway)"
+        f"warning: {target.platform} is not configured ({how}), so runs of {job} cannot be delivered "
+        f"to {target}; each run's output is kept locally in cron/output/{job}/ until it is "
+        f"(`vigil cron runs {job}` shows them as needs-gateway)"
     )
 
 
+QUEUED = "queued"
+"""Handed to the gateway's outbox; the run record says ``delivered`` or ``failed`` later."""
 UNDELIVERED = ("needs-gateway", "failed")
 """Delivery statuses that mean the answer did not reach its target (it is still archived)."""
 
@@ -106,14 +134,17 @@ class Outgoing:
 
 @dataclass(frozen=True, slots=True)
 class DeliveryResult:
-    """``status``: ``delivered``, ``saved`` (local), ``silent``, ``needs-gateway`` or ``failed``."""
+    """``status``: ``delivered``, ``saved`` (local), ``silent``, ``queued`` (in the gateway's
+    outbox), ``needs-gateway`` or ``failed``. ``extra``: what the delivery adds to the run
+    record's ``delivery`` (the outbox entry id, ...)."""
 
     status: str
     detail: str = ""
     path: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, str | None]:
-        return {"status": self.status, "detail": self.detail, "path": self.path}
+    def to_json(self) -> dict[str, Any]:
+        return {**self.extra, "status": self.status, "detail": self.detail, "path": self.path}
 
 
 class Delivery(Protocol):
@@ -179,4 +210,4 @@ class DeliveryRouter:
         except Exception as exc:  # a platform outage must not lose the run's record
             reason = " ".join(str(exc).split()) or type(exc).__name__
             return DeliveryResult("failed", f"delivery to {message.target} failed: {reason}", saved.path)
-        return DeliveryResult(result.status, result.detail, result.path or saved.path)
+        return DeliveryResult(result.status, result.detail, result.path or saved.path, result.extra)

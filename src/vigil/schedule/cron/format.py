@@ -124,16 +124,27 @@ def delivery_problem(record: RunRecord) -> str | None:
     return None
 
 
+_PLATFORM_STATES = {"queued": "queued", "delivered": "delivered"}
+
+
+def delivery_state(record: RunRecord) -> str | None:
+    """What the status column adds about a platform delivery: a problem, or ``queued`` (in
+    the gateway's outbox, being tried) or ``delivered``; ``None`` for local and silent runs."""
+    return delivery_problem(record) or _PLATFORM_STATES.get(str((record.delivery or {}).get("status")))
+
+
 def run_status(record: RunRecord) -> str:
-    """The status column of ``vigil cron runs``: ``ok``, ``ok, needs-gateway``, ``failed`` ..."""
-    problem = delivery_problem(record)
-    return record.status if problem is None else f"{record.status}, {problem}"
+    """The status column of ``vigil cron runs``: ``ok``, ``ok, queued``, ``ok, delivered``,
+    ``ok, delivery failed``, ``ok, needs-gateway``, ``failed`` ..."""
+    state = delivery_state(record)
+    return record.status if state is None else f"{record.status}, {state}"
 
 
 def run_output(record: RunRecord) -> str:
-    """What a run produced or why not: the saved file, or the delivery problem, error or detail."""
+    """What a run produced or why not: the delivery's outcome for a platform target, else the
+    saved file, the error or the detail."""
     delivery = record.delivery or {}
-    if delivery_problem(record) is not None and delivery.get("detail"):
+    if delivery_state(record) is not None and delivery.get("detail"):
         return str(delivery["detail"])
     return str(delivery.get("path") or record.error or record.detail or "")
 
@@ -146,7 +157,7 @@ def run_line(record: RunRecord, tz: str) -> str:
         parts.append(f"+{record.coalesced} coalesced")
     if record.session_id:
         parts.append(f"session {record.session_id}")
-    if delivery_problem(record) is not None:
+    if delivery_state(record) is not None:
         parts.append(run_output(record))
     elif record.delivery and record.delivery.get("path"):
         parts.append(str(record.delivery["path"]))

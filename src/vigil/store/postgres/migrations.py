@@ -194,7 +194,66 @@ _V2_GATEWAY = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_GATEWAY)
+# Who may talk to the agent from a platform (see store/pairing_tables.py). Codes are kept as
+# their SHA-256 only. No foreign keys: a pairing is about a platform user, not a session.
+_V3_PAIRING = Migration(
+    3,
+    "pairing codes, paired users, rate-limit events, chat speakers",
+    (
+        """
+        CREATE TABLE {s}.pairing_codes (
+            platform     text COLLATE "C" NOT NULL,
+            user_id      text COLLATE "C" NOT NULL,
+            display_name text NOT NULL DEFAULT '',
+            chat         text COLLATE "C" NOT NULL,
+            thread       text COLLATE "C" NOT NULL DEFAULT '',
+            user_key     text COLLATE "C" NOT NULL DEFAULT '',
+            code_hash    text COLLATE "C" NOT NULL UNIQUE,
+            nonce        text NOT NULL,
+            created_at   double precision NOT NULL,
+            expires_at   double precision NOT NULL,
+            PRIMARY KEY (platform, user_id)
+        )
+        """,
+        "CREATE INDEX pairing_codes_expiry ON {s}.pairing_codes (platform, expires_at)",
+        """
+        CREATE TABLE {s}.pairing_users (
+            platform     text COLLATE "C" NOT NULL,
+            user_id      text COLLATE "C" NOT NULL,
+            display_name text NOT NULL DEFAULT '',
+            approved_at  double precision NOT NULL,
+            approved_by  text NOT NULL,
+            revoked_at   double precision,
+            revoked_by   text,
+            PRIMARY KEY (platform, user_id)
+        )
+        """,
+        """
+        CREATE TABLE {s}.pairing_events (
+            id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            kind     text COLLATE "C" NOT NULL,
+            platform text COLLATE "C" NOT NULL DEFAULT '',
+            user_id  text COLLATE "C" NOT NULL DEFAULT '',
+            at       double precision NOT NULL
+        )
+        """,
+        "CREATE INDEX pairing_events_count ON {s}.pairing_events (kind, platform, user_id, at)",
+        "CREATE INDEX pairing_events_age ON {s}.pairing_events (at)",
+        """
+        CREATE TABLE {s}.pairing_speakers (
+            adapter  text COLLATE "C" NOT NULL,
+            chat     text COLLATE "C" NOT NULL,
+            thread   text COLLATE "C" NOT NULL DEFAULT '',
+            user_id  text COLLATE "C" NOT NULL,
+            first_at double precision NOT NULL,
+            last_at  double precision NOT NULL,
+            PRIMARY KEY (adapter, chat, thread, user_id)
+        )
+        """,
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_GATEWAY, _V3_PAIRING)
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
 # pg_advisory_xact_lock(class, key): the class keeps vigil's locks apart from other programs'.

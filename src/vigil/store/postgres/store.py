@@ -26,6 +26,7 @@ from vigil.store.postgres import meta
 from vigil.store.meta_batch import encode_swaps
 from vigil.store.postgres.conn import Database, parse_target
 from vigil.store.postgres.gateway_tables import PostgresGatewayTables
+from vigil.store.postgres.pairing_tables import PostgresPairingTables
 from vigil.store.postgres.migrations import applied_version, open_schema
 from vigil.store.postgres.search import search_messages
 from vigil.store.postgres.text import ESCAPE, unescape
@@ -84,6 +85,7 @@ class PostgresStore:
         )
         self._run = self._db.run
         self._gateway = PostgresGatewayTables(self._db)
+        self._pairing = PostgresPairingTables(self._db, target.schema)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where}, schema={self.schema})"
@@ -92,6 +94,11 @@ class PostgresStore:
     def gateway(self) -> PostgresGatewayTables:
         """The gateway's routes, inbox and outbox in this schema (see ``store.gateway_tables``)."""
         return self._gateway
+
+    @property
+    def pairing(self) -> PostgresPairingTables:
+        """Pairing codes and paired platform users in this schema (see ``store.pairing_tables``)."""
+        return self._pairing
 
     def schema_version(self) -> int:
         with self._db.read() as conn:

@@ -278,7 +278,68 @@ def _decoded(text: Any) -> Any:
 # (see rows.PACKED_MESSAGE_COLUMNS).
 _V4_PACKED_MESSAGES = Migration(4, "messages: rarely used columns packed into one", (_pack_messages,))
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY, _V4_PACKED_MESSAGES)
+# Who may talk to the agent from a platform (see store/pairing_tables.py). Codes are kept as
+# their SHA-256 only. No foreign keys: a pairing is about a platform user, not a session.
+_V5_PAIRING = Migration(
+    5,
+    "pairing codes, paired users, rate-limit events, chat speakers",
+    (
+        """
+        CREATE TABLE pairing_codes (
+            platform     TEXT NOT NULL,
+            user_id      TEXT NOT NULL,
+            display_name TEXT NOT NULL DEFAULT '',
+            chat         TEXT NOT NULL,
+            thread       TEXT NOT NULL DEFAULT '',
+            user_key     TEXT NOT NULL DEFAULT '',
+            code_hash    TEXT NOT NULL UNIQUE,
+            nonce        TEXT NOT NULL,
+            created_at   REAL NOT NULL,
+            expires_at   REAL NOT NULL,
+            PRIMARY KEY (platform, user_id)
+        )
+        """,
+        "CREATE INDEX pairing_codes_expiry ON pairing_codes(platform, expires_at)",
+        """
+        CREATE TABLE pairing_users (
+            platform     TEXT NOT NULL,
+            user_id      TEXT NOT NULL,
+            display_name TEXT NOT NULL DEFAULT '',
+            approved_at  REAL NOT NULL,
+            approved_by  TEXT NOT NULL,
+            revoked_at   REAL,
+            revoked_by   TEXT,
+            PRIMARY KEY (platform, user_id)
+        )
+        """,
+        """
+        CREATE TABLE pairing_events (
+            id       INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind     TEXT NOT NULL,
+            platform TEXT NOT NULL DEFAULT '',
+            user_id  TEXT NOT NULL DEFAULT '',
+            at       REAL NOT NULL
+        )
+        """,
+        "CREATE INDEX pairing_events_count ON pairing_events(kind, platform, user_id, at)",
+        "CREATE INDEX pairing_events_age ON pairing_events(at)",
+        """
+        CREATE TABLE pairing_speakers (
+            adapter  TEXT NOT NULL,
+            chat     TEXT NOT NULL,
+            thread   TEXT NOT NULL DEFAULT '',
+            user_id  TEXT NOT NULL,
+            first_at REAL NOT NULL,
+            last_at  REAL NOT NULL,
+            PRIMARY KEY (adapter, chat, thread, user_id)
+        )
+        """,
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY, _V4_PACKED_MESSAGES, _V5_PAIRING
+)
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
 _CREATE_LEDGER = """

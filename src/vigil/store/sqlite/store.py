@@ -50,6 +50,7 @@ from vigil.store.rows import (
 from vigil.store.sqlite import meta
 from vigil.store.sqlite.conn import Database, is_busy, new_sidecars, prepare_file, sidecar_names
 from vigil.store.sqlite.gateway_tables import SQLiteGatewayTables
+from vigil.store.sqlite.pairing_tables import SQLitePairingTables
 from vigil.store.sqlite.group import GroupCommit
 from vigil.store.sqlite.migrations import LATEST_VERSION, applied_version, migrate
 
@@ -93,6 +94,7 @@ class SQLiteStore:
         self._db = Database(self.path, durable=durable)
         self._group = GroupCommit(self._db)
         self._gateway = SQLiteGatewayTables(self._db, self._group)
+        self._pairing = SQLitePairingTables(self._db, self._group)
         try:
             self._open_schema(self._db.connection())
         except BaseException as exc:
@@ -139,6 +141,11 @@ class SQLiteStore:
     def gateway(self) -> SQLiteGatewayTables:
         """The gateway's routes, inbox and outbox in this file (see ``store.gateway_tables``)."""
         return self._gateway
+
+    @property
+    def pairing(self) -> SQLitePairingTables:
+        """Pairing codes and paired platform users in this file (see ``store.pairing_tables``)."""
+        return self._pairing
 
     def schema_version(self) -> int:
         with self._db.read() as conn:

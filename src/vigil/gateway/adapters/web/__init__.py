@@ -8,7 +8,8 @@ own origin):
 * ``GET /`` the page, ``GET /static/...`` its files
 * ``GET|POST /api/conversations``, ``GET /api/conversations/{id}``,
   ``POST /api/conversations/{id}/messages``, ``GET /api/conversations/{id}/events`` (SSE),
-  ``POST /api/conversations/{id}/files``, ``POST /api/approvals/{id}``
+  ``POST /api/conversations/{id}/files``, ``POST /api/approvals/{id}``,
+  ``GET /api/files/{outbox_id}`` (a file the agent sent, as an attachment)
 """
 
 from __future__ import annotations

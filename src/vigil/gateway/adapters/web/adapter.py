@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from vigil.gateway.adapters.base import AdapterHealth, GatewayPort
 from vigil.gateway.adapters.web.api import api_routes
 from vigil.gateway.adapters.web.auth import SessionSigner
+from vigil.gateway.adapters.web.files import SentFiles, file_routes, link
 from vigil.gateway.adapters.web.login import login_routes
 from vigil.gateway.adapters.web.pages import page_routes
 from vigil.gateway.adapters.web.state import WebState
@@ -25,7 +26,9 @@ log = logging.getLogger(__name__)
 REPLY_EVENT = "reply"
 """The event an outbox reply becomes on the open pages: ``{type, session_id, kind, text,
 outbox_id, inbox_id}`` (the page has usually streamed it already; it reloads the history
-when it has not)."""
+when it has not). A ``file`` adds ``name``, ``size`` and ``url`` (its download link); a
+``cron`` answer adds ``job`` and goes to every open page (the others show a notice linking
+to the run's conversation)."""
 
 
 class WebAdapter:
@@ -36,6 +39,7 @@ class WebAdapter:
 
     def __init__(self) -> None:
         self.state = WebState()
+        self.files = SentFiles(self.state)
         self._routes: list[BaseRoute] | None = None
 
     async def start(self, gateway: GatewayPort) -> None:
@@ -50,7 +54,8 @@ class WebAdapter:
     def http_routes(self) -> Sequence[BaseRoute]:
         if self._routes is None:
             state = self.state
-            self._routes = [*login_routes(state), *page_routes(state), *api_routes(state)]
+            self._routes = [*login_routes(state), *page_routes(state), *api_routes(state),
+                            *file_routes(state, self.files)]
         return self._routes
 
     async def send(self, message: OutboxEntry) -> None:
@@ -61,6 +66,13 @@ class WebAdapter:
             "text": message.text, "outbox_id": message.id, "inbox_id": message.inbox_id,
         }
         targets = {message.route.chat} | ({message.session_id} if message.session_id else set())
+        if message.kind == "file":
+            sent = self.files.remember(message)
+            if sent is not None:
+                event.update(name=sent.name, size=message.meta.get("size"), url=link(message.id))
+        elif message.kind == "cron":
+            event["job"] = message.meta.get("cron_job")
+            targets = self.state.pages.open_sessions() | targets
         self.state.pages.publish(targets, event)
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:

@@ -47,6 +47,10 @@ class OpenPages:
                 delivered += _offer(queue, event)
         return delivered
 
+    def open_sessions(self) -> set[str]:
+        """The conversations some page has open."""
+        return set(self._queues)
+
     def count(self, session_id: str | None = None) -> int:
         if session_id is not None:
             return len(self._queues.get(session_id, ()))

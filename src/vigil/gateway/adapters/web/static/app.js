@@ -89,7 +89,7 @@ function renderHistory(view) {
   for (const m of view.messages) {
     if (m.role === "user") {
       turn = null;
-      box.appendChild(m.heartbeat ? heartbeatMarker(m.header, m.content) : userBubble(m.content));
+      box.appendChild(m.heartbeat ? heartbeatMarker(m.header, m.content) : userBubble(m.content, { inbox: m.inbox_id }));
     } else if (m.role === "assistant") {
       if (!turn) { turn = new AssistantTurn(); box.appendChild(turn.row); }
       if (m.content) { turn.setText(m.content); state.lastReply = m.content; }
@@ -199,13 +199,50 @@ async function decide(id, approve, card) {
   }
 }
 
+function fileLink(event) {
+  const row = el("div", "message notice file");
+  row.setAttribute("role", "article");
+  const link = el("a", "file-link", `⬇ ${event.name || "file"}`);
+  link.href = event.url;
+  link.setAttribute("download", event.name || "");
+  row.appendChild(link);
+  if (event.size) row.appendChild(el("span", "muted", ` (${event.size} bytes)`));
+  if (event.text) row.appendChild(el("p", "notice-text", event.text));
+  return row;
+}
+
+function cronNotice(event) {
+  const row = el("div", "message notice cron");
+  row.setAttribute("role", "article");
+  const link = el("a", "cron-link", `Cron job ${event.job || ""} answered`);
+  link.href = `#${event.session_id}`;
+  row.appendChild(link);
+  row.appendChild(el("p", "notice-text", (event.text || "").slice(0, 280)));
+  return row;
+}
+
 function handle(event) {
+  if (event.type === "reply" && event.kind === "cron" && event.session_id !== state.id) {
+    append(cronNotice(event));  // every open page hears of a cron answer; the link opens its run
+    refreshListSoon();
+    return;
+  }
   if (event.session_id && state.id && event.session_id !== state.id && event.type !== "session_moved") return;
   switch (event.type) {
     case "message_accepted": {
+      // A history reload may have drawn this message already (and dropped the pending bubble).
+      const drawn = event.inbox_id != null
+        && $("messages").querySelector(`.message.user[data-inbox="${CSS.escape(String(event.inbox_id))}"]`);
       const bubble = state.pending.get(event.client_id);
-      if (bubble) { bubble.classList.remove("pending"); state.pending.delete(event.client_id); }
-      else append(userBubble(event.text));
+      state.pending.delete(event.client_id);
+      if (drawn) {
+        if (bubble && bubble !== drawn) bubble.remove();
+      } else if (bubble) {
+        bubble.classList.remove("pending");
+        if (event.inbox_id != null) bubble.dataset.inbox = String(event.inbox_id);
+      } else {
+        append(userBubble(event.text, { inbox: event.inbox_id }));
+      }
       break;
     }
     case "turn_began":
@@ -271,6 +308,7 @@ function handle(event) {
       showStatus(state.busy, event.queued);
       break;
     case "reply":
+      if (event.kind === "file" && event.url) { append(fileLink(event)); break; }
       // The outbox's copy of an answer: already shown when it streamed; if this page missed
       // it (opened mid-turn, reconnected), the history has it.
       if (!state.turn && event.text && event.text.trim() !== (state.lastReply || "").trim()) {

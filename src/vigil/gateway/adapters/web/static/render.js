@@ -25,8 +25,9 @@ export function formatCountdown(seconds) {
   return `in ${r}s`;
 }
 
-export function userBubble(text, { pending = false } = {}) {
+export function userBubble(text, { pending = false, inbox = null } = {}) {
   const row = el("div", "message user");
+  if (inbox !== null && inbox !== undefined) row.dataset.inbox = String(inbox);
   row.setAttribute("role", "article");
   row.setAttribute("aria-label", "You");
   const bubble = el("div", "bubble", text);

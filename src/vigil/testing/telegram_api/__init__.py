@@ -1,0 +1,1 @@
+"""A local Telegram Bot API for tests and benchmarks (:class:`server.FakeTelegramServer`)."""
