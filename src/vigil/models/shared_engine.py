@@ -50,7 +50,7 @@ def read_state(home: Path) -> dict[str, Any] | None:
 
 def healthy(base_url: str) -> bool:
     try:
-        with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2) as response:
+        with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=5) as response:
             return response.status == 200
     except (OSError, ValueError):
         return False
