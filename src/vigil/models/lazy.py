@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Mapping
 
 from vigil.config import ModelSettings
+from vigil.model_env import LOCAL_MODEL_ENV
 from vigil.models.base import ModelClient, ModelRequest, ModelResponse, TextCallback
 from vigil.models.factory import build_client
 
@@ -29,6 +30,8 @@ class LazyModelClient:
         self._lock = asyncio.Lock()
         self.provider = settings.provider or "openai"
         self._model = settings.name or env.get("VIGIL_MODEL") or ""
+        if settings.provider == "local":  # the engine serves its file under the file's name
+            self._model = Path(settings.path or env.get(LOCAL_MODEL_ENV) or "").name
 
     @property
     def model(self) -> str:
