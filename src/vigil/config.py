@@ -60,11 +60,31 @@ def _text(value: str | None, what: str) -> str | None:
     return value
 
 
+class LocalModelSettings(_Section):
+    """The in-process llama.cpp engine of ``model.provider: local`` (``pip install 'vigil[local]'``)."""
+
+    threads: int = Field(0, ge=0, le=1024, description="CPU threads for the engine (0: every core)")
+    context: int = Field(
+        8192, ge=512, le=1_048_576, description="tokens of context per slot (model.context_window follows it)"
+    )
+    slots: int = Field(1, ge=1, le=64, description="conversations the engine serves at the same time")
+    shared: bool = Field(
+        False,
+        description="one engine per profile in its own process, reused by every vigil process "
+        "(the prompt cache survives a restart of vigil)",
+    )
+    idle_stop: float = Field(
+        900.0, gt=0, le=604_800, allow_inf_nan=False, description="seconds a shared engine waits idle before it stops"
+    )
+
+
 class ModelSettings(_Section):
     """Which model to talk to and how."""
 
-    provider: Literal["openai", "anthropic"] | None = Field(
-        None, description="API style: openai (any OpenAI-compatible endpoint) or anthropic"
+    provider: Literal["openai", "anthropic", "local"] | None = Field(
+        None,
+        description="API style: openai (any OpenAI-compatible endpoint), anthropic, or local "
+        "(a GGUF file run inside vigil)",
     )
     name: str | None = Field(None, max_length=256, description="model name sent to the provider")
     base_url: str | None = Field(
@@ -84,11 +104,36 @@ class ModelSettings(_Section):
     )
     max_retries: int = Field(3, ge=0, le=10, description="retries on 429/5xx/connection errors")
     cache_ttl: Literal["5m", "1h"] = Field("5m", description="Anthropic prompt cache lifetime")
+    path: str | None = Field(
+        None, max_length=4096, description="GGUF model file for provider local (or VIGIL_LOCAL_MODEL)"
+    )
+    local: LocalModelSettings = Field(default_factory=LocalModelSettings)
+    text_tool_calls: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="turn tool calls the model writes as text into real ones: auto (a local model "
+        "whose chat template has no native tool calls), on (any endpoint), off",
+    )
 
     @field_validator("name", "api_key")
     @classmethod
     def _one_line(cls, value: str | None) -> str | None:
         return _text(value, "the value")
+
+    @field_validator("path")
+    @classmethod
+    def _model_file(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        _text(value, "the path")
+        if not os.path.isabs(os.path.expanduser(value)):
+            raise ValueError(f"'{printable(value)}' is not an absolute path (e.g. /home/me/models/model.gguf)")
+        return value
+
+    def effective_context_window(self) -> int:
+        """Tokens the model accepts: the local engine's context unless ``context_window`` is set."""
+        if self.provider == "local" and "context_window" not in self.model_fields_set:
+            return self.local.context
+        return self.context_window
 
     @field_validator("base_url")
     @classmethod

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from vigil import yaml_strict
 from vigil.config import CONFIG_FILE_CAP, RENAMED_KEYS, Settings, lookup, read_raw, redacted
 from vigil.masking import MASK, mask_secrets
-from vigil.model_env import BASE_URL_ENV, KEY_ENV, MODEL_ENV
+from vigil.model_env import BASE_URL_ENV, KEY_ENV, LOCAL_MODEL_ENV, MODEL_ENV
 from vigil.safe_files import read_text
 
 
@@ -46,6 +46,10 @@ def settings_in_force(settings: Settings, path: Path, env: Mapping[str, str]) ->
     model = settings.model
     if model.provider is None and env.get("ANTHROPIC_API_KEY") and not env.get("OPENAI_API_KEY"):
         from_env("model.provider", "ANTHROPIC_API_KEY", "anthropic")
+    if model.provider == "local":
+        if env.get(LOCAL_MODEL_ENV):
+            from_env("model.path", LOCAL_MODEL_ENV, env[LOCAL_MODEL_ENV])
+        return list(result.values())
     provider = model.provider or ("anthropic" if result["model.provider"].value == "anthropic" else "openai")
     if env.get(BASE_URL_ENV[provider]):
         from_env("model.base_url", BASE_URL_ENV[provider], mask_secrets(env[BASE_URL_ENV[provider]]))

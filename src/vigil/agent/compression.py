@@ -104,7 +104,7 @@ class CompressionResult:
 
 def compression_limit(settings: Settings) -> int:
     """Estimated prompt tokens above which a turn compresses its conversation first."""
-    return int(settings.agent.compression_threshold * settings.model.context_window)
+    return int(settings.agent.compression_threshold * settings.model.effective_context_window())
 
 
 def retry_held_off(session: SessionRecord) -> bool:
@@ -163,9 +163,9 @@ def render_transcript(records: Sequence[MessageRecord], char_budget: int) -> str
 
 def summary_request(records: Sequence[MessageRecord], settings: Settings) -> ModelRequest:
     """The one model call that summarises ``records``."""
-    max_tokens = min(settings.model.max_output_tokens, max(256, settings.model.context_window // 8))
+    max_tokens = min(settings.model.max_output_tokens, max(256, settings.model.effective_context_window() // 8))
     # Leave room for the instructions and the answer; real tokenizers may be denser than ours.
-    room = settings.model.context_window - max_tokens - estimate_text(SUMMARY_SYSTEM) - 200
+    room = settings.model.effective_context_window() - max_tokens - estimate_text(SUMMARY_SYSTEM) - 200
     budget = max(2_000, int(room * 0.8) * CHARS_PER_TOKEN)
     transcript = render_transcript(records, budget)
     text = (

@@ -147,7 +147,8 @@ class Agent:
             model_config=model_config,
             title=title,
             parent_id=parent_id,
-            tool_names=default_tool_names(self.settings),
+            # A model that cannot call tools gets none pinned, so the session says what it can do.
+            tool_names=default_tool_names(self.settings) if getattr(self.client, "tools_supported", True) else [],
             started_at=self.clock.now(),
         )
         for hook in self.session_start_hooks:

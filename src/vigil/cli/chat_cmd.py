@@ -100,9 +100,11 @@ async def _chat(
             raise click.ClickException("there is no conversation to continue yet")
         session_id = latest[0].head.id
     try:
-        client = await build_client(app.settings.model)
+        client = await build_client(app.settings.model, home=app.profile.home)
     except ModelError as exc:
         raise click.ClickException(str(exc)) from None
+    if notice := getattr(client, "notice", None):
+        err_console.print(f"[yellow]{escape(notice)}[/yellow]")
     approve = None
     if query is None and not piped:
         from vigil.cli.repl import ask_approval

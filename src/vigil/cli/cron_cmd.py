@@ -498,10 +498,10 @@ class _runner:
 
         self.client: ModelClient
         if self.connect_lazily:
-            self.client = LazyModelClient(self.app.settings.model)
+            self.client = LazyModelClient(self.app.settings.model, home=self.app.profile.home)
         else:
             try:
-                self.client = await build_client(self.app.settings.model)
+                self.client = await build_client(self.app.settings.model, home=self.app.profile.home)
             except ModelError as exc:
                 raise click.ClickException(str(exc)) from None
         runner = CronRunner(repo=self.repo, client=self.client, profile=self.app.profile,

