@@ -34,7 +34,7 @@ def _quick_settle(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_an_answer_shown_before_a_restart_is_not_sent_again(make_telegram: Factory) -> None:
     h = await make_telegram()
     await h.gateway.outbox.stop()  # the outbox has fallen behind: the reply waits in the store
-    h.model.queue(Reply.text("The answer is 42."))
+    h.model.queue(Reply.text(["The answer is 42."]))  # one delta: the preview shows all of it
     h.fake.message(OWNER, OWNER, "what is the answer?")
     await eventually(lambda: h.fake.texts(OWNER) == ["The answer is 42."] and replies_queued(h),
                      what="the answer in the preview and its reply queued")
@@ -92,3 +92,32 @@ async def test_records_of_finished_conversations_do_not_pile_up(make_telegram: F
     h2 = await make_telegram()
     assert h2.store.list_meta(PREFIX) == []
     assert h2.store.gateway.route_get(RouteKey("telegram", str(OWNER))) is not None
+
+
+
+async def test_a_heartbeat_answer_streamed_before_a_restart_is_not_sent_again(
+    make_telegram: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VIGIL_TEST_HEARTBEAT_MIN_SECONDS", "1")
+    h = await make_telegram()
+    h.model.queue(Reply.text(["Deploy is ", "green."], chunk_delay=0.3))  # the preview shows the start
+    h.model.set_default_reply("Still green.")
+    h.fake.message(OWNER, OWNER, "/heartbeat every 1s check the deploy")
+    await eventually(lambda: h.fake.texts(OWNER), what="the command's answer")
+    await h.gateway.outbox.stop()
+
+    def first_heartbeat() -> int | None:
+        queued = [e.id for e in h.store.gateway.outbox_list(statuses=(PENDING,)) if e.kind == "heartbeat"]
+        return min(queued) if queued else None
+
+    entry = await eventually(first_heartbeat, what="the heartbeat's answer queued")
+    preview = h.fake.sent(OWNER)[1]
+    assert preview.text.startswith("Deploy is")
+    await h.gateway.stop(1.0)
+
+    h2 = await make_telegram()
+    await eventually(lambda: entry in {e.id for e in h2.store.gateway.outbox_list(statuses=("sent",))},
+                     what="the heartbeat's answer delivered by the new gateway")
+    texts = h2.fake.texts(OWNER)
+    assert texts.count("Deploy is green.") == 1 and "Deploy is " not in texts
+    assert h2.fake.sent(OWNER)[1].message_id == preview.message_id and h2.fake.sent(OWNER)[1].text == "Deploy is green."

@@ -3,9 +3,11 @@ in the store's ``state_meta`` so that a restarted gateway finishes that message 
 answer instead of sending the answer a second time (and leaves no "working" message behind).
 
 One record per preview, written once, when the message is first shown (key
-``<adapter>.preview.<chat>.<message id>``): the route, the message id, a digest of the turn's
-input, the turn's kind and session. The digest links a preview to its outbox reply after a
-restart: the reply's inbox entry holds the text the turn began with. A record is deleted
+``<adapter>.preview.<chat>.<message id>``): the route, the message id, the turn's kind and
+session, a digest of the turn's input and one of the text first shown. They link a preview to
+its outbox reply after a restart: a reply's inbox entry holds the text the turn began with,
+and every answer begins with what its preview first showed (heartbeats, which have no inbox
+entry, are linked by that alone; the outbox need not send in the old order after a restart). A record is deleted
 :data:`SETTLE` seconds after its answer went out (so a crash before the outbox recorded the
 reply as sent still finds it), in the commit of the next record where there is one.
 
@@ -61,6 +63,9 @@ class Preview:
     kind: str
     session: str | None
     value: dict[str, Any]
+    shown: str = ""
+    """A digest of the text the preview first showed (``""``: a placeholder of its own)."""
+    shown_len: int = 0
     """As stored (the expected value when it is deleted)."""
     at: float = 0.0
 
@@ -121,13 +126,13 @@ class DurablePreviews:
 
     # -- orphans -----------------------------------------------------------------------------
     def adopt(self, route: RouteKey, kind: str, text: str) -> Preview | None:
-        """The orphan of a turn beginning again after a restart (same conversation, kind and
-        input), taken: the turn streams into it instead of a new message."""
-        candidates = self._orphans.get(route)
-        if not candidates:
+        """The orphan of a person's turn resumed after a restart (same conversation and
+        input), taken: the turn streams into it instead of a new message. A heartbeat turn
+        is never resumed (the next fire is another turn): it adopts nothing."""
+        if kind != "user" or not self._orphans.get(route):
             return None
         wanted = digest(text)
-        return self._take(route, lambda p: p.kind == kind and p.input == wanted)
+        return self._take(route, lambda p: p.kind == "user" and p.input == wanted)
 
     async def find(self, entry: OutboxEntry) -> Preview | None:
         """The orphan that showed ``entry``'s answer, taken, or ``None``. A reply is linked
@@ -146,11 +151,11 @@ class DurablePreviews:
             if inbound is None:
                 return None
             wanted = digest(inbound.text)
-            return self._take(entry.route, lambda p: p.kind != "heartbeat" and p.input == wanted)
+            return (self._take(entry.route, lambda p: p.kind != "heartbeat" and p.input == wanted and begins(p, entry.text))
+                    or self._take(entry.route, lambda p: p.kind != "heartbeat" and p.input == wanted))
         if entry.kind != "heartbeat":
             return None
-        return (self._take(entry.route, lambda p: p.kind == "heartbeat" and p.session == entry.session_id)
-                or self._take(entry.route, lambda p: p.kind == "heartbeat"))
+        return self._take(entry.route, lambda p: p.kind == "heartbeat" and bool(p.shown) and begins(p, entry.text))
 
     def _take(self, route: RouteKey, wanted: Callable[[Preview], bool]) -> Preview | None:
         candidates = self._orphans.get(route, [])
@@ -163,15 +168,18 @@ class DurablePreviews:
         return None
 
     # -- this run's previews -----------------------------------------------------------------
-    async def remember(self, route: RouteKey, message: Any, *, kind: str, text: str,
-                       session: str | None) -> Preview | None:
-        """Record a preview just shown (one commit, which also deletes the settled records);
+    async def remember(self, route: RouteKey, message: Any, *, kind: str, text: str, session: str | None,
+                       shown: str | None = None) -> Preview | None:
+        """Record a preview just shown (``text``: the turn's input; ``shown``: the answer's
+        start it shows, if any) in one commit, which also deletes the settled records;
         ``None`` when the store refused (the preview is then only as durable as the process)."""
         store = self._store()
         if store is None:
             return None
         value = {"chat": route.chat, "thread": route.thread, "user": route.user, "message": message,
                  "input": digest(text), "kind": kind, "session": session}
+        if shown:
+            value.update(shown=digest(shown), shown_len=len(shown))
         preview = _parse(self.adapter, self.key(route, message), value, time.time())
         assert preview is not None
         settled = [p for p in self._due() if p.key != preview.key]
@@ -238,6 +246,11 @@ class DurablePreviews:
             self._settled.pop(preview.key, None)
 
 
+def begins(preview: Preview, answer: str) -> bool:
+    """Whether ``answer`` begins with what ``preview`` first showed."""
+    return bool(preview.shown) and digest(answer[: preview.shown_len]) == preview.shown
+
+
 def _deletes(previews: list[Preview]) -> list[MetaSwap]:
     unique = {preview.key: preview for preview in previews}
     return [MetaSwap(preview.key, preview.value, None) for preview in unique.values()]
@@ -252,6 +265,7 @@ def _parse(adapter: str, key: str, value: Any, at: float) -> Preview | None:
                          str(value.get("user") or ""))
         session = value.get("session")
         return Preview(key, route, value["message"], str(value.get("input") or ""), str(value.get("kind") or "user"),
-                       None if session is None else str(session), value, at)
-    except (KeyError, TypeError):
+                       None if session is None else str(session), value, shown=str(value.get("shown") or ""),
+                       shown_len=int(value.get("shown_len") or 0), at=at)
+    except (KeyError, TypeError, ValueError):
         return None

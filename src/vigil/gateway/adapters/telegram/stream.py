@@ -29,6 +29,7 @@ from vigil.store.gateway_tables import RouteKey
 log = logging.getLogger(__name__)
 
 EDIT_INTERVAL = 1.0
+CLOSE_WAIT = 2.0
 TYPING_EVERY = 4.0
 """Telegram shows ``typing`` for 5 s or until the bot's next message."""
 
@@ -145,8 +146,16 @@ class Streams:
         return None
 
     async def close(self) -> None:
-        tasks = [task for streams in self._by_route.values() for stream in streams for task in stream.tasks]
+        """Stop streaming; a call in flight may finish first (within :data:`CLOSE_WAIT` s) so
+        that a preview just sent is recorded for the next start."""
+        streams = [stream for each in self._by_route.values() for stream in each]
         self._by_route.clear()
+        for stream in streams:
+            stream.ended = True
+            stream.dirty.set()
+        tasks = [task for stream in streams for task in stream.tasks]
+        if tasks:
+            await asyncio.wait(tasks, timeout=CLOSE_WAIT)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -180,7 +189,8 @@ class Streams:
                 stream.message_id = sent.message_id
                 stream.shown = text
                 stream.durable = await self.previews.remember(stream.route, sent.message_id, kind=stream.kind,
-                                                              text=stream.began_with, session=stream.session)
+                                                              text=stream.began_with, session=stream.session,
+                                                              shown=text)
             else:
                 await bot.edit_message_text(text, chat_id=stream.chat_id, message_id=stream.message_id)
             stream.shown = text
