@@ -151,8 +151,13 @@ class DurablePreviews:
             if inbound is None:
                 return None
             wanted = digest(inbound.text)
-            return (self._take(entry.route, lambda p: p.kind != "heartbeat" and p.input == wanted and begins(p, entry.text))
-                    or self._take(entry.route, lambda p: p.kind != "heartbeat" and p.input == wanted))
+
+            def asked(p: Preview) -> bool:
+                return p.kind != "heartbeat" and p.input == wanted
+
+            # two turns asked the same: the one whose preview began like this answer first
+            return (self._take(entry.route, lambda p: asked(p) and begins(p, entry.text))
+                    or self._take(entry.route, asked))
         if entry.kind != "heartbeat":
             return None
         return self._take(entry.route, lambda p: p.kind == "heartbeat" and bool(p.shown) and begins(p, entry.text))

@@ -19,8 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
-from vigil.gateway.adapters.previews import DurablePreviews
-from vigil.gateway.adapters.previews import Preview
+from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.gateway.adapters.slack import inbound as routing
 from vigil.gateway.adapters.slack.approvals import ApprovalButtons
 from vigil.gateway.adapters.slack.drafts import Drafts

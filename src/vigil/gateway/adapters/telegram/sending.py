@@ -68,7 +68,8 @@ class Sender:
         bot = self._bot()
         stream = self._claimed.get(entry.id)
         if stream is None and entry.kind in STREAMED_KINDS:
-            stream = await self.streams.claim(entry.route, entry.text) or await self._recorded(entry, chat_id, thread_id)
+            stream = (await self.streams.claim(entry.route, entry.text)
+                      or await self._recorded(entry, chat_id, thread_id))
             if stream is not None:
                 self._claimed[entry.id] = stream
         done = self._done.get(entry.id, 0)
