@@ -63,11 +63,12 @@ class Preview:
     kind: str
     session: str | None
     value: dict[str, Any]
+    """As stored (the expected value when it is deleted)."""
     shown: str = ""
     """A digest of the text the preview first showed (``""``: a placeholder of its own)."""
     shown_len: int = 0
-    """As stored (the expected value when it is deleted)."""
     at: float = 0.0
+    """When it was recorded (the store's clock)."""
 
 
 class DurablePreviews:
