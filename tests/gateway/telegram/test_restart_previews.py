@@ -5,11 +5,18 @@ the same store (the in-memory preview is gone, as after a SIGKILL)."""
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.gateway.telegram.conftest import OWNER, Factory, TelegramHarness, eventually
 from vigil.gateway.adapters import previews
-from vigil.store.gateway_tables import PENDING, RouteKey
+from vigil.gateway.adapters.previews import DurablePreviews
+from vigil.store import SQLiteStore
+from vigil.store.gateway_tables import PENDING, NewOutbound, RouteKey
 from vigil.testing.scripting import Reply
 
 PREFIX = "telegram.preview."
@@ -121,3 +128,32 @@ async def test_a_heartbeat_answer_streamed_before_a_restart_is_not_sent_again(
     texts = h2.fake.texts(OWNER)
     assert texts.count("Deploy is green.") == 1 and "Deploy is " not in texts
     assert h2.fake.sent(OWNER)[1].message_id == preview.message_id and h2.fake.sent(OWNER)[1].text == "Deploy is green."
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                           max_leaves=8)
+record_like = st.fixed_dictionaries({}, optional={
+    "chat": json_values, "thread": json_values, "user": json_values, "message": json_values,
+    "input": json_values, "kind": json_values, "session": json_values, "shown": json_values, "shown_len": json_values})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(json_values, record_like), owes=st.booleans())
+def test_any_record_left_in_the_store_is_read_or_dropped_at_start(tmp_path_factory: pytest.TempPathFactory,
+                                                                  value: object, owes: bool) -> None:
+    store = SQLiteStore(tmp_path_factory.mktemp("store") / "state.db", durable=False)
+    route = RouteKey("telegram", "5")
+    try:
+        store.set_meta(PREFIX + "5.1", value)
+        if owes:  # chat 5 is owed an answer: a record that reads as its preview is kept
+            entry = store.gateway.outbox_add(NewOutbound(route, "x", kind="heartbeat"), now=0.0)
+        loaded = DurablePreviews("telegram", lambda: SimpleNamespace(store=store))  # the one part of a gateway it uses
+        asyncio.run(loaded.load())
+        kept = store.list_meta(PREFIX)
+        assert not kept or (owes and isinstance(value, dict) and "chat" in value and "message" in value)
+        if owes:
+            asyncio.run(loaded.find(entry))
+        loaded.adopt(route, "user", "")
+    finally:
+        store.close()
