@@ -150,7 +150,9 @@ async def make_slack(slack_env: FakeSlackServer, fake_model: FakeModelServer,
         run = started.result()
         assert run.url is not None
         sender = EventsSender(run.url + "/slack/events", slack_env.signing_secret, slack_env.state)
-        return SlackHarness(run, profile, settings, slack_env, fake_model, sender, lines, reload)
+        harness = SlackHarness(run, profile, settings, slack_env, fake_model, sender, lines, reload)
+        harness.extra.update(stop=stop, serving=serving)  # a test may stop this gateway itself
+        return harness
 
     yield start
     for stop, serving, client, store in running:

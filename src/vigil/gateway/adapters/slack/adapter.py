@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
+from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.gateway.adapters.slack import inbound as routing
 from vigil.gateway.adapters.slack.approvals import ApprovalButtons
 from vigil.gateway.adapters.slack.drafts import Drafts
@@ -60,11 +61,11 @@ class SlackAdapter:
         self.state = "stopped"
         self.since = time.time()
         self.last_error: str | None = None
-        self.drafts = Drafts(lambda: self.api, self.spawn)
+        self.drafts = Drafts(lambda: self.api, self.spawn, DurablePreviews(self.name, lambda: self.gateway))
         self.approvals = ApprovalButtons(lambda: self.api, lambda: self.gateway)
         self.last_route: dict[tuple[str, str], RouteKey] = {}
-        self.sending: dict[int, tuple[int, str | None]] = {}
-        """Outbox entries part-way out: (parts posted, the placeholder they replace)."""
+        self.sending: dict[int, tuple[int, str | None, Preview | None]] = {}
+        """Outbox entries part-way out: (parts posted, the placeholder they replace, its record)."""
         self.response_urls: dict[str, str] = {}
         """Slash command external id → its ``response_url`` (answers where the app is no member)."""
         self.seen: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -82,6 +83,7 @@ class SlackAdapter:
         await self._connect()
 
     async def _connect(self) -> None:
+        await self.drafts.previews.load()  # before any event or reply can need them
         env = self._environ if self._environ is not None else os.environ
         s = self.settings
         self.bot_token = env.get(s.bot_token_env, "")
@@ -144,6 +146,7 @@ class SlackAdapter:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.drafts.clear()
+        await self.drafts.previews.close()
         if self.api is not None:
             self.api.close()
         self.api = None
@@ -196,7 +199,8 @@ class SlackAdapter:
         kind = event.get("type")
         try:
             if kind == "turn_began":
-                await self.drafts.began(route, str(event.get("kind") or "user"))
+                await self.drafts.began(route, str(event.get("kind") or "user"), str(event.get("text") or ""),
+                                        event.get("session_id"))
             elif kind == "delta":
                 self.drafts.delta(route, str(event.get("text") or ""))
             elif kind == "turn_ended":

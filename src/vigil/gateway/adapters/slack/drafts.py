@@ -5,6 +5,9 @@ thread — the "working" indicator — and every stream delta edits it (``chat.u
 once per :data:`EDIT_INTERVAL` seconds per message, as Slack's rate limits ask). The final
 answer comes through the outbox (:meth:`Drafts.take` hands the placeholder to the sender,
 which replaces it with the answer); a turn that ends with nothing to say removes it.
+The placeholder's ``ts`` is kept in the store as it is posted
+(:mod:`vigil.gateway.adapters.previews`): after a restart the answer still replaces it, and a
+turn resumed after the restart streams into it again, so no "working" message stays behind.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from vigil.gateway.adapters.base import DeliveryError
+from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.gateway.adapters.slack.mrkdwn import to_mrkdwn
 from vigil.gateway.adapters.slack.split import LIMIT
 from vigil.store.gateway_tables import RouteKey
@@ -46,21 +50,32 @@ class Draft:
     flush: asyncio.TimerHandle | None = None
     closed: bool = False
     ended: bool = False
+    durable: Preview | None = None
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """What :meth:`Drafts.take` hands the sender: the message to replace and its record."""
+
+    ts: str | None
+    durable: Preview | None = None
 
 
 class Drafts:
     """The placeholders of the turns running or waiting for their answer to be sent."""
 
     def __init__(self, api: Callable[[], "SlackApi | None"], spawn: Callable[[Any], None],
-                 interval: float = EDIT_INTERVAL) -> None:
+                 previews: DurablePreviews, interval: float = EDIT_INTERVAL) -> None:
         self._api = api
+        self.previews = previews
         self._spawn = spawn
         self.interval = interval
         self._waiting: dict[RouteKey, deque[Draft]] = {}
         self._current: dict[RouteKey, Draft | None] = {}
 
-    async def began(self, route: RouteKey, kind: str) -> None:
-        """A turn began: a person's gets a placeholder; deltas of any other go nowhere."""
+    async def began(self, route: RouteKey, kind: str, text: str = "", session: str | None = None) -> None:
+        """A turn began: a person's gets a placeholder (the one it had before a restart, if it
+        is resumed); deltas of any other go nowhere."""
         if kind != "user":
             self._current[route] = None
             return
@@ -68,12 +83,17 @@ class Drafts:
         self._waiting.setdefault(route, deque()).append(draft)
         self._current[route] = draft
         api = self._api()
+        adopted = self.previews.adopt(route, kind, text) if api is not None else None
         try:
-            if api is not None:
+            if adopted is not None:
+                draft.ts, draft.durable, draft.posted_at = str(adopted.message), adopted, time.monotonic()
+            elif api is not None:
                 answer = await api.call("chat.postMessage", channel=route.chat, thread_ts=route.thread or None,
                                         text=WORKING)
                 draft.ts = answer.get("ts")
                 draft.posted_at = time.monotonic()
+                if draft.ts:
+                    draft.durable = await self.previews.remember(route, draft.ts, kind=kind, text=text, session=session)
         except DeliveryError as exc:
             log.warning("Slack: cannot post the working indicator: %s", exc)
         finally:
@@ -100,14 +120,15 @@ class Drafts:
             async with draft.lock:
                 draft.closed = True
                 await self._remove(draft)
+            self.previews.done(draft.durable)
 
-    async def take(self, route: RouteKey) -> str | None:
-        """The oldest placeholder of ``route`` for the sender to replace with its answer (its
-        ``ts``), or ``None``; no edit touches it afterwards. Returns no sooner than the
-        placeholder may be edited again."""
+    async def take(self, route: RouteKey) -> Placeholder:
+        """The oldest placeholder of ``route`` for the sender to replace with its answer (no
+        ``ts``: none); no edit touches it afterwards. Returns no sooner than the placeholder
+        may be edited again."""
         queue = self._waiting.get(route)
         if not queue:
-            return None
+            return Placeholder(None)
         draft = queue.popleft()
         if not queue:
             self._waiting.pop(route, None)
@@ -123,7 +144,7 @@ class Drafts:
                 draft.flush.cancel()
             if draft.ts is not None and draft.last_edit:  # the final edit keeps the pace of the others
                 await asyncio.sleep(max(0.0, draft.last_edit + self.interval - time.monotonic()))
-            return draft.ts
+            return Placeholder(draft.ts, draft.durable)
 
     def clear(self) -> None:
         for queue in self._waiting.values():

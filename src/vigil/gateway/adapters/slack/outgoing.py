@@ -1,7 +1,8 @@
 """One outbox entry onto Slack.
 
 Every kind goes to the route's channel and thread. ``reply`` (and a turn's error ``notice``)
-replaces the turn's working placeholder when there is one; ``command`` and ``pairing``
+replaces the turn's working placeholder when there is one (after a restart, the one the store
+recorded for it: the answer is never shown twice); ``command`` and ``pairing``
 answers are ephemeral in channels (only the person who asked sees them; through the
 command's ``response_url`` where the app is not a member) and plain messages in DMs; ``file`` uploads ``meta.path`` with the text as its comment. Text is converted to
 mrkdwn and split; the parts already posted of an entry that failed half-way are not posted
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from vigil.gateway.adapters.base import DeliveryError
+from vigil.gateway.adapters.slack.drafts import Placeholder
 from vigil.gateway.adapters.slack.files import trusted_host
 from vigil.gateway.adapters.slack.inbound import is_dm
 from vigil.gateway.adapters.slack.mrkdwn import to_mrkdwn
@@ -41,33 +43,45 @@ async def deliver(adapter: "SlackAdapter", api: "SlackApi", entry: OutboxEntry) 
         await _upload(api, entry, thread)
         return
     parts = split_message(to_mrkdwn(entry.text or "")) or ["_(no text)_"]
-    done, placeholder = adapter.sending.get(entry.id, (0, None))
+    done, placeholder, durable = adapter.sending.get(entry.id, (0, None, None))
     if entry.kind in EPHEMERAL_KINDS and route.user and not is_dm(route.chat):
         try:
             for index, part in enumerate(parts[done:], done):
                 await api.call("chat.postEphemeral", channel=route.chat, user=route.user, text=part, thread_ts=thread)
-                adapter.sending[entry.id] = (index + 1, None)
+                adapter.sending[entry.id] = (index + 1, None, None)
         except DeliveryError as exc:
-            done = adapter.sending.get(entry.id, (0, None))[0]
+            done = adapter.sending.get(entry.id, (0, None, None))[0]
             if exc.retryable or not await _respond(adapter, entry, parts[done:]):
                 raise
         adapter.sending.pop(entry.id, None)
         return
     if entry.kind in TURN_KINDS and entry.inbox_id is not None and entry.id not in adapter.sending:
-        placeholder = await adapter.drafts.take(route)
-        adapter.sending[entry.id] = (0, placeholder)
-    for index, part in enumerate(parts[done:], done):
-        if index == 0 and placeholder is not None:
-            try:
-                await api.call("chat.update", channel=route.chat, ts=placeholder, text=part)
-            except DeliveryError as exc:
-                if exc.retryable:
-                    raise
+        taken = await adapter.drafts.take(route)
+        if taken.ts is None:
+            found = await adapter.drafts.previews.find(entry)  # posted before a restart
+            if found is not None:
+                taken = Placeholder(str(found.message), found)
+        placeholder, durable = taken.ts, taken.durable
+        adapter.sending[entry.id] = (0, placeholder, durable)
+    try:
+        for index, part in enumerate(parts[done:], done):
+            if index == 0 and placeholder is not None:
+                try:
+                    await api.call("chat.update", channel=route.chat, ts=placeholder, text=part)
+                except DeliveryError as exc:
+                    if exc.retryable:
+                        raise
+                    await api.call("chat.postMessage", channel=route.chat, thread_ts=thread, text=part)
+            else:
                 await api.call("chat.postMessage", channel=route.chat, thread_ts=thread, text=part)
-        else:
-            await api.call("chat.postMessage", channel=route.chat, thread_ts=thread, text=part)
-        adapter.sending[entry.id] = (index + 1, placeholder)
+            adapter.sending[entry.id] = (index + 1, placeholder, durable)
+    except DeliveryError as exc:
+        if not exc.retryable:  # failed for good: nothing more of it will come
+            adapter.sending.pop(entry.id, None)
+            adapter.drafts.previews.done(durable)
+        raise
     adapter.sending.pop(entry.id, None)
+    adapter.drafts.previews.done(durable)
 
 
 async def _respond(adapter: "SlackAdapter", entry: OutboxEntry, parts: list[str]) -> bool:

@@ -4,7 +4,8 @@ Updates come by long polling (:mod:`.polling`, the default) or by webhook (:mod:
 ``telegram.mode: webhook``); each message becomes an :class:`Inbound` (:mod:`.inbound`), with
 its file saved first (:mod:`.files`). Replies leave the outbox as plain text split at 4096
 characters (:mod:`.outbound`), finishing the turn's streamed preview where there is one
-(:mod:`.stream`); approvals are inline buttons (:mod:`.buttons`). The token comes from the
+(:mod:`.stream`), whose message id is kept in the store so that a restart does not show the
+answer twice; approvals are inline buttons (:mod:`.buttons`). The token comes from the
 environment variable ``telegram.token_env`` names; without it the adapter says it is
 misconfigured and the gateway runs on.
 """
@@ -18,6 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
+from vigil.gateway.adapters.previews import DurablePreviews
 from vigil.gateway.adapters.telegram import health as states
 from vigil.gateway.adapters.telegram.buttons import ApprovalButtons
 from vigil.gateway.adapters.telegram.health import REDACT, HealthState, install_redaction
@@ -52,7 +54,8 @@ class TelegramAdapter:
         self.gateway: GatewayPort | None = None
         self.bot: Bot | None = None
         self.state = HealthState()
-        self.streams = Streams(self._require_bot, interval=edit_interval)
+        self.previews = DurablePreviews(self.name, lambda: self.gateway)
+        self.streams = Streams(self._require_bot, self.previews, interval=edit_interval)
         self.buttons = ApprovalButtons(self._require_bot)
         self.sender = Sender(self._require_bot, self.streams)
         self.messages = MessageHandler(self)
@@ -86,6 +89,7 @@ class TelegramAdapter:
         if self._task is not None and not self._task.done():
             return
         settings = self.settings
+        await self.previews.load()  # before any event or reply can need them
         token = os.environ.get(settings.token_env, "").strip()
         if not token:
             self.state.set(states.MISCONFIGURED, f"the environment variable {settings.token_env} (the bot token) is not set")
@@ -196,6 +200,7 @@ class TelegramAdapter:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.streams.close()
+        await self.previews.close()
         poller, self._poller = self._poller, None
         if poller is not None:
             await poller.confirm()

@@ -2,7 +2,10 @@
 turn's streamed preview becomes the first piece), ``file`` entries as documents.
 
 A retried entry does not repeat what already went out: the pieces sent are remembered per
-entry, and a preview claimed by an entry stays with it until the entry is delivered.
+entry, and a preview claimed by an entry stays with it until the entry is delivered. An
+entry with no preview in this process (the gateway restarted since the turn streamed)
+finishes the durable preview recorded for it, if there is one: "message is not modified"
+then means it was delivered before the restart.
 """
 
 from __future__ import annotations
@@ -14,11 +17,10 @@ from typing import Any, Callable
 from vigil.gateway.adapters.base import DeliveryError
 from vigil.gateway.adapters.telegram.inbound import target_of
 from vigil.gateway.adapters.telegram.outbound import MAX_CAPTION, delivery_error, preview, split_text
-from vigil.gateway.adapters.telegram.stream import Stream, Streams
+from vigil.gateway.adapters.telegram.stream import Stream, Streams, gone, unmodified
 from vigil.store.gateway_tables import OutboxEntry
 
 STREAMED_KINDS = frozenset({"reply", "heartbeat"})
-NOT_MODIFIED = "message is not modified"
 UPLOAD_TIMEOUT = 120.0
 
 
@@ -53,8 +55,11 @@ class Sender:
         self._forget(entry.id)
 
     def _forget(self, entry_id: int) -> None:
+        """``entry_id`` is done with (delivered or failed for good), and so is its preview."""
         self._done.pop(entry_id, None)
-        self._claimed.pop(entry_id, None)
+        stream = self._claimed.pop(entry_id, None)
+        if stream is not None:
+            self.streams.previews.done(stream.durable)
 
     async def _send_text(self, entry: OutboxEntry, chat_id: int, thread_id: int | None) -> None:
         pieces = split_text(entry.text)
@@ -63,28 +68,42 @@ class Sender:
         bot = self._bot()
         stream = self._claimed.get(entry.id)
         if stream is None and entry.kind in STREAMED_KINDS:
-            stream = await self.streams.claim(entry.route, entry.text)
+            stream = (await self.streams.claim(entry.route, entry.text)
+                      or await self._recorded(entry, chat_id, thread_id))
             if stream is not None:
                 self._claimed[entry.id] = stream
         done = self._done.get(entry.id, 0)
         if stream is not None and stream.message_id is not None and done == 0:
-            if stream.shown != pieces[0]:
-                await self._edit(bot, chat_id, stream.message_id, pieces[0])
+            if stream.shown == pieces[0] or await self._edit(bot, chat_id, stream.message_id, pieces[0]):
                 stream.shown = pieces[0]
-            done = self._done[entry.id] = 1
+                done = self._done[entry.id] = 1
         for index in range(done, len(pieces)):
             await bot.send_message(chat_id, pieces[index], message_thread_id=thread_id)
             self._done[entry.id] = index + 1
 
+    async def _recorded(self, entry: OutboxEntry, chat_id: int, thread_id: int | None) -> Stream | None:
+        """The preview a previous run recorded for ``entry``, as a finished stream."""
+        found = await self.streams.previews.find(entry)
+        if found is None or not isinstance(found.message, int):
+            return None
+        return Stream(entry.route, chat_id, thread_id, final=entry.text, ended=True, message_id=found.message,
+                      durable=found)
+
     @staticmethod
-    async def _edit(bot: Any, chat_id: int, message_id: int, text: str) -> None:
+    async def _edit(bot: Any, chat_id: int, message_id: int, text: str) -> bool:
+        """Make the preview show ``text``; ``False`` when it cannot be edited (any more):
+        the text then goes out as a new message."""
         from telegram.error import BadRequest
 
         try:
             await bot.edit_message_text(text, chat_id=chat_id, message_id=message_id)
         except BadRequest as exc:
-            if NOT_MODIFIED not in str(exc).lower():
-                raise
+            if unmodified(exc):
+                return True
+            if gone(exc):
+                return False
+            raise
+        return True
 
     async def _send_file(self, entry: OutboxEntry, chat_id: int, thread_id: int | None) -> None:
         raw = entry.meta.get("path")

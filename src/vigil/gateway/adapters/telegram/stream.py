@@ -5,6 +5,9 @@ indicator while the turn runs.
 The streamed message is only a preview: the answer itself comes through the outbox, and
 :meth:`Streams.claim` hands the preview that shows it to :meth:`TelegramAdapter.send`, which
 makes it the final answer by one last edit instead of sending the answer a second time.
+The preview's message id is recorded in the store as it is first shown
+(:mod:`vigil.gateway.adapters.previews`): a gateway restarted before the answer went out
+finishes that message too, and a turn resumed after the restart streams into it again.
 :meth:`Streams.event` changes state without awaiting, so events are applied in the order
 the gateway produced them; the network calls run in each stream's own tasks.
 """
@@ -18,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.gateway.adapters.telegram.inbound import target_of
 from vigil.gateway.adapters.telegram.outbound import preview
 from vigil.store.gateway_tables import RouteKey
@@ -25,6 +29,7 @@ from vigil.store.gateway_tables import RouteKey
 log = logging.getLogger(__name__)
 
 EDIT_INTERVAL = 1.0
+CLOSE_WAIT = 2.0
 TYPING_EVERY = 4.0
 """Telegram shows ``typing`` for 5 s or until the bot's next message."""
 
@@ -44,6 +49,11 @@ class Stream:
     message_id: int | None = None
     shown: str = ""
     """The text the preview message shows now."""
+    kind: str = "user"
+    began_with: str = ""
+    """The turn's input (what links its durable record to its reply after a restart)."""
+    session: str | None = None
+    durable: Preview | None = None
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -58,8 +68,10 @@ class Stream:
 class Streams:
     """The running and finished-but-unclaimed previews of every route."""
 
-    def __init__(self, bot: Callable[[], Any], *, interval: float = EDIT_INTERVAL, typing_every: float = TYPING_EVERY) -> None:
+    def __init__(self, bot: Callable[[], Any], previews: DurablePreviews, *, interval: float = EDIT_INTERVAL,
+                 typing_every: float = TYPING_EVERY) -> None:
         self._bot = bot
+        self.previews = previews
         self.interval = interval
         self.typing_every = typing_every
         self._by_route: dict[RouteKey, list[Stream]] = {}
@@ -73,7 +85,11 @@ class Streams:
                 chat_id, thread_id = target_of(route)
             except ValueError:
                 return
-            stream = Stream(route, chat_id, thread_id)
+            kind, text = str(item.get("kind") or "user"), str(item.get("text") or "")
+            stream = Stream(route, chat_id, thread_id, kind=kind, began_with=text, session=item.get("session_id"))
+            adopted = self.previews.adopt(route, kind, text)
+            if adopted is not None and isinstance(adopted.message, int):  # resumed after a restart
+                stream.message_id, stream.durable = adopted.message, adopted
             self._by_route.setdefault(route, []).append(stream)
             stream.tasks = [asyncio.create_task(self._flush(stream)), asyncio.create_task(self._typing(stream))]
             return
@@ -91,6 +107,7 @@ class Streams:
             content = item.get("content")
             if item.get("cancelled") or item.get("error") or not content:
                 self._drop(stream)  # no answer will come for it: the preview says it stopped
+                self.previews.done(stream.durable)
                 note = "(stopped)" if item.get("cancelled") else "(failed)" if item.get("error") else None
                 if note is not None:
                     stream.tasks.append(asyncio.create_task(self._mark(stream, note)))
@@ -129,8 +146,16 @@ class Streams:
         return None
 
     async def close(self) -> None:
-        tasks = [task for streams in self._by_route.values() for stream in streams for task in stream.tasks]
+        """Stop streaming; a call in flight may finish first (within :data:`CLOSE_WAIT` s) so
+        that a preview just sent is recorded for the next start."""
+        streams = [stream for each in self._by_route.values() for stream in each]
         self._by_route.clear()
+        for stream in streams:
+            stream.ended = True
+            stream.dirty.set()
+        tasks = [task for stream in streams for task in stream.tasks]
+        if tasks:
+            await asyncio.wait(tasks, timeout=CLOSE_WAIT)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -152,7 +177,7 @@ class Streams:
                 await self._show(stream, text)
 
     async def _show(self, stream: Stream, text: str) -> None:
-        from telegram.error import RetryAfter, TelegramError
+        from telegram.error import BadRequest, RetryAfter, TelegramError
 
         from vigil.gateway.adapters.telegram.outbound import seconds
 
@@ -162,9 +187,23 @@ class Streams:
             if stream.message_id is None:
                 sent = await bot.send_message(stream.chat_id, text, message_thread_id=stream.thread_id)
                 stream.message_id = sent.message_id
+                stream.shown = text
+                stream.durable = await self.previews.remember(stream.route, sent.message_id, kind=stream.kind,
+                                                              text=stream.began_with, session=stream.session,
+                                                              shown=text)
             else:
                 await bot.edit_message_text(text, chat_id=stream.chat_id, message_id=stream.message_id)
             stream.shown = text
+        except BadRequest as exc:
+            if unmodified(exc):  # an adopted preview showing this already
+                stream.shown = text
+            elif gone(exc):  # an adopted preview deleted meanwhile: the next show sends a new one
+                log.info("telegram: preview of chat %s is gone: %s", stream.chat_id, exc)
+                self.previews.done(stream.durable)
+                stream.message_id, stream.durable = None, None
+                stream.dirty.set()
+            else:
+                log.info("telegram: preview of chat %s not updated: %s", stream.chat_id, exc)
         except RetryAfter as exc:  # the preview waits; the answer still comes through the outbox
             import warnings
 
@@ -199,6 +238,17 @@ class Streams:
                 await asyncio.wait_for(_ended(stream), self.typing_every)
             except asyncio.TimeoutError:
                 pass
+
+
+def unmodified(exc: Exception) -> bool:
+    """Telegram's answer to an edit that changes nothing: the message shows that text."""
+    return "message is not modified" in str(exc).lower()
+
+
+def gone(exc: Exception) -> bool:
+    """Telegram's answer to an edit of a message that cannot be edited (any more)."""
+    text = str(exc).lower()
+    return "message to edit not found" in text or "message can't be edited" in text
 
 
 async def _ended(stream: Stream) -> None:
