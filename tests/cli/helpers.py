@@ -82,12 +82,19 @@ CPR_REQUEST = "\x1b[6n"
 def expect_in_terminal(child: Any, pattern: str) -> None:
     """``child.expect(pattern)`` on a pexpect child, answering prompt_toolkit's cursor position
     requests on the way as a terminal would (it draws the bottom toolbar only once it knows
-    where the cursor is)."""
+    where the cursor is). The child's ``timeout`` bounds the whole wait: a REPL that keeps
+    redrawing (a countdown) without ever showing ``pattern`` fails instead of hanging."""
+    import time
+
     import pexpect
 
     while child.expect_exact([CPR_REQUEST, pexpect.TIMEOUT], timeout=0.01) == 0:
         child.send("\x1b[1;1R")
+    deadline = time.monotonic() + (child.timeout or 30)
     while True:
-        if child.expect([re.escape(CPR_REQUEST), pattern]) == 1:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise pexpect.TIMEOUT(f"{pattern!r} did not appear within {child.timeout} s")
+        if child.expect([re.escape(CPR_REQUEST), pattern], timeout=remaining) == 1:
             return
         child.send("\x1b[1;1R")

@@ -86,7 +86,10 @@ def test_a_repl_heartbeat_moves_to_the_gateway_and_back(fake_model: FakeModelSer
         child.sendline("/quit")
         child.expect(pexpect.EOF)
     except BaseException:
-        print(_diagnosis(gateway))
+        diagnosis = _diagnosis(gateway)
+        print(diagnosis)
+        (vigil_home.parent / "handover-diagnosis.txt").write_text(diagnosis)
+        Path("/tmp/vigil-handover-diagnosis.txt").write_text(diagnosis)  # TEMPORARY: investigation
         raise
     finally:
         child.close(force=True)
