@@ -88,8 +88,8 @@ def expect_in_terminal(child: Any, pattern: str) -> None:
 
     import pexpect
 
-    while child.expect_exact([CPR_REQUEST, pexpect.TIMEOUT], timeout=0.01) == 0:
-        child.send("\x1b[1;1R")
+    # One expect for both, so whichever comes first in the output is taken: answering the
+    # requests first would skip over a pattern already printed before the next request.
     deadline = time.monotonic() + (child.timeout or 30)
     while True:
         remaining = deadline - time.monotonic()
