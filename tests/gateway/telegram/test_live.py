@@ -30,6 +30,18 @@ async def test_the_answer_streams_into_one_edited_message_with_typing_shown(make
     assert all(gap >= 0.15 for gap in gaps), gaps
 
 
+async def test_a_quick_answer_arrives_as_one_message_without_a_preview(make_telegram: Factory) -> None:
+    """No preview for a turn shorter than an edit interval: nothing a crash could leave shown
+    and then send again."""
+    h = await make_telegram()
+    h.model.queue("Right away.")
+    h.fake.message(OWNER, OWNER, "quick one")
+    assert await h.answered(OWNER, 1) == ["Right away."]
+    [message] = h.fake.sent(OWNER)
+    assert message.edits == [] and len(h.fake.calls("sendMessage")) == 1
+    assert not h.fake.calls("editMessageText")
+
+
 async def test_typing_and_streaming_go_to_the_forum_topic(make_telegram: Factory) -> None:
     h = await make_telegram()
     h.model.queue(Reply.text(["a ", "b ", "c"], chunk_delay=0.1))

@@ -41,7 +41,8 @@ def _quick_settle(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_an_answer_shown_before_a_restart_is_not_sent_again(make_telegram: Factory) -> None:
     h = await make_telegram()
     await h.gateway.outbox.stop()  # the outbox has fallen behind: the reply waits in the store
-    h.model.queue(Reply.text(["The answer is 42."]))  # one delta: the preview shows all of it
+    # the whole answer at once, then the turn runs on past the first preview: it shows all of it
+    h.model.queue(Reply.text(["The answer is 42.", ""], chunk_delay=0.5))
     h.fake.message(OWNER, OWNER, "what is the answer?")
     await eventually(lambda: h.fake.texts(OWNER) == ["The answer is 42."] and replies_queued(h),
                      what="the answer in the preview and its reply queued")

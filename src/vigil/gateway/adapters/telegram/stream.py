@@ -57,6 +57,9 @@ class Stream:
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    began_at: float = field(default_factory=time.monotonic)
+    """A turn is previewed only after one edit interval: a quick answer arrives as one message
+    from the outbox, with no preview that a crash could leave to be answered twice."""
 
     def matches(self, answer: str) -> bool:
         """Whether this preview shows (the start of) ``answer``."""
@@ -69,10 +72,11 @@ class Streams:
     """The running and finished-but-unclaimed previews of every route."""
 
     def __init__(self, bot: Callable[[], Any], previews: DurablePreviews, *, interval: float = EDIT_INTERVAL,
-                 typing_every: float = TYPING_EVERY) -> None:
+                 typing_every: float = TYPING_EVERY, preview_after: float | None = None) -> None:
         self._bot = bot
         self.previews = previews
         self.interval = interval
+        self.preview_after = interval if preview_after is None else preview_after
         self.typing_every = typing_every
         self._by_route: dict[RouteKey, list[Stream]] = {}
         self._last_edit: dict[int, float] = {}
@@ -165,7 +169,10 @@ class Streams:
         while not stream.ended:
             await stream.dirty.wait()
             stream.dirty.clear()
-            wait = self._last_edit.get(stream.chat_id, 0.0) + self.interval - time.monotonic()
+            now = time.monotonic()
+            wait = self._last_edit.get(stream.chat_id, 0.0) + self.interval - now
+            if stream.message_id is None:
+                wait = max(wait, stream.began_at + self.preview_after - now)
             if wait > 0:
                 await asyncio.sleep(wait)
             text = preview(stream.text)
