@@ -113,4 +113,4 @@ async def test_a_bot_blocked_by_the_user_fails_the_reply_at_once_and_says_so(mak
     await eventually(lambda: h.store.gateway.outbox_counts().get("failed") == 1, what="the failed reply")
     [entry] = [e for e in h.store.gateway.outbox_list() if e.status == "failed"]
     assert entry.attempts <= 1 and "blocked" in (entry.last_error or "")
-    assert any("marked failed" in line for line in h.lines)
+    await eventually(lambda: any("marked failed" in line for line in h.lines), what="the failure said")
