@@ -91,14 +91,13 @@ class OutboxSender:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
+        if task is not None:  # first: the chat tasks wake it as they end
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         chats = list(self._chats.values())
-        for running in ([task] if task is not None else []) + chats:
+        for running in chats:
             running.cancel()
-        for running in ([task] if task is not None else []) + chats:
-            try:
-                await running
-            except asyncio.CancelledError:
-                pass
+        await asyncio.gather(*chats, return_exceptions=True)
 
     async def drain(self) -> None:
         """Send everything due now, and wait until it is sent or waits for a retry (shutdown
@@ -127,10 +126,13 @@ class OutboxSender:
                 next_due = self.clock.now() + backoff(failures)
             now = self.clock.now()
             wait = IDLE_RECHECK if next_due is None else min(IDLE_RECHECK, max(0.0, next_due - now))
+            # not wait_for: on Python 3.11 it swallows a cancel that meets the wake-up (a chat
+            # task ending as the gateway stops), and the loop would run on
+            waiter = asyncio.ensure_future(self._wake.wait())
             try:
-                await asyncio.wait_for(self._wake.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
+                await asyncio.wait({waiter}, timeout=wait)
+            finally:
+                waiter.cancel()
 
     async def _store(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn`` in a worker thread. Cancelled meanwhile (the gateway stops), it still waits
