@@ -10,7 +10,8 @@ import yaml
 
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json
-from vigil.config import lookup, printable, redacted, set_value, unset_value
+from vigil.config import lookup, printable, redacted
+from vigil.settings_edit import set_value, unset_value
 
 
 @click.group()

@@ -98,7 +98,8 @@ def add(app: AppContext, path: Path | None, package: str | None, use: bool, as_j
     kept = [m for m in known if m.path not in {a.path for a in added}]
     catalog.save(app.profile.ensure().home, kept + added)
     if use:
-        from vigil.config import ConfigError, set_value
+        from vigil.config import ConfigError
+        from vigil.settings_edit import set_value
 
         try:
             set_value(app.profile.config_path, "model.provider", "local")
