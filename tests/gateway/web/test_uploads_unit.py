@@ -8,7 +8,8 @@ from typing import AsyncIterator
 
 import pytest
 
-from vigil.gateway.adapters.web.uploads import UploadError, safe_name, save_upload
+from vigil.gateway.adapters.saved_files import safe_name
+from vigil.gateway.adapters.web.uploads import UploadError, save_upload
 
 BOUNDARY = "xyzBOUNDARYxyz"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"

@@ -9,14 +9,13 @@ configured ``slack.api_url``); a file that cannot be saved is named with the rea
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from vigil.gateway.adapters.web.uploads import safe_name
+from vigil.gateway.adapters.saved_files import NoFreeName, open_new, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +34,10 @@ def trusted_host(url: str, api_url: str | None) -> bool:
 
 
 def _create(directory: Path, name: str) -> tuple[Path, IO[bytes]]:
-    stem, dot, ext = name.rpartition(".")
-    if not dot or not stem:
-        stem, ext = name, ""
-    for n in range(1, 1000):
-        candidate = name if n == 1 else (f"{stem} ({n}).{ext}" if ext else f"{stem} ({n})")
-        try:
-            fd = os.open(directory / candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            continue
-        return directory / candidate, os.fdopen(fd, "wb")
-    raise FileRefused("too many files with this name in the working directory")
+    try:
+        return open_new(directory, name)
+    except NoFreeName as exc:
+        raise FileRefused(str(exc)) from None
 
 
 async def download(file: dict[str, Any], directory: Path, *, token: str, max_bytes: int,

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from vigil.gateway.adapters.web.uploads import safe_name
+from vigil.gateway.adapters.saved_files import open_new as _open_new, safe_name
 
 if TYPE_CHECKING:
     from telegram import Bot, Message
@@ -94,18 +93,3 @@ async def _download(url: str, directory: Path, name: str, max_bytes: int) -> tup
         raise
     out.close()
     return path, size
-
-
-def _open_new(directory: Path, name: str) -> tuple[Path, Any]:
-    stem, dot, ext = name.rpartition(".")
-    if not dot or not stem:
-        stem, ext = name, ""
-    for n in range(1, 10_000):
-        candidate = name if n == 1 else (f"{stem} ({n}).{ext}" if ext else f"{stem} ({n})")
-        path = directory / candidate
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            continue
-        return path, os.fdopen(fd, "wb")
-    raise OSError("too many files with this name in the working directory")

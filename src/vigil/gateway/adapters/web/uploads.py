@@ -6,18 +6,15 @@ a large upload never sits in memory; past the cap the partial file is removed.
 
 from __future__ import annotations
 
-import os
-import re
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, AsyncIterator
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 
+from vigil.gateway.adapters.saved_files import NoFreeName, open_new, safe_name
+
 FIELD = "file"
-MAX_NAME = 200
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:]+")
 
 
 class UploadError(Exception):
@@ -35,32 +32,11 @@ class SavedFile:
     size: int
 
 
-def safe_name(raw: str) -> str:
-    """A file name with no directory part, no path separators, no control characters and no
-    leading dots; ``upload`` when nothing is left."""
-    base = raw.replace("\\", "/").rsplit("/", 1)[-1]
-    base = unicodedata.normalize("NFC", base)
-    base = _UNSAFE.sub("_", base).strip().lstrip(".").strip()
-    if len(base) > MAX_NAME:
-        stem, dot, ext = base.rpartition(".")
-        base = (stem[: MAX_NAME - len(ext) - 1] + "." + ext) if dot and len(ext) < 20 else base[:MAX_NAME]
-    return base or "upload"
-
-
 def _open_new(directory: Path, name: str) -> tuple[Path, IO[bytes]]:
-    """Create ``name`` in ``directory`` (0600), or ``name (2)``, ``name (3)`` ... when taken."""
-    stem, dot, ext = name.rpartition(".")
-    if not dot or not stem:
-        stem, ext = name, ""
-    for n in range(1, 10_000):
-        candidate = name if n == 1 else (f"{stem} ({n}).{ext}" if ext else f"{stem} ({n})")
-        path = directory / candidate
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            continue
-        return path, os.fdopen(fd, "wb")
-    raise UploadError("too many files with this name in the working directory", 409)
+    try:
+        return open_new(directory, name)
+    except NoFreeName as exc:
+        raise UploadError(str(exc), 409) from None
 
 
 class _FileReceiver:

@@ -1,0 +1,46 @@
+"""Files a person sends into a conversation's working directory, whatever the platform: a safe
+name from what the platform says, and a new file that never replaces one already there."""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from pathlib import Path
+from typing import IO
+
+MAX_NAME = 200
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:]+")
+
+
+class NoFreeName(OSError):
+    """Every ``name (n)`` is taken in the directory."""
+
+
+def safe_name(raw: str) -> str:
+    """A file name with no directory part, no path separators, no control characters and no
+    leading dots; ``upload`` when nothing is left."""
+    base = raw.replace("\\", "/").rsplit("/", 1)[-1]
+    base = unicodedata.normalize("NFC", base)
+    base = _UNSAFE.sub("_", base).strip().lstrip(".").strip()
+    if len(base) > MAX_NAME:
+        stem, dot, ext = base.rpartition(".")
+        base = (stem[: MAX_NAME - len(ext) - 1] + "." + ext) if dot and len(ext) < 20 else base[:MAX_NAME]
+    return base or "upload"
+
+
+def open_new(directory: Path, name: str) -> tuple[Path, IO[bytes]]:
+    """Create ``name`` in ``directory`` (0600, never through a symlink), or ``name (2)``,
+    ``name (3)`` ... when taken; raises :class:`NoFreeName`."""
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem:
+        stem, ext = name, ""
+    for n in range(1, 10_000):
+        candidate = name if n == 1 else (f"{stem} ({n}).{ext}" if ext else f"{stem} ({n})")
+        path = directory / candidate
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            continue
+        return path, os.fdopen(fd, "wb")
+    raise NoFreeName("too many files with this name in the working directory")
