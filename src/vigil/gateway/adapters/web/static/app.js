@@ -14,6 +14,7 @@ const state = {
   turn: null,         // the AssistantTurn being streamed
   heartbeat: null,    // the conversation's heartbeat, or null
   pending: new Map(), // client_id -> user bubble not yet accepted
+  opening: Promise.resolve(), // settles once the shown conversation's stream and history are in
   lastReply: "",      // the text of the last answer or command reply shown
   busy: false,
   queued: 0,
@@ -82,9 +83,11 @@ function refreshListSoon() {
 
 function renderHistory(view) {
   const box = $("messages");
+  // Bubbles sent but not yet accepted are kept: the view may predate them. If it already has
+  // one, its message_accepted event removes the copy.
+  const pending = [...state.pending.values()];
   box.replaceChildren();
   state.turn = null;
-  state.pending.clear();
   let turn = null;
   for (const m of view.messages) {
     if (m.role === "user") {
@@ -101,7 +104,8 @@ function renderHistory(view) {
       box.appendChild(notice(m.content));
     }
   }
-  if (!view.messages.length) {
+  for (const bubble of pending) box.appendChild(bubble);
+  if (!view.messages.length && !pending.length) {
     const empty = el("p", "empty muted", "No messages yet. Say something, or type /help.");
     empty.id = "empty";
     box.appendChild(empty);
@@ -143,6 +147,7 @@ function tickHeartbeat() {
 
 async function loadView(id) {
   const view = await getJSON(`/api/conversations/${encodeURIComponent(id)}`);
+  if (state.id !== id) return view;  // another conversation was chosen meanwhile
   if (view.id !== state.id) {
     state.id = view.id;
     history.replaceState(null, "", `#${view.id}`);
@@ -157,21 +162,31 @@ async function loadView(id) {
 
 async function select(id) {
   if (state.stream) state.stream.close();
-  state.stream = null;
   state.id = id;
+  state.pending.clear();
   history.replaceState(null, "", `#${id}`);
   showError("");
-  try {
-    await loadView(id);
-  } catch (err) {
-    showError(err instanceof HttpError && err.status === 404 ? "That conversation does not exist." : String(err.message));
-    return;
-  }
-  state.stream = new LiveStream(state.id, {
+  // Subscribe before loading the history, so nothing happening between the two is missed;
+  // a message typed meanwhile waits for both (state.opening).
+  const stream = new LiveStream(id, {
     onEvent: handle,
     onState: (text) => { $("connection").textContent = text === "live" ? "" : text; },
     onReconnect: () => loadView(state.id).catch(() => {}),
   });
+  state.stream = stream;
+  const opening = (async () => {
+    await Promise.race([stream.ready, new Promise((resolve) => setTimeout(resolve, 3000))]);
+    await loadView(id);
+  })();
+  state.opening = opening.catch(() => {});
+  try {
+    await opening;
+  } catch (err) {
+    stream.close();
+    if (state.stream === stream) state.stream = null;
+    showError(err instanceof HttpError && err.status === 404 ? "That conversation does not exist." : String(err.message));
+    return;
+  }
   loadList();
   $("input").focus();
 }
@@ -345,9 +360,7 @@ async function send() {
     showError(`Could not start a conversation: ${err.message}`);
     return;
   }
-  if (state.stream) {
-    await Promise.race([state.stream.ready, new Promise((resolve) => setTimeout(resolve, 3000))]);
-  }
+  await state.opening;
   const bubble = append(userBubble(text, { pending: true }));
   state.pending.set(clientId, bubble);
   try {
