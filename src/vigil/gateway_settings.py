@@ -52,3 +52,10 @@ class GatewaySettings(_Strict):
     outbox_attempts: int = Field(
         8, ge=1, le=100, description="tries to deliver a reply before it is marked failed"
     )
+    lease_seconds: float = Field(
+        30.0, ge=1, le=600, allow_inf_nan=False,
+        description=(
+            "with several gateways on one PostgreSQL store: how long a dead worker's conversations, "
+            "heartbeats and polling adapters stay its own before the others take them over"
+        ),
+    )

@@ -41,7 +41,7 @@ from vigil.models.base import ModelClient
 from vigil.profiles import Profile
 from vigil.runtime.conversation_events import ConversationEvent
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
-from vigil.schedule.heartbeat.lease import GATEWAY, LeaseBook
+from vigil.schedule.heartbeat.lease import GATEWAY, LeaseBook, default_lease_seconds
 from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 from vigil.store import SessionStore, StoreError
 from vigil.store.gateway_tables import ANSWERED, PENDING, InboxEntry, NewOutbound, RouteKey
@@ -88,8 +88,13 @@ class Gateway:
         self.say = say
         self.metrics = metrics
         self.heartbeats = heartbeats or HeartbeatScheduler(
-            store, clock=self.clock, leases=LeaseBook(store, self.clock, kind=GATEWAY)
+            store, clock=self.clock, leases=LeaseBook(
+                store, self.clock, kind=GATEWAY,
+                seconds=min(settings.gateway.lease_seconds, default_lease_seconds()),
+            ),
         )
+        self.leases: LeaseBook = self.heartbeats.leases or LeaseBook(store, self.clock, kind=GATEWAY)
+        """This worker's leases; their holder token is the worker's id in the store."""
         self.heartbeat_repo = HeartbeatRepo(store, self.clock)
         self.router = Router(store, self.clock)
         self.bus = EventBus()
@@ -112,6 +117,11 @@ class Gateway:
         self._closing = False
         self.answered = 0
         self.failed = 0
+
+    @property
+    def worker_id(self) -> str:
+        """This gateway process's id among the workers sharing the store."""
+        return self.leases.token
 
     # -- GatewayPort ------------------------------------------------------------------------
     @property
