@@ -32,7 +32,9 @@ from vigil.gateway.approvals import Approvals
 from vigil.gateway.authorization import Authorization
 from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
+from vigil.gateway.handover import Elsewhere, Handover
 from vigil.gateway.outbox import OutboxSender
+from vigil.gateway.ownership import Ownership, route_claim, store_is_shared
 from vigil.gateway.routing import Router
 from vigil.gateway import fanout, settle, views
 from vigil.gateway.fanout import describe_route
@@ -94,7 +96,11 @@ class Gateway:
             ),
         )
         self.leases: LeaseBook = self.heartbeats.leases or LeaseBook(store, self.clock, kind=GATEWAY)
-        """This worker's leases; their holder token is the worker's id in the store."""
+        """This worker's heartbeat leases; their holder token is the worker's id in the store."""
+        self.ownership = Ownership(
+            store, self.clock, token=self.leases.token, seconds=self.leases.seconds, shared=store_is_shared(store)
+        )
+        self.handover = Handover(self)
         self.heartbeat_repo = HeartbeatRepo(store, self.clock)
         self.router = Router(store, self.clock)
         self.bus = EventBus()
@@ -150,15 +156,21 @@ class Gateway:
                 if entry.status == PENDING and entry.id not in self._handling and not self._closing:
                     # stored by a delivery that failed before it reached its conversation
                     # (the platform was told so and sent it again): hand it on now
-                    live = await self._live_for_route(inbound.route)
-                    self.dispatch(entry, live, client_id=inbound.external_id)
-                    return Receipt(entry.id, True, live.session_id)
+                    return await self._hand_on(entry, inbound, duplicate=True)
                 return Receipt(entry.id, True, entry.session_id)
             if self._closing:  # stored: answered at the next start
                 return Receipt(entry.id, False, None)
-            live = await self._live_for_route(inbound.route)
-            self.dispatch(entry, live, client_id=inbound.external_id)
-            return Receipt(entry.id, False, live.session_id)
+            return await self._hand_on(entry, inbound, duplicate=False)
+
+    async def _hand_on(self, entry: InboxEntry, inbound: Inbound, *, duplicate: bool) -> Receipt:
+        """Give a stored message to its conversation here, or leave it to the worker that
+        runs that conversation (told at once; call under the route's lock)."""
+        target = await self._live_for_route(inbound.route)
+        if isinstance(target, Elsewhere):
+            self.handover.tell(entry)
+            return Receipt(entry.id, duplicate, target.session_id or None)
+        self.dispatch(entry, target, client_id=inbound.external_id)
+        return Receipt(entry.id, duplicate, target.session_id)
 
     async def open_conversation(self, route: RouteKey, session_id: str | None = None) -> str:
         lock = self.route_lock(route)
@@ -202,7 +214,7 @@ class Gateway:
         adapters, then take input."""
         from vigil.gateway.recovery import recover
 
-        self.heartbeats.adopt(self._adopted)
+        self.heartbeats.adopt(self._adopted, self.ownership.adoptable if self.ownership.shared else None)
         await self.heartbeats.start()
         armed = len(self.heartbeats.engine)
         if armed:
@@ -211,6 +223,7 @@ class Gateway:
         await recover(self)
         self.outbox.start()
         self.idle.start()
+        self.handover.start()
         for adapter in self.adapters.values():
             await adapter.start(self)
 
@@ -221,6 +234,7 @@ class Gateway:
         self._accepting = False
         self._closing = True
         await self.idle.stop()
+        await self.handover.stop()
         for adapter in self.adapters.values():
             try:
                 await adapter.stop()
@@ -253,25 +267,63 @@ class Gateway:
             log.warning("outbox not drained at shutdown (sent at the next start): %s", exc)
         await self.outbox.stop()
         self.bus.close_all()
+        try:
+            await asyncio.to_thread(self.ownership.close)
+        except StoreError as exc:
+            log.warning("cannot release the conversation leases (they lapse by themselves): %s", exc)
 
     def all_live(self) -> list[LiveConversation]:
         """Every live conversation once (one stopped by ``/stop`` is known by its route only)."""
         return list(dict.fromkeys([*self.live.values(), *self.by_route.values()]))
 
     # -- conversations ----------------------------------------------------------------------
-    async def _live_for_route(self, route: RouteKey) -> LiveConversation:
-        """The live conversation a message of ``route`` goes to (call under the route's lock)."""
+    async def _live_for_route(self, route: RouteKey) -> LiveConversation | Elsewhere:
+        """The live conversation a message of ``route`` goes to, or where another worker runs
+        it (call under the route's lock)."""
         bound = self.by_route.get(route)
         if bound is not None and not bound.closed:
+            elsewhere = await self._owned_elsewhere(bound.session_id)
+            if elsewhere is not None:
+                return elsewhere
             await bound.ensure_started()
             return bound
         resolved = await asyncio.to_thread(self.router.resolve, route)
         if resolved.session_id is None:
-            return await self._new_conversation(route)
+            if not self.ownership.shared:
+                return await self._new_conversation(route)
+            made = await self._new_conversation_once(route)
+            if made is not None:
+                return made
+            resolved = await asyncio.to_thread(self.router.resolve, route)  # another worker's, just made
+        elsewhere = await self._owned_elsewhere(resolved.session_id)
+        if elsewhere is not None:
+            return elsewhere
         if resolved.reopen:
             await asyncio.to_thread(self.store.reopen_session, resolved.session_id)
         live = await self.live_for(resolved.session_id, route)
         return live
+
+    async def _new_conversation_once(self, route: RouteKey) -> LiveConversation | Elsewhere | None:
+        """With several workers: start the route's conversation unless another worker is
+        starting it right now (its ``Elsewhere``) or has just started it (``None``)."""
+        claim = route_claim(route)
+        holder = await asyncio.to_thread(self.ownership.claim, claim)
+        if holder is not None:
+            return Elsewhere("", holder.token)
+        try:
+            resolved = await asyncio.to_thread(self.router.resolve, route)
+            if resolved.session_id is not None:
+                return None
+            return await self._new_conversation(route)
+        finally:
+            await asyncio.to_thread(self.ownership.release, [claim])
+
+    async def _owned_elsewhere(self, session_id: str | None) -> Elsewhere | None:
+        """Where another worker runs ``session_id``; ``None`` once it is this worker's."""
+        if session_id is None or not self.ownership.shared or session_id in self.ownership.held:
+            return None
+        holder = await asyncio.to_thread(self.ownership.claim, session_id)
+        return None if holder is None else Elsewhere(session_id, holder.token)
 
     async def live_for(self, session_id: str, route: RouteKey | None = None) -> LiveConversation:
         """The running conversation of ``session_id``, started on first use."""
@@ -294,6 +346,7 @@ class Gateway:
         await asyncio.to_thread(workspace.mkdir, 0o700, True, True)
         live = LiveConversation(self, None, route, workspace)
         session_id = await live.controller.ensure_session()
+        await asyncio.to_thread(self.ownership.claim, session_id)  # a new session: nobody else has it
         self.live[session_id] = live
         self._gauge("live_conversations", len(self.live))
         await asyncio.to_thread(self.router.point, route, session_id)
@@ -314,14 +367,26 @@ class Gateway:
             del self.by_route[route]
 
     def forget(self, live: LiveConversation) -> None:
-        """Drop a closed live conversation from every map (it comes back on the next message)."""
+        """Drop a closed live conversation from every map (it comes back on the next message,
+        here or, with several workers, wherever that message lands)."""
+        released = []
         for session_id, known in list(self.live.items()):
             if known is live:
                 del self.live[session_id]
+                released.append(session_id)
+        if released and self.ownership.shared:
+            self.spawn(self._release(released))
         for route, known in list(self.by_route.items()):
             if known is live:
                 del self.by_route[route]
         self._gauge("live_conversations", len(self.live))
+
+    async def _release(self, session_ids: list[str]) -> None:
+        held = [sid for sid in session_ids if sid not in self.live]  # back meanwhile: kept
+        try:
+            await asyncio.to_thread(self.ownership.release, held)
+        except StoreError as exc:
+            log.warning("cannot release conversation leases (they lapse by themselves): %s", exc)
 
     def route_lock(self, route: RouteKey) -> asyncio.Lock:
         """Held while a message of ``route`` is stored and handed to its conversation."""
@@ -423,6 +488,16 @@ class Gateway:
             self.failed += 1
         if queued is not None:
             self.outbox.wake()
+
+    async def heartbeat_refusal(self, live: LiveConversation, session_id: str) -> str | None:
+        """Why the heartbeat of ``session_id`` may not fire in ``live`` now (``None``: it may):
+        another worker runs the conversation (the heartbeat is handed to it, which adopts
+        it), or the people it answers are not authorized."""
+        elsewhere = await self._owned_elsewhere(session_id)
+        if elsewhere is not None:
+            self.heartbeats.disown(session_id)
+            return f"another gateway worker ({elsewhere.worker[:8]}) runs this conversation; its heartbeat moves there"
+        return await self.authorization.heartbeat_refusal(live, session_id)
 
     async def publish_heartbeat(self, session_id: str) -> None:
         await fanout.publish_heartbeat(self, session_id)

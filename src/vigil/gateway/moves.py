@@ -33,6 +33,8 @@ async def moved(gateway: "Gateway", live: "LiveConversation", old: str | None, n
     if other is not None and other is not live:
         await _merge(gateway, other, live, new)
     gateway.live[new] = live
+    if gateway.ownership.shared:
+        await asyncio.to_thread(gateway.ownership.claim, new)  # its next turns run here too
     if old is not None:
         gateway.bus.move(old, new, reason)
     route = live.route

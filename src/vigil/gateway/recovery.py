@@ -15,7 +15,8 @@ import logging
 from typing import TYPE_CHECKING, Sequence
 
 from vigil.store import MessageRecord, SessionNotFound, StoreError
-from vigil.store.gateway_tables import ANSWERED, FAILED, InboxEntry, NewOutbound
+from vigil.gateway.live import LiveConversation
+from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, RUNNING, InboxEntry, NewOutbound
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway
@@ -56,10 +57,7 @@ async def recover(gateway: "Gateway") -> int:
         return 0
     handled = 0
     for entry in entries:
-        try:
-            handled += await _recover_one(gateway, entry)
-        except (StoreError, SessionNotFound) as exc:
-            log.error("cannot recover inbox entry %d: %s", entry.id, exc)
+        handled += await recover_entry(gateway, entry)
     if handled:
         gateway.say(f"vigil gateway: {handled} message(s) left unanswered by the last run are being answered")
     return handled
@@ -90,6 +88,36 @@ def stored_answer(gateway: "Gateway", entry: InboxEntry) -> tuple[str | None, st
     return None, None
 
 
+async def recover_entry(gateway: "Gateway", entry: InboxEntry) -> int:
+    """Answer one unfinished entry once (1), or leave it (0): to the worker that runs its
+    conversation, when several share the store, or to the next try after a store error."""
+    try:
+        if gateway.ownership.shared:
+            return await _recover_shared(gateway, entry)
+        return await _recover_one(gateway, entry)
+    except (StoreError, SessionNotFound) as exc:
+        log.error("cannot recover inbox entry %d: %s", entry.id, exc)
+        return 0
+
+
+async def _recover_shared(gateway: "Gateway", entry: InboxEntry) -> int:
+    """With several workers: only for a conversation this worker runs or now takes over, and
+    only while the entry is still unfinished and handled by nobody here (read again under the
+    route's lock, which every hand-on of this worker holds)."""
+    from vigil.gateway.handover import Elsewhere
+
+    async with gateway.route_lock(entry.route):
+        if entry.id in gateway._handling:
+            return 0
+        fresh = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry.id)
+        if fresh is None or fresh.status not in (PENDING, RUNNING):
+            return 0
+        target = await gateway._live_for_route(fresh.route)
+        if isinstance(target, Elsewhere):
+            return 0
+    return await _recover_one(gateway, fresh)
+
+
 async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
     answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
     if answer is not None:
@@ -102,6 +130,10 @@ async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
                              error="gave up after repeated attempts")
         return 1
     async with gateway.route_lock(entry.route):
+        if entry.id in gateway._handling:
+            return 0
         live = await gateway._live_for_route(entry.route)
+        if not isinstance(live, LiveConversation):  # taken by another worker meanwhile
+            return 0
         gateway.dispatch(entry, live, resume=True)
     return 1

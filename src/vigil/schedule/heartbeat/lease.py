@@ -139,6 +139,8 @@ class LeaseBook:
         kind: str,
         seconds: float | None = None,
         is_running: Callable[[str, int], bool] = pid_running,
+        prefix: str = LEASE_PREFIX,
+        token: str | None = None,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"a lease holder is one of {', '.join(KINDS)}, not {kind!r}")
@@ -147,7 +149,13 @@ class LeaseBook:
         self.kind = kind
         self.seconds = default_lease_seconds() if seconds is None else float(seconds)
         self.renew_every = self.seconds / 3
-        self.token = secrets.token_hex(8)
+        self.token = token or secrets.token_hex(8)
+        """The holder's id; two books with one token (a gateway's heartbeat and conversation
+        leases) share its liveness record, so one renewal keeps both alive."""
+        self.prefix = prefix
+        """Lease keys are ``prefix + session_id``; only heartbeat leases bump the schedule
+        generation when they change hands (the schedulers watch those)."""
+        self._bumps = prefix == LEASE_PREFIX
         self.pid = os.getpid()
         self.host = _HOST
         self._is_running = is_running
@@ -195,16 +203,17 @@ class LeaseBook:
                 elif lease is not None and not force:
                     result.elsewhere[sid] = lease
                 else:
-                    swaps.append(MetaSwap(lease_key(sid), raw, self._new_lease(sid).to_json()))
+                    swaps.append(MetaSwap(self.prefix + sid, raw, self._new_lease(sid).to_json()))
                     replaced = replaced or raw is not None
             if not swaps:
                 break
             done = self.store.compare_and_set_many(swaps)
-            if replaced and any(done):
+            if replaced and any(done) and self._bumps:
                 bump_generation(self.store)
-            won = {swap.key[len(LEASE_PREFIX):] for swap, ok in zip(swaps, done) if ok}
+            cut = len(self.prefix)
+            won = {swap.key[cut:] for swap, ok in zip(swaps, done) if ok}
             result.taken.update(won)
-            wanted = [swap.key[len(LEASE_PREFIX):] for swap, ok in zip(swaps, done) if not ok]
+            wanted = [swap.key[cut:] for swap, ok in zip(swaps, done) if not ok]
         return result
 
     def renew(self, session_ids: Iterable[str]) -> set[str]:
@@ -234,7 +243,7 @@ class LeaseBook:
         ids = list(dict.fromkeys(session_ids))
         if not ids:
             return set()
-        raw = self.store.get_meta_many([lease_key(sid) for sid in ids])
+        raw = self.store.get_meta_many([self.prefix + sid for sid in ids])
         swaps = [
             MetaSwap(key, entry.value, None)
             for key, entry in raw.items()
@@ -243,8 +252,8 @@ class LeaseBook:
         if not swaps:
             return set()
         done = self.store.compare_and_set_many(swaps)
-        released = {swap.key[len(LEASE_PREFIX):] for swap, ok in zip(swaps, done) if ok}
-        if released:
+        released = {swap.key[len(self.prefix):] for swap, ok in zip(swaps, done) if ok}
+        if released and self._bumps:
             bump_generation(self.store)
         return released
 
@@ -260,8 +269,8 @@ class LeaseBook:
         holders = {e.key[len(HOLDER_PREFIX):]: e for e in self.store.list_meta(HOLDER_PREFIX)}
         swaps = [
             MetaSwap(entry.key, entry.value, None)
-            for entry in self.store.list_meta(LEASE_PREFIX)
-            if self._live(entry.key[len(LEASE_PREFIX):], entry.value, holders, now) is None
+            for entry in self.store.list_meta(self.prefix)
+            if self._live(entry.key[len(self.prefix):], entry.value, holders, now) is None
         ]
         swaps += [
             MetaSwap(entry.key, entry.value, None)
@@ -283,7 +292,7 @@ class LeaseBook:
             self.keep_alive()
 
     def _read(self, session_ids: Iterable[str]) -> dict[str, tuple[Any, Lease | None]]:
-        return read_leases(self.store, session_ids, self.clock.now(), self._is_running)
+        return read_leases(self.store, session_ids, self.clock.now(), self._is_running, self.prefix)
 
     def _live(self, session_id: str, value: Any, holders: dict[str, MetaEntry], now: float) -> Lease | None:
         return _live(session_id, value, holders, now, self._is_running)
@@ -291,20 +300,21 @@ class LeaseBook:
 
 def live_leases(
     store: SessionStore, session_ids: Iterable[str], now: float,
-    is_running: Callable[[str, int], bool] = pid_running,
+    is_running: Callable[[str, int], bool] = pid_running, prefix: str = LEASE_PREFIX,
 ) -> dict[str, Lease]:
     """The live leases of ``session_ids`` at ``now`` (absent: nobody holds it), for readers
     such as ``vigil heartbeat list`` that hold none themselves."""
-    entries = read_leases(store, session_ids, now, is_running)
+    entries = read_leases(store, session_ids, now, is_running, prefix)
     return {sid: lease for sid, (_, lease) in entries.items() if lease is not None}
 
 
 def read_leases(
-    store: SessionStore, session_ids: Iterable[str], now: float, is_running: Callable[[str, int], bool]
+    store: SessionStore, session_ids: Iterable[str], now: float, is_running: Callable[[str, int], bool],
+    prefix: str = LEASE_PREFIX,
 ) -> dict[str, tuple[Any, Lease | None]]:
     """Each session's stored lease value (absent sessions are left out) and the live lease
     in it (``None``: expired, dead or damaged), read in two snapshots."""
-    keys = {lease_key(sid): sid for sid in session_ids}
+    keys = {prefix + sid: sid for sid in session_ids}
     raw = store.get_meta_many(list(keys))
     tokens = {e.value.get("token") for e in raw.values() if isinstance(e.value, dict)}
     holders = store.get_meta_many([holder_key(t) for t in tokens if isinstance(t, str) and t])

@@ -47,6 +47,10 @@ class LeaseKeeper:
         self.elsewhere: dict[str, float] = {}
         """Active heartbeats another process holds, with their lease's expiry (gateway)."""
         self.target_for: Callable[[str], HeartbeatTarget] | None = None
+        self.adoptable: Callable[[list[str]], list[str]] | None = None
+        """Which of some free heartbeats this process may adopt (blocking; ``None``: all).
+        Several gateways on one store adopt only the heartbeats of conversations they run or
+        nobody runs; the others are looked at again on every tick."""
         self.lock = asyncio.Lock()  # lease changes of this scheduler, one at a time
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -170,6 +174,13 @@ class LeaseKeeper:
             return []
         for sid in candidates:
             self.elsewhere.pop(sid, None)
+        if self.adoptable is not None:
+            allowed = set(await self._call(self.adoptable, candidates))
+            now = self.scheduler.clock.now()
+            self.elsewhere.update({sid: now for sid in candidates if sid not in allowed})
+            candidates = [sid for sid in candidates if sid in allowed]
+            if not candidates:
+                return []
         async with self.lock:
             result = await self._call(self.book.take_many, candidates)
         adopted = []

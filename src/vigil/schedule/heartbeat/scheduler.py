@@ -153,13 +153,19 @@ class HeartbeatScheduler:
         """Own ``session_id`` whose lease is held already (adoption)."""
         self._targets[session_id] = target
 
-    def adopt(self, target_for: Callable[[str], HeartbeatTarget]) -> None:
+    def adopt(
+        self,
+        target_for: Callable[[str], HeartbeatTarget],
+        adoptable: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
         """From now on own every active heartbeat whose lease is free (at start, at every
         resync and poll tick), as :data:`~vigil.schedule.heartbeat.lease.GATEWAY` does;
-        ``target_for(session_id)`` gives the target. Needs leases."""
+        ``target_for(session_id)`` gives the target; ``adoptable`` (blocking) keeps only the
+        sessions this process may adopt. Needs leases."""
         if self._leases is None:
             raise ValueError("adopting heartbeats needs a LeaseBook (leases=...)")
         self._leases.target_for = target_for
+        self._leases.adoptable = adoptable
         if self._watcher is not None:
             self._leases.spawn(self.resync())
 

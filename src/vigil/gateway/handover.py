@@ -1,0 +1,149 @@
+"""Several gateways on one store: a message stored by one worker, answered by another.
+
+A worker that receives a message for a conversation another live worker runs stores it in the
+inbox (the platform is acknowledged as usual) and tells the others on the store's ``inbox``
+notification channel; the worker that runs the conversation hands it to that conversation's
+queue. Every worker also sweeps the inbox every third of the lease time: that catches a missed
+notification and, once a dead worker's leases lapse, takes its conversations over with what it
+left unanswered (through :mod:`vigil.gateway.recovery`, so a turn cut off mid-way continues and an
+answer already stored is not asked for again). The same sweep renews this worker's conversation
+leases and closes, here, a conversation another worker took over while this one was stalled.
+
+On a store only one gateway uses (SQLite) none of this runs: there is nobody to hand over to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from vigil.store import StoreError
+from vigil.store.gateway_tables import InboxEntry
+
+if TYPE_CHECKING:
+    from vigil.gateway.core import Gateway
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "inbox"
+SWEEP_LIMIT = 500
+"""Unfinished entries looked at per sweep (the oldest first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Elsewhere:
+    """A conversation another live worker runs."""
+
+    session_id: str
+    worker: str
+
+
+class Handover:
+    """The hand-over of one worker (see the module docstring)."""
+
+    def __init__(self, gateway: "Gateway") -> None:
+        self.gateway = gateway
+        self.every = gateway.ownership.book.renew_every
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._unsubscribe: Callable[[], None] | None = None
+        self._notifications: Any = None
+        self.taken_over = 0
+        """Entries this worker answered for a conversation it took over or was handed."""
+
+    @property
+    def active(self) -> bool:
+        return self.gateway.ownership.shared
+
+    def start(self) -> None:
+        if not self.active or self._task is not None:
+            return
+        self._notifications = _notifications(self.gateway.store)
+        if self._notifications is not None:
+            loop = asyncio.get_running_loop()
+            try:
+                self._unsubscribe = self._notifications.subscribe(
+                    CHANNEL, lambda _payload: loop.call_soon_threadsafe(self._wake.set)
+                )
+            except Exception as exc:  # a listener that cannot start: the sweep still runs
+                log.warning("cannot listen for handed-over messages (the sweep still finds them): %s", exc)
+        self._task = asyncio.create_task(self._run(), name="gateway-handover")
+
+    async def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def tell(self, entry: InboxEntry) -> None:
+        """``entry`` waits for the worker that runs its conversation: wake it now."""
+        if self._notifications is None:
+            return
+        try:
+            self._notifications.publish(CHANNEL, str(entry.id))
+        except Exception as exc:  # its sweep finds it anyway
+            log.warning("cannot announce inbox entry %d to the other workers: %s", entry.id, exc)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.every)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.sweep()
+            except StoreError as exc:
+                log.warning("the inbox sweep failed (trying again in %g s): %s", self.every, exc)
+            except Exception:  # one bad entry must not end the hand-over
+                log.exception("the inbox sweep failed")
+
+    async def sweep(self) -> int:
+        """Renew the leases, let go of conversations taken over elsewhere, and answer the
+        unfinished entries of conversations this worker runs or nobody runs. Returns how
+        many entries were handed on."""
+        from vigil.gateway.recovery import recover_entry
+
+        gateway = self.gateway
+        lost = await asyncio.to_thread(gateway.ownership.still_held)
+        for session_id in lost:
+            await self._let_go(session_id)
+        entries = await asyncio.to_thread(gateway.store.gateway.inbox_unfinished, limit=SWEEP_LIMIT)
+        handled = 0
+        for entry in entries:
+            if entry.id in gateway._handling or gateway._closing:
+                continue
+            handled += await recover_entry(gateway, entry)
+        if handled:
+            self.taken_over += handled
+            gateway.say(f"vigil gateway: {handled} message(s) handed over to this worker are being answered")
+        return handled
+
+    async def _let_go(self, session_id: str) -> None:
+        """Another worker runs ``session_id`` now: close it here once its turn is over."""
+        gateway = self.gateway
+        live = gateway.live.get(session_id)
+        if live is None:
+            return
+        gateway.say(f"vigil gateway: conversation {session_id[:8]} is run by another worker now")
+        await live.conversation.wait_idle()
+        async with gateway.routes_held(live):
+            gateway.forget(live)
+            await live.close()
+
+
+def _notifications(store: Any) -> Any:
+    """The store's notification channels (PostgreSQL), or ``None``."""
+    make = getattr(store, "notifications", None)
+    if make is None:
+        return None
+    try:
+        return make()
+    except Exception as exc:
+        log.warning("the store's notifications are not available (sweeping instead): %s", exc)
+        return None
