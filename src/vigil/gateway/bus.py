@@ -11,6 +11,8 @@ import asyncio
 import logging
 from typing import Any, AsyncIterator
 
+from vigil.gateway.relay import Relayed
+
 log = logging.getLogger(__name__)
 
 QUEUE_LIMIT = 2_000
@@ -61,11 +63,13 @@ class Watch:
         return None if item is _END else item
 
 
-class EventBus:
-    """Watchers by session id."""
+class EventBus(Relayed):
+    """Watchers by session id. With several workers on one store, what is published here is
+    shared with the others' buses too (:mod:`vigil.gateway.relay`)."""
 
     def __init__(self) -> None:
         self._watchers: dict[str, set[Watch]] = {}
+        self.relay = None
 
     def subscribe(self, session_id: str) -> Watch:
         watch = Watch(self, session_id)
@@ -82,14 +86,32 @@ class EventBus:
     def publish(self, session_id: str | None, item: dict[str, Any]) -> None:
         if session_id is None:
             return
-        for watch in list(self._watchers.get(session_id, ())):
-            watch.push(item)
+        self._push(session_id, item)
+        if self.relay is not None:
+            self.relay({"s": session_id, "e": item})
 
     def move(self, old: str, new: str, reason: str) -> None:
         """The conversation in ``old`` continues in ``new``: tell and carry its watchers."""
         if old == new:
             return
-        self.publish(old, {"type": "session_moved", "session_id": old, "new_session_id": new, "reason": reason})
+        self._move(old, new, reason)
+        if self.relay is not None:
+            self.relay({"move": [old, new, reason]})
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        """Apply what another worker's bus published (not shared again)."""
+        moved = message.get("move")
+        if isinstance(moved, list) and len(moved) == 3 and all(isinstance(part, str) for part in moved):
+            self._move(*moved)
+        elif isinstance(message.get("s"), str) and isinstance(message.get("e"), dict):
+            self._push(message["s"], message["e"])
+
+    def _push(self, session_id: str, item: dict[str, Any]) -> None:
+        for watch in list(self._watchers.get(session_id, ())):
+            watch.push(item)
+
+    def _move(self, old: str, new: str, reason: str) -> None:
+        self._push(old, {"type": "session_moved", "session_id": old, "new_session_id": new, "reason": reason})
         for watch in self._watchers.pop(old, set()):
             watch.session_id = new
             self._watchers.setdefault(new, set()).add(watch)

@@ -34,6 +34,7 @@ from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
 from vigil.gateway.handover import Elsewhere, Handover
 from vigil.gateway.outbox import OutboxSender
+from vigil.gateway.relay import EventRelay
 from vigil.gateway.ownership import Ownership, route_claim, store_is_shared
 from vigil.gateway.routing import Router
 from vigil.gateway import fanout, settle, views
@@ -101,6 +102,7 @@ class Gateway:
             store, self.clock, token=self.leases.token, seconds=self.leases.seconds, shared=store_is_shared(store)
         )
         self.handover = Handover(self)
+        self.relay = EventRelay(self)
         self.heartbeat_repo = HeartbeatRepo(store, self.clock)
         self.router = Router(store, self.clock)
         self.bus = EventBus()
@@ -219,6 +221,7 @@ class Gateway:
         armed = len(self.heartbeats.engine)
         if armed:
             self.say(f"vigil gateway: {armed} heartbeat(s) armed from the store")
+        self.relay.start()
         self._accepting = True
         await recover(self)
         self.outbox.start()
@@ -266,6 +269,7 @@ class Gateway:
         except (asyncio.TimeoutError, StoreError) as exc:
             log.warning("outbox not drained at shutdown (sent at the next start): %s", exc)
         await self.outbox.stop()
+        self.relay.stop()
         self.bus.close_all()
         try:
             await asyncio.to_thread(self.ownership.close)

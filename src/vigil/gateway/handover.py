@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from vigil.gateway.relay import store_notifications
 from vigil.store import StoreError
 from vigil.store.gateway_tables import InboxEntry
 
@@ -60,7 +61,7 @@ class Handover:
     def start(self) -> None:
         if not self.active or self._task is not None:
             return
-        self._notifications = _notifications(self.gateway.store)
+        self._notifications = store_notifications(self.gateway.store)
         if self._notifications is not None:
             loop = asyncio.get_running_loop()
             try:
@@ -135,15 +136,3 @@ class Handover:
         async with gateway.routes_held(live):
             gateway.forget(live)
             await live.close()
-
-
-def _notifications(store: Any) -> Any:
-    """The store's notification channels (PostgreSQL), or ``None``."""
-    make = getattr(store, "notifications", None)
-    if make is None:
-        return None
-    try:
-        return make()
-    except Exception as exc:
-        log.warning("the store's notifications are not available (sweeping instead): %s", exc)
-        return None

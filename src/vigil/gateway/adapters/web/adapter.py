@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from vigil.gateway.adapters.base import AdapterHealth, GatewayPort
 from vigil.gateway.adapters.web.api import api_routes
 from vigil.gateway.adapters.web.auth import SessionSigner
+from vigil.gateway.adapters.web.events import OpenPages
 from vigil.gateway.adapters.web.files import SentFiles, file_routes, link
 from vigil.gateway.adapters.web.login import login_routes
 from vigil.gateway.adapters.web.pages import page_routes
@@ -72,8 +73,12 @@ class WebAdapter:
                 event.update(name=sent.name, size=message.meta.get("size"), url=link(message.id))
         elif message.kind == "cron":
             event["job"] = message.meta.get("cron_job")
-            targets = self.state.pages.open_sessions() | targets
-        self.state.pages.publish(targets, event)
+        self.state.pages.publish(targets, event, everyone=message.kind == "cron")
+
+    @property
+    def pages(self) -> OpenPages:
+        """The open pages (shared with the other workers' by :mod:`vigil.gateway.relay`)."""
+        return self.state.pages
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
         """Nothing: each page subscribes to its conversation's events itself."""

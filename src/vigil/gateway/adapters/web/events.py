@@ -10,6 +10,7 @@ from collections import defaultdict
 from typing import Any, AsyncIterator
 
 from vigil.gateway.adapters.base import Subscription
+from vigil.gateway.relay import Relayed
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +22,13 @@ page reconnects and reloads the history)."""
 _END: dict[str, Any] = {"type": "__end__"}
 
 
-class OpenPages:
-    """The event queues of the pages that have a conversation open, by session id."""
+class OpenPages(Relayed):
+    """The event queues of the pages that have a conversation open, by session id. With
+    several workers on one store, what is published here reaches their pages too."""
 
     def __init__(self) -> None:
         self._queues: dict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
+        self.relay = None
 
     def open(self, session_id: str) -> asyncio.Queue[dict[str, Any]]:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_LIMIT)
@@ -39,8 +42,21 @@ class OpenPages:
             if not queues:
                 del self._queues[session_id]
 
-    def publish(self, session_ids: set[str], event: dict[str, Any]) -> int:
-        """Put ``event`` on every page open on one of ``session_ids``; return how many took it."""
+    def publish(self, session_ids: set[str], event: dict[str, Any], *, everyone: bool = False) -> int:
+        """Put ``event`` on every page open on one of ``session_ids`` (``everyone``: on every
+        open page), here and, shared, on the other workers; return how many pages here took it."""
+        if self.relay is not None:
+            self.relay({"ids": sorted(session_ids), "all": everyone, "e": event})
+        return self._offer_all(self.open_sessions() | session_ids if everyone else session_ids, event)
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        """Apply what another worker's pages were given (not shared again)."""
+        ids, event = message.get("ids"), message.get("e")
+        if isinstance(ids, list) and isinstance(event, dict):
+            targets = {sid for sid in ids if isinstance(sid, str)}
+            self._offer_all(self.open_sessions() | targets if message.get("all") is True else targets, event)
+
+    def _offer_all(self, session_ids: set[str], event: dict[str, Any]) -> int:
         delivered = 0
         for session_id in session_ids:
             for queue in list(self._queues.get(session_id, ())):

@@ -322,6 +322,9 @@ function handle(event) {
     case "status":
       showStatus(state.busy, event.queued);
       break;
+    case "stale":  // another gateway worker had more to say than it could pass on live
+      loadView(state.id).catch(() => {});
+      break;
     case "reply":
       if (event.kind === "file" && event.url) { append(fileLink(event)); break; }
       // The outbox's copy of an answer: already shown when it streamed; if this page missed
