@@ -19,7 +19,7 @@ _STYLE = {"ok": "green", "warning": "yellow", "problem": "red", "skipped": "dim"
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for scripts).")
 @pass_app
 def doctor(app: AppContext, as_json: bool) -> None:
-    """Check the profile's setup and say what to fix.
+    """Check the setup and say what to fix.
 
     \b
     Checks, each with a short time bound:
@@ -72,5 +72,10 @@ def _table(results: list[CheckResult]) -> None:
 
 
 def _summary(counts: Counter[str]) -> str:
-    parts = [f"{counts.get(s, 0)} {s}" for s in STATUSES if counts.get(s, 0) or s in ("ok", "problem")]
+    """``12 ok, 1 warning, 0 problems`` (skipped only when there are some)."""
+    parts = []
+    for status in STATUSES:
+        n = counts.get(status, 0)
+        if n or status in ("ok", "problem"):
+            parts.append(f"{n} {status}" if status in ("ok", "skipped") or n == 1 else f"{n} {status}s")
     return ", ".join(parts)

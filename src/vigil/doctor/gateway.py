@@ -12,6 +12,7 @@ from typing import Any, cast
 from vigil.doctor.result import CheckResult, Subject, ok, problem, warning
 
 AREA = "gateway"
+START = "start it with `vigil gateway run`, or as a service: `vigil gateway install`"
 
 
 def check_gateway(subject: Subject) -> list[CheckResult]:
@@ -38,14 +39,17 @@ def _running(subject: Subject) -> CheckResult:
         locked = holder(subject.profile)
     except LockUnavailable as exc:
         return warning(AREA, "gateway", str(exc), f"move it aside: mv {shlex.quote(str(subject.profile.home / 'gateway.lock'))} /tmp/")
-    if locked is None:
-        return ok(AREA, "gateway", "not running (start it with `vigil gateway run`, or as a service: `vigil gateway install`)")
     try:
         found = read_status(cast(Any, _MetaReader(subject)), subject.profile, now=time.time())
-    except Exception as exc:  # the store cannot be read: the lock alone still says who runs
+    except Exception as exc:  # the store cannot be read (said above): the lock alone says who runs
+        if locked is None:
+            return ok(AREA, "gateway", f"not running ({START})")
         return ok(AREA, "gateway", f"pid {locked.pid} holds the gateway lock (its status record cannot be read: {exc})")
     if found.state == "unresponsive":
-        return warning(AREA, "gateway", found.summary, f"vigil gateway status; if it stays so: kill {found.pid}" if found.pid else "vigil gateway status")
+        return warning(AREA, "gateway", found.summary,
+                       f"vigil gateway status; if it stays so: kill {found.pid}" if found.pid else "vigil gateway status")
+    if not found.running:
+        return ok(AREA, "gateway", f"{found.summary}; {START}")
     return ok(AREA, "gateway", found.summary)
 
 

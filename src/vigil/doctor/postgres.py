@@ -8,6 +8,7 @@ themselves, in read-only transactions, with short connect and statement timeouts
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import time
 from contextlib import contextmanager
@@ -35,9 +36,8 @@ INSTALL = "pip install 'vigil[postgres]'"
 def check_postgres(url: str) -> list[CheckResult]:
     """Every PostgreSQL check, in order; later ones are skipped when the server cannot be reached."""
     try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-
+        for module in ("psycopg", "psycopg_pool"):
+            importlib.import_module(module)
         from vigil.store.postgres.conn import parse_target
     except ImportError as exc:
         return [problem(AREA, "PostgreSQL server", f"the PostgreSQL store needs psycopg and psycopg_pool ({exc})", INSTALL)]

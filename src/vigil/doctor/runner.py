@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Callable, Mapping
 
-from vigil.doctor.result import CheckResult, Subject, ok, problem, warning
+from vigil.doctor.result import CheckResult, Subject, ok, problem
 from vigil.profiles import DEFAULT_PROFILE, Profile, ProfileError, profile_path
 
 DEADLINE_SECONDS = 20.0
