@@ -15,10 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.cli.helpers import run_cli
-from tests.store.conftest import pg_schema, pg_url, postgres_server  # noqa: F401  (fixtures)
+from tests.store import conftest as store_fixtures
 from vigil.doctor import STATUSES
 from vigil.store.sqlite.migrations import LATEST_VERSION, migrate
 from vigil.testing.fake_model import FakeModelServer
+
+# The PostgreSQL fixtures of the store tests: the test server, a fresh schema per test.
+postgres_server = store_fixtures.postgres_server
+pg_schema = store_fixtures.pg_schema
+pg_url = store_fixtures.pg_url
 
 
 def doctor(*args: str) -> tuple[int, dict[str, Any]]:
@@ -140,7 +145,12 @@ def test_a_broken_config_is_the_problem_named_and_it_stays_as_it_was(vigil_home:
     assert code == 1 and report["ok"] is False
     found = check(report, "config", "config.yaml")
     assert found["status"] == "problem" and "config.yaml:3: invalid YAML" in found["detail"] and found["fix"]
-    for area, name in (("store", "session store"), ("model", "model"), ("platforms", "platforms"), ("sandbox", "bubblewrap")):
+    for area, name in (
+        ("store", "session store"),
+        ("model", "model"),
+        ("platforms", "platforms"),
+        ("sandbox", "bubblewrap"),
+    ):
         assert check(report, area, name)["status"] == "skipped"
     assert snapshot(vigil_home) == before and sorted(p.name for p in vigil_home.iterdir()) == [config.name]
 
@@ -150,7 +160,9 @@ def test_a_broken_config_is_the_problem_named_and_it_stays_as_it_was(vigil_home:
     assert "problem  config: config.yaml:" in plain.output and "\n         fix: " in plain.output
 
 
-def test_an_unreachable_model_endpoint_is_a_problem_with_a_fix(vigil_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreachable_model_endpoint_is_a_problem_with_a_fix(
+    vigil_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
     code, report = doctor()
     assert code == 1
@@ -166,15 +178,18 @@ def test_no_model_at_all_is_a_problem_naming_the_ways_to_get_one(vigil_home: Pat
     assert found["status"] == "problem" and "OPENAI_API_KEY" in found["fix"] and "vigil models add" in found["fix"]
 
 
-def test_a_wrong_model_name_is_a_warning_listing_the_endpoints_models(vigil_home: Path, fake_model_env: FakeModelServer) -> None:
+def test_a_wrong_model_name_is_a_warning_listing_the_endpoints_models(
+    vigil_home: Path, fake_model_env: FakeModelServer
+) -> None:
     write_config(vigil_home, "model:\n  name: no-such-model\n")
     code, report = doctor()
     found = check(report, "model", "reachable")
     assert code == 0 and found["status"] == "warning" and "fake-model" in found["fix"]
 
 
-def test_a_refused_key_is_a_problem_naming_the_variable(vigil_home: Path, fake_model_env: FakeModelServer,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refused_key_is_a_problem_naming_the_variable(
+    vigil_home: Path, fake_model_env: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "wrong-key-5d1e")
     code, report = doctor()
     found = check(report, "model", "reachable")
@@ -243,7 +258,9 @@ def test_an_older_store_reports_its_pending_migrations_and_is_not_migrated(
         assert conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone() == (3,)
 
 
-def test_a_store_from_a_newer_vigil_is_a_problem_and_left_alone(vigil_home: Path, fake_model_env: FakeModelServer) -> None:
+def test_a_store_from_a_newer_vigil_is_a_problem_and_left_alone(
+    vigil_home: Path, fake_model_env: FakeModelServer
+) -> None:
     db = vigil_home / "state.db"
     _store_at(db, LATEST_VERSION)
     conn = sqlite3.connect(db, isolation_level=None)
@@ -275,8 +292,52 @@ def test_loose_permissions_are_named_with_the_chmod_to_run(healthy: Path) -> Non
     store = check(report, "store", "permissions")
     assert store["status"] == "warning" and store["fix"] == f"chmod 600 {healthy / 'state.db'}"
     token = check(report, "gateway", "web token")
-    assert code == 1 and token["status"] == "problem" and token["fix"].startswith(f"chmod 600 {healthy / 'gateway.token'}")
+    assert (
+        code == 1
+        and token["status"] == "problem"
+        and token["fix"].startswith(f"chmod 600 {healthy / 'gateway.token'}")
+    )
     assert "token\n" not in token["detail"]
+
+
+def test_damaged_stored_prompts_are_counted_with_the_repair_command(healthy: Path) -> None:
+    from vigil.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(healthy / "state.db")
+    try:
+        for n in range(3):
+            store.create_session(source="cli", system_prompt=f"You are helper {n}.")
+        tampered = store.create_session(source="cli", system_prompt="You are the tampered one.")
+    finally:
+        store.close()
+    conn = sqlite3.connect(healthy / "state.db", isolation_level=None)
+    conn.execute(
+        "UPDATE system_prompts SET text = 'changed by hand' WHERE hash = ?", (tampered.system_prompt_hash,)
+    )
+    conn.close()
+    code, report = doctor()
+    found = check(report, "store", "damaged prompts")
+    assert code == 0 and found["status"] == "warning" and found["detail"].startswith("1 session(s)")
+    assert found["fix"].startswith("vigil sessions repair-prompts --dry-run")
+
+
+def test_a_local_model_is_checked_without_loading_it(vigil_home: Path, tmp_path: Path) -> None:
+    import importlib.util
+
+    gguf = tmp_path / "tiny.gguf"
+    write_config(vigil_home, f"model:\n  provider: local\n  path: {gguf}\n")
+    _, report = doctor()
+    missing = check(report, "model", "model file")
+    assert (
+        missing["status"] == "problem"
+        and "does not exist" in missing["detail"]
+        and "vigil models list" in missing["fix"]
+    )
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    _, report = doctor()
+    assert check(report, "model", "model file")["status"] == "ok"
+    engine = check(report, "model", "xllamacpp")
+    assert engine["status"] == ("ok" if importlib.util.find_spec("xllamacpp") else "problem")
 
 
 def test_the_json_report_has_one_shape(healthy: Path) -> None:
@@ -331,7 +392,7 @@ def _pg_version(server: str, schema: str) -> int | None:
 
 
 @pytest.mark.postgres
-def test_a_healthy_postgres_store_passes(vigil_home: Path, fake_model_env: FakeModelServer, pg_url: str) -> None:  # noqa: F811
+def test_a_healthy_postgres_store_passes(vigil_home: Path, fake_model_env: FakeModelServer, pg_url: str) -> None:
     from vigil.store.postgres import PostgresStore
     from vigil.store.postgres.migrations import LATEST_VERSION as PG_LATEST
 
@@ -348,7 +409,7 @@ def test_a_healthy_postgres_store_passes(vigil_home: Path, fake_model_env: FakeM
 
 @pytest.mark.postgres
 def test_postgres_schemas_are_reported_never_created_or_migrated(
-    vigil_home: Path, fake_model_env: FakeModelServer, postgres_server: str, pg_schema: str, pg_url: str  # noqa: F811
+    vigil_home: Path, fake_model_env: FakeModelServer, postgres_server: str, pg_schema: str, pg_url: str
 ) -> None:
     import psycopg
 

@@ -42,8 +42,13 @@ def doctor(app: AppContext, as_json: bool) -> None:
     failed = any(r.status == "problem" for r in results)
     counts = Counter(r.status for r in results)
     if as_json:
-        echo_json({"ok": not failed, "counts": {s: counts.get(s, 0) for s in STATUSES},
-                   "checks": [r.as_dict() for r in results]})
+        echo_json(
+            {
+                "ok": not failed,
+                "counts": {s: counts.get(s, 0) for s in STATUSES},
+                "checks": [r.as_dict() for r in results],
+            }
+        )
     elif console.is_terminal:
         _table(results)
     else:

@@ -38,16 +38,27 @@ def _running(subject: Subject) -> CheckResult:
     try:
         locked = holder(subject.profile)
     except LockUnavailable as exc:
-        return warning(AREA, "gateway", str(exc), f"move it aside: mv {shlex.quote(str(subject.profile.home / 'gateway.lock'))} /tmp/")
+        return warning(
+            AREA,
+            "gateway",
+            str(exc),
+            f"move it aside: mv {shlex.quote(str(subject.profile.home / 'gateway.lock'))} /tmp/",
+        )
     try:
         found = read_status(cast(Any, _MetaReader(subject)), subject.profile, now=time.time())
     except Exception as exc:  # the store cannot be read (said above): the lock alone says who runs
         if locked is None:
             return ok(AREA, "gateway", f"not running ({START})")
-        return ok(AREA, "gateway", f"pid {locked.pid} holds the gateway lock (its status record cannot be read: {exc})")
+        return ok(
+            AREA, "gateway", f"pid {locked.pid} holds the gateway lock (its status record cannot be read: {exc})"
+        )
     if found.state == "unresponsive":
-        return warning(AREA, "gateway", found.summary,
-                       f"vigil gateway status; if it stays so: kill {found.pid}" if found.pid else "vigil gateway status")
+        return warning(
+            AREA,
+            "gateway",
+            found.summary,
+            f"vigil gateway status; if it stays so: kill {found.pid}" if found.pid else "vigil gateway status",
+        )
     if not found.running:
         return ok(AREA, "gateway", f"{found.summary}; {START}")
     return ok(AREA, "gateway", found.summary)
@@ -65,13 +76,22 @@ def _token(subject: Subject) -> CheckResult:
         return problem(AREA, "web token", f"{path} cannot be checked: {exc.strerror or exc}")
     shown = shlex.quote(str(path))
     if not stat.S_ISREG(info.st_mode):
-        return problem(AREA, "web token", f"{path} is not a regular file", f"rm {shown}   (the gateway makes a new one)")
+        return problem(
+            AREA, "web token", f"{path} is not a regular file", f"rm {shown}   (the gateway makes a new one)"
+        )
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077:
         return problem(
-            AREA, "web token", f"{path} is readable by other users (mode {mode:04o}): they could log into the web chat",
+            AREA,
+            "web token",
+            f"{path} is readable by other users (mode {mode:04o}): they could log into the web chat",
             f"chmod 600 {shown}   (or rm {shown} and restart the gateway for a new token, logging every browser out)",
         )
     if info.st_uid != os.getuid():
-        return warning(AREA, "web token", f"{path} belongs to another user (uid {info.st_uid})", f"sudo chown {os.getuid()} {shown}")
+        return warning(
+            AREA,
+            "web token",
+            f"{path} belongs to another user (uid {info.st_uid})",
+            f"sudo chown {os.getuid()} {shown}",
+        )
     return ok(AREA, "web token", f"private (mode {mode:04o})")

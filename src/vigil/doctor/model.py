@@ -70,18 +70,25 @@ def _reachable(resolved: ResolvedModel, settings: ModelSettings) -> CheckResult:
         return problem(AREA, "reachable", f"cannot reach {shown}: {mask_secrets(reason)}", endpoint_fix)
     if response.status_code in (401, 403):
         return problem(
-            AREA, "reachable", f"{shown} refuses the API key from {resolved.key_source} (HTTP {response.status_code})",
+            AREA,
+            "reachable",
+            f"{shown} refuses the API key from {resolved.key_source} (HTTP {response.status_code})",
             f"export {settings.api_key_env or KEY_ENV[resolved.provider]}=... with a valid key",
         )
     if response.status_code == 404:
-        return warning(AREA, "reachable", f"{shown} answers but lists no models (HTTP 404); chats may still work",
-                       endpoint_fix + " (OpenAI-compatible endpoints usually end in /v1)")
+        return warning(
+            AREA,
+            "reachable",
+            f"{shown} answers but lists no models (HTTP 404); chats may still work",
+            endpoint_fix + " (OpenAI-compatible endpoints usually end in /v1)",
+        )
     if response.status_code >= 400:
         return problem(AREA, "reachable", f"{shown} answers HTTP {response.status_code}", endpoint_fix)
     models = _model_ids(response)
     if resolved.model and models and resolved.model not in models:
         return warning(
-            AREA, "reachable",
+            AREA,
+            "reachable",
             f"{shown} answers, but its {len(models)} model(s) do not include {printable(resolved.model)}",
             "vigil config set model.name NAME   (one of: " + ", ".join(printable(m, 40) for m in models[:5]) + ")",
         )
@@ -109,13 +116,24 @@ def _local(settings: ModelSettings, env: Mapping[str, str]) -> list[CheckResult]
         options = EngineOptions.from_settings(settings, env)
         size = check_model_file(options.path)
     except LocalModelError as exc:
-        results.append(problem(AREA, "model file", str(exc), "vigil models list   (then: vigil config set model.path /path/to/model.gguf)"))
+        results.append(
+            problem(
+                AREA,
+                "model file",
+                str(exc),
+                "vigil models list   (then: vigil config set model.path /path/to/model.gguf)",
+            )
+        )
     else:
-        results.append(ok(AREA, "model file", f"{options.path} is a GGUF file ({size / 2**30:.2f} GiB) that fits in memory"))
+        results.append(
+            ok(AREA, "model file", f"{options.path} is a GGUF file ({size / 2**30:.2f} GiB) that fits in memory")
+        )
     try:
         importlib.import_module("xllamacpp")
     except Exception as exc:  # an ImportError, or its native library failing to load
-        results.append(problem(AREA, "xllamacpp", f"xllamacpp cannot be imported ({type(exc).__name__}: {exc})", INSTALL_HINT))
+        results.append(
+            problem(AREA, "xllamacpp", f"xllamacpp cannot be imported ({type(exc).__name__}: {exc})", INSTALL_HINT)
+        )
     else:
         results.append(ok(AREA, "xllamacpp", "imports (the model is not loaded by doctor)"))
     return results

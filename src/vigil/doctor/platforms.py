@@ -9,7 +9,10 @@ from typing import Mapping
 from vigil.doctor.result import NEEDS_CONFIG, CheckResult, Subject, ok, problem, skipped
 
 AREA = "platforms"
-SDKS = {"slack": ("slack_sdk", "pip install 'vigil[slack]'"), "telegram": ("telegram", "pip install 'vigil[telegram]'")}
+SDKS = {
+    "slack": ("slack_sdk", "pip install 'vigil[slack]'"),
+    "telegram": ("telegram", "pip install 'vigil[telegram]'"),
+}
 
 
 def check_platforms(subject: Subject) -> list[CheckResult]:
@@ -24,8 +27,14 @@ def check_platforms(subject: Subject) -> list[CheckResult]:
         results.append(_secrets(name, needed(name, settings), subject.env))
         results.append(_sdk(name))
     if "telegram" in enabled and settings.telegram.mode == "webhook" and not settings.telegram.webhook_url:
-        results.append(problem(AREA, "telegram webhook", "telegram.mode is webhook but telegram.webhook_url is not set",
-                               "vigil config set telegram.webhook_url https://HOST/telegram/webhook"))
+        results.append(
+            problem(
+                AREA,
+                "telegram webhook",
+                "telegram.mode is webhook but telegram.webhook_url is not set",
+                "vigil config set telegram.webhook_url https://HOST/telegram/webhook",
+            )
+        )
     return results
 
 
@@ -33,7 +42,10 @@ def needed(platform: str, settings: object) -> list[str]:
     """The environment variables an enabled ``platform`` reads its secrets from."""
     section = getattr(settings, platform)
     if platform == "slack":
-        return [section.bot_token_env, section.app_token_env if section.socket_mode else section.signing_secret_env]
+        return [
+            section.bot_token_env,
+            section.app_token_env if section.socket_mode else section.signing_secret_env,
+        ]
     return [section.token_env] + ([section.webhook_secret_env] if section.mode == "webhook" else [])
 
 
@@ -56,5 +68,7 @@ def _sdk(platform: str) -> CheckResult:
     try:
         importlib.import_module(module)
     except Exception as exc:  # an ImportError, or a broken install failing while it loads
-        return problem(AREA, f"{platform} SDK", f"{module} cannot be imported ({type(exc).__name__}: {exc})", install)
+        return problem(
+            AREA, f"{platform} SDK", f"{module} cannot be imported ({type(exc).__name__}: {exc})", install
+        )
     return ok(AREA, f"{platform} SDK", f"{module} imports")

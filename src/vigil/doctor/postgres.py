@@ -40,13 +40,24 @@ def check_postgres(url: str) -> list[CheckResult]:
             importlib.import_module(module)
         from vigil.store.postgres.conn import parse_target
     except ImportError as exc:
-        return [problem(AREA, "PostgreSQL server", f"the PostgreSQL store needs psycopg and psycopg_pool ({exc})", INSTALL)]
+        return [
+            problem(
+                AREA, "PostgreSQL server", f"the PostgreSQL store needs psycopg and psycopg_pool ({exc})", INSTALL
+            )
+        ]
     from vigil.store.errors import StoreError
 
     try:
         target = parse_target(url)
     except StoreError as exc:
-        return [problem(AREA, "PostgreSQL server", str(exc), "correct store.url: vigil config set store.url postgresql://USER@HOST/DB")]
+        return [
+            problem(
+                AREA,
+                "PostgreSQL server",
+                str(exc),
+                "correct store.url: vigil config set store.url postgresql://USER@HOST/DB",
+            )
+        ]
     try:
         with _connection(target) as conn:
             results = [_server(conn, target), *_schema(conn, target)]
@@ -115,11 +126,23 @@ def _schema(conn: psycopg.Connection[Any], target: Target) -> list[CheckResult]:
     schema = target.schema
     version = applied_version(conn, schema)
     if version == 0 and _holds_relations(conn, schema):
-        return [problem(AREA, "schema", f"PostgreSQL schema '{schema}' at {target.where} holds tables of some other program",
-                        "choose another schema: add ?schema=NAME to store.url")]
-    results = [check_version(version, MIGRATIONS, f"schema '{schema}'", backup=f"pg_dump -n {schema} ... > vigil-backup.sql")]
+        return [
+            problem(
+                AREA,
+                "schema",
+                f"PostgreSQL schema '{schema}' at {target.where} holds tables of some other program",
+                "choose another schema: add ?schema=NAME to store.url",
+            )
+        ]
+    results = [
+        check_version(
+            version, MIGRATIONS, f"schema '{schema}'", backup=f"pg_dump -n {schema} ... > vigil-backup.sql"
+        )
+    ]
     if version == MIGRATIONS[-1].version:
-        results.append(check_damaged_prompts(lambda sql, params: _rows(conn, sql, params), f'"{schema}".', unescape))
+        results.append(
+            check_damaged_prompts(lambda sql, params: _rows(conn, sql, params), f'"{schema}".', unescape)
+        )
     else:
         results.append(skipped(AREA, "damaged prompts", "the schema is not the one this vigil knows"))
     return results
@@ -145,7 +168,13 @@ def _pool(target: Target) -> CheckResult:
     from vigil.store.postgres.conn import POOL_MAX_SIZE
 
     pool: ConnectionPool[Any] = ConnectionPool(
-        target.conninfo, kwargs=_kwargs(), min_size=1, max_size=1, open=False, timeout=POOL_SECONDS, name="vigil doctor"
+        target.conninfo,
+        kwargs=_kwargs(),
+        min_size=1,
+        max_size=1,
+        open=False,
+        timeout=POOL_SECONDS,
+        name="vigil doctor",
     )
     try:
         try:
@@ -163,18 +192,34 @@ def _pool(target: Target) -> CheckResult:
                 ).fetchone() or (0, 0, 0)
                 conn.rollback()
         except Exception as exc:  # a pool timeout, or the server going away meanwhile
-            return problem(AREA, "connection pool", f"no pooled connection within {POOL_SECONDS:g} s: {target.scrub(str(exc))}",
-                           "check the server's load and max_connections")
+            return problem(
+                AREA,
+                "connection pool",
+                f"no pooled connection within {POOL_SECONDS:g} s: {target.scrub(str(exc))}",
+                "check the server's load and max_connections",
+            )
     finally:
         pool.close()
     latency = statistics.median(timings)
     free = int(limit) - int(reserved) - int(used)
-    detail = f"a pooled connection answers in {latency:.1f} ms (median of {ROUND_TRIPS}); {used} of {limit} server connections in use"
+    detail = (
+        f"a pooled connection answers in {latency:.1f} ms (median of {ROUND_TRIPS}); "
+        f"{used} of {limit} server connections in use"
+    )
     if free < POOL_MAX_SIZE:
-        return warning(AREA, "connection pool", detail + f": fewer than the {POOL_MAX_SIZE} a gateway's pool may open are free",
-                       "raise max_connections on the server, or stop idle clients")
+        return warning(
+            AREA,
+            "connection pool",
+            detail + f": fewer than the {POOL_MAX_SIZE} a gateway's pool may open are free",
+            "raise max_connections on the server, or stop idle clients",
+        )
     if latency > SLOW_MS:
-        return warning(AREA, "connection pool", detail + ": slow; every store call pays it", "run the gateway close to the database")
+        return warning(
+            AREA,
+            "connection pool",
+            detail + ": slow; every store call pays it",
+            "run the gateway close to the database",
+        )
     return ok(AREA, "connection pool", detail)
 
 

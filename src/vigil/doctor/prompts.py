@@ -57,4 +57,6 @@ def check_damaged_prompts(query: Query, tables: str = "", unescape: Callable[[st
             f"{damaged} session(s) whose stored system prompt is missing, empty or fails its hash",
             FIX,
         )
-    return ok(AREA, NAME, f"none among {distinct:,} stored prompt(s) (messages are not scanned: that is a full read)")
+    return ok(
+        AREA, NAME, f"none among {distinct:,} stored prompt(s) (messages are not scanned: that is a full read)"
+    )

@@ -30,7 +30,13 @@ class CheckResult:
     fix: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"area": self.area, "name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix}
+        return {
+            "area": self.area,
+            "name": self.name,
+            "status": self.status,
+            "detail": self.detail,
+            "fix": self.fix,
+        }
 
 
 def ok(area: str, name: str, detail: str) -> CheckResult:

@@ -38,7 +38,9 @@ def find_profile(name: str | None) -> Profile:
     ``ProfileError`` for a named profile that does not exist."""
     profile = profile_path(name)
     if profile.name != DEFAULT_PROFILE and not profile.exists:
-        raise ProfileError(f"profile '{profile.name}' does not exist (create it with `vigil profile create {profile.name}`)")
+        raise ProfileError(
+            f"profile '{profile.name}' does not exist (create it with `vigil profile create {profile.name}`)"
+        )
     return profile
 
 
@@ -58,7 +60,9 @@ def run_checks(profile: Profile, env: Mapping[str, str] = os.environ) -> list[Ch
     slots: dict[str, list[CheckResult]] = {}
     threads = []
     for area, check in _areas():
-        thread = threading.Thread(target=_run_into, args=(slots, area, check, subject), name=f"doctor {area}", daemon=True)
+        thread = threading.Thread(
+            target=_run_into, args=(slots, area, check, subject), name=f"doctor {area}", daemon=True
+        )
         thread.start()
         threads.append((area, thread))
     deadline = time.monotonic() + DEADLINE_SECONDS
@@ -89,5 +93,9 @@ def _home(profile: Profile) -> CheckResult:
     if not profile.home.is_dir():
         if profile.home.exists() or profile.home.is_symlink():
             return problem("config", "profile", f"{profile.home} is not a directory", "move it aside")
-        return ok("config", "profile", f"'{profile.name}': {profile.home} does not exist yet (the first command creates it)")
+        return ok(
+            "config",
+            "profile",
+            f"'{profile.name}': {profile.home} does not exist yet (the first command creates it)",
+        )
     return ok("config", "profile", f"'{profile.name}' at {profile.home}")

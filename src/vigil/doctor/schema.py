@@ -10,7 +10,9 @@ AREA = "store"
 UPGRADE = "pip install --upgrade vigil   (or run the vigil that wrote it)"
 
 
-def check_version(version: int, migrations: Sequence[Any], where: str, *, backup: str | None = None) -> CheckResult:
+def check_version(
+    version: int, migrations: Sequence[Any], where: str, *, backup: str | None = None
+) -> CheckResult:
     """``migrations``: the backend's ``MIGRATIONS`` (each with ``version`` and ``name``).
 
     Pending migrations are only reported: vigil applies them the next time it opens the store.

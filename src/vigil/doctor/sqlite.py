@@ -53,16 +53,29 @@ def check_sqlite(path: Path) -> list[CheckResult]:
             space,
         ]
     if head.size == 0:
-        return [ok(AREA, "session database", f"{path} is empty: the first command that needs it creates the schema"), space]
+        return [
+            ok(AREA, "session database", f"{path} is empty: the first command that needs it creates the schema"),
+            space,
+        ]
     refused = _refusal(path, head.data, head.size)
     if refused is not None:
-        return [problem(AREA, "session database", refused, f"move it aside or restore a backup: mv {shown} {shown}.broken"), space]
+        return [
+            problem(
+                AREA, "session database", refused, f"move it aside or restore a backup: mv {shown} {shown}.broken"
+            ),
+            space,
+        ]
     try:
         with closing(connect_read_only(path)) as conn:
             inside = _inside(conn, path)
     except sqlite3.Error as exc:
         return [
-            problem(AREA, "session database", f"{path} cannot be read: {exc}", f"restore it from a backup, or move it aside: mv {shown} {shown}.broken"),
+            problem(
+                AREA,
+                "session database",
+                f"{path} cannot be read: {exc}",
+                f"restore it from a backup, or move it aside: mv {shown} {shown}.broken",
+            ),
             space,
         ]
     opens = ok(AREA, "session database", f"{path} opens ({head.size:,} bytes)")
@@ -101,12 +114,23 @@ def _inside(conn: sqlite3.Connection, path: Path) -> list[CheckResult]:
     from vigil.doctor.schema import check_version
 
     version = schema_version(conn)
-    if version == 0 and conn.execute("SELECT 1 FROM sqlite_master WHERE name NOT LIKE 'sqlite%' LIMIT 1").fetchone():
-        return [problem(AREA, "schema", f"{path} is an SQLite database of some other program, not a vigil session database",
-                        "point store.url elsewhere, or move the file aside")]
+    if (
+        version == 0
+        and conn.execute("SELECT 1 FROM sqlite_master WHERE name NOT LIKE 'sqlite%' LIMIT 1").fetchone()
+    ):
+        return [
+            problem(
+                AREA,
+                "schema",
+                f"{path} is an SQLite database of some other program, not a vigil session database",
+                "point store.url elsewhere, or move the file aside",
+            )
+        ]
     from vigil.store.sqlite.migrations import MIGRATIONS
 
-    result = check_version(version, MIGRATIONS, str(path), backup=f"cp {shlex.quote(str(path))} {shlex.quote(str(path))}.bak")
+    result = check_version(
+        version, MIGRATIONS, str(path), backup=f"cp {shlex.quote(str(path))} {shlex.quote(str(path))}.bak"
+    )
     found = [result]
     if version == MIGRATIONS[-1].version:
         found.append(check_damaged_prompts(lambda sql, params: _rows(conn, sql, params)))
@@ -136,8 +160,12 @@ def _wal_mode(header: bytes) -> CheckResult:
     # Bytes 18 and 19 (write and read format) are 2 in WAL mode, which persists in the file.
     if len(header) >= 20 and header[18] == 2 and header[19] == 2:
         return ok(AREA, "WAL mode", "on (readers and the writer do not block each other)")
-    return warning(AREA, "WAL mode", "off: the store turns it on the next time vigil opens it",
-                   "run any vigil command that uses the store, e.g. `vigil sessions list`")
+    return warning(
+        AREA,
+        "WAL mode",
+        "off: the store turns it on the next time vigil opens it",
+        "run any vigil command that uses the store, e.g. `vigil sessions list`",
+    )
 
 
 def _permissions(path: Path) -> CheckResult:
@@ -151,15 +179,27 @@ def _permissions(path: Path) -> CheckResult:
         if mode & 0o077:
             loose.append((file, mode))
         if info.st_uid != os.getuid():
-            return warning(AREA, "permissions", f"{file} belongs to another user (uid {info.st_uid})",
-                           f"run vigil as that user, or: sudo chown {os.getuid()} {shlex.quote(str(file))}")
+            return warning(
+                AREA,
+                "permissions",
+                f"{file} belongs to another user (uid {info.st_uid})",
+                f"run vigil as that user, or: sudo chown {os.getuid()} {shlex.quote(str(file))}",
+            )
     if not os.access(path, os.R_OK | os.W_OK):
-        return problem(AREA, "permissions", f"{path} is not readable and writable by this user",
-                       f"chmod 600 {shlex.quote(str(path))}")
+        return problem(
+            AREA,
+            "permissions",
+            f"{path} is not readable and writable by this user",
+            f"chmod 600 {shlex.quote(str(path))}",
+        )
     if loose:
         names = ", ".join(f"{f.name} ({m:04o})" for f, m in loose)
-        return warning(AREA, "permissions", f"readable by other users: {names} (it holds every conversation)",
-                       "chmod 600 " + " ".join(shlex.quote(str(f)) for f, _ in loose))
+        return warning(
+            AREA,
+            "permissions",
+            f"readable by other users: {names} (it holds every conversation)",
+            "chmod 600 " + " ".join(shlex.quote(str(f)) for f, _ in loose),
+        )
     return ok(AREA, "permissions", "private to this user (0600)")
 
 
@@ -171,8 +211,12 @@ def _disk_space(path: Path) -> CheckResult:
         return warning(AREA, "disk space", f"cannot tell the free space at {folder}: {exc.strerror or exc}")
     shown = _size(free)
     if free < VERY_LOW_DISK:
-        return problem(AREA, "disk space", f"only {shown} free at {folder}: writes will soon fail",
-                       f"free some space: du -sh {shlex.quote(str(folder))}/* | sort -h | tail")
+        return problem(
+            AREA,
+            "disk space",
+            f"only {shown} free at {folder}: writes will soon fail",
+            f"free some space: du -sh {shlex.quote(str(folder))}/* | sort -h | tail",
+        )
     if free < LOW_DISK:
         return warning(AREA, "disk space", f"{shown} free at {folder}", "free some space before it runs out")
     return ok(AREA, "disk space", f"{shown} free at {folder}")
