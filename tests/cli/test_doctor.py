@@ -434,5 +434,5 @@ def test_an_unreachable_postgres_is_a_problem(vigil_home: Path, fake_model_env: 
     code, report = doctor()
     found = check(report, "store", "PostgreSQL server")
     assert code == 1 and found["status"] == "problem" and "cannot connect to PostgreSQL" in found["detail"]
-    assert "pg_isready -h 127.0.0.1 -p " in found["fix"]
+    assert "pg_isready -d postgresql://vigil@127.0.0.1:" in found["fix"]
     assert "hunter2secret" not in json.dumps(report)

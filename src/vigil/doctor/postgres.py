@@ -9,13 +9,15 @@ themselves, in read-only transactions, with short connect and statement timeouts
 from __future__ import annotations
 
 import importlib
+import shlex
 import statistics
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
-from vigil.doctor.prompts import check_damaged_prompts
-from vigil.doctor.result import CheckResult, ok, problem, skipped, warning
+from vigil.doctor.prompts import check_damaged_prompts, not_checked
+from vigil.doctor.result import CheckResult, ok, problem, warning
 from vigil.store.records import MetaEntry
 
 if TYPE_CHECKING:
@@ -58,18 +60,33 @@ def check_postgres(url: str) -> list[CheckResult]:
                 "correct store.url: vigil config set store.url postgresql://USER@HOST/DB",
             )
         ]
+    shown = shlex.quote(_without_secrets(url))
     try:
-        with _connection(target) as conn:
-            results = [_server(conn, target), *_schema(conn, target)]
+        conn = _connect(target)
     except Exception as exc:  # psycopg's errors, whatever the server or the network did
         return [
             problem(
                 AREA,
                 "PostgreSQL server",
                 f"cannot connect to PostgreSQL at {target.where}: {target.scrub(str(exc))}",
-                f"start the server or correct store.url; check with: pg_isready {_pg_isready_args(target)}",
+                f"start the server or correct store.url; check with: pg_isready -d {shown}",
             )
         ]
+    try:
+        results = [_server(conn, target)]
+        try:
+            results += _schema(conn, target, shown)
+        except Exception as exc:  # a permission, a statement timeout, the server going away
+            results.append(
+                problem(
+                    AREA,
+                    "schema",
+                    f"schema '{target.schema}' cannot be read: {target.scrub(str(exc))}",
+                    f"check that the user in store.url may read it: psql {shown} -c '\\dn+ {target.schema}'",
+                )
+            )
+    finally:
+        conn.close()
     results.append(_pool(target))
     return results
 
@@ -97,8 +114,7 @@ def _kwargs() -> dict[str, Any]:
     return {"connect_timeout": CONNECT_SECONDS, "application_name": "vigil doctor", "autocommit": False}
 
 
-@contextmanager
-def _connection(target: Target) -> Iterator[psycopg.Connection[Any]]:
+def _connect(target: Target) -> psycopg.Connection[Any]:
     """A connection whose every transaction is read-only and whose statements are cut short."""
     import psycopg
 
@@ -106,10 +122,28 @@ def _connection(target: Target) -> Iterator[psycopg.Connection[Any]]:
     try:
         conn.read_only = True
         conn.execute(f"SET statement_timeout = {STATEMENT_MS}")
+        conn.commit()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+@contextmanager
+def _connection(target: Target) -> Iterator[psycopg.Connection[Any]]:
+    conn = _connect(target)
+    try:
         yield conn
-        conn.rollback()
     finally:
         conn.close()
+
+
+def _without_secrets(url: str) -> str:
+    """``url`` without its password and query, for a command to copy (libpq tools take URLs)."""
+    parts = urlsplit(url)
+    userinfo, at, hostspec = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return urlunsplit((parts.scheme, f"{user}@{hostspec}" if at and user else hostspec, parts.path, "", ""))
 
 
 def _server(conn: psycopg.Connection[Any], target: Target) -> CheckResult:
@@ -118,7 +152,7 @@ def _server(conn: psycopg.Connection[Any], target: Target) -> CheckResult:
     return ok(AREA, "PostgreSQL server", f"{target.where} answers (PostgreSQL {major}.{minor})")
 
 
-def _schema(conn: psycopg.Connection[Any], target: Target) -> list[CheckResult]:
+def _schema(conn: psycopg.Connection[Any], target: Target, shown: str) -> list[CheckResult]:
     from vigil.doctor.schema import check_version
     from vigil.store.postgres.migrations import MIGRATIONS, applied_version
     from vigil.store.postgres.text import unescape
@@ -136,7 +170,7 @@ def _schema(conn: psycopg.Connection[Any], target: Target) -> list[CheckResult]:
         ]
     results = [
         check_version(
-            version, MIGRATIONS, f"schema '{schema}'", backup=f"pg_dump -n {schema} ... > vigil-backup.sql"
+            version, MIGRATIONS, f"schema '{schema}'", backup=f"pg_dump -n {schema} {shown} > vigil-backup.sql"
         )
     ]
     if version == MIGRATIONS[-1].version:
@@ -144,7 +178,7 @@ def _schema(conn: psycopg.Connection[Any], target: Target) -> list[CheckResult]:
             check_damaged_prompts(lambda sql, params: _rows(conn, sql, params), f'"{schema}".', unescape)
         )
     else:
-        results.append(skipped(AREA, "damaged prompts", "the schema is not the one this vigil knows"))
+        results.append(not_checked(version, MIGRATIONS[-1].version))
     return results
 
 
@@ -203,7 +237,7 @@ def _pool(target: Target) -> CheckResult:
     latency = statistics.median(timings)
     free = int(limit) - int(reserved) - int(used)
     detail = (
-        f"a pooled connection answers in {latency:.1f} ms (median of {ROUND_TRIPS}); "
+        f"a pooled connection answers in {latency:.2f} ms (median of {ROUND_TRIPS}); "
         f"{used} of {limit} server connections in use"
     )
     if free < POOL_MAX_SIZE:
@@ -221,10 +255,3 @@ def _pool(target: Target) -> CheckResult:
             "run the gateway close to the database",
         )
     return ok(AREA, "connection pool", detail)
-
-
-def _pg_isready_args(target: Target) -> str:
-    host = target.where.partition("@")[2] if "@" in target.where else target.where
-    hostport = host.split("/", 1)[0]
-    name, _, port = hostport.rpartition(":")
-    return f"-h {name or hostport} -p {port or 5432}" if name else f"-h {hostport}"

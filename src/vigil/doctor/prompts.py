@@ -60,3 +60,11 @@ def check_damaged_prompts(query: Query, tables: str = "", unescape: Callable[[st
     return ok(
         AREA, NAME, f"none among {distinct:,} stored prompt(s) (messages are not scanned: that is a full read)"
     )
+
+
+def not_checked(version: int, latest: int) -> CheckResult:
+    """What stands in for the count when the schema is not the one these statements know."""
+    if version == 0:
+        return ok(AREA, NAME, "none: the store holds no sessions yet")
+    newer = "newer than" if version > latest else "behind"
+    return skipped(AREA, NAME, f"not counted: the schema is {newer} the one this vigil knows")

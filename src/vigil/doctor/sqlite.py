@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import quote
 
-from vigil.doctor.prompts import check_damaged_prompts
-from vigil.doctor.result import CheckResult, ok, problem, skipped, warning
+from vigil.doctor.prompts import check_damaged_prompts, not_checked
+from vigil.doctor.result import CheckResult, ok, problem, warning
 from vigil.safe_files import UnsafeFile, read_bytes
 from vigil.store.records import MetaEntry
 
@@ -135,7 +135,7 @@ def _inside(conn: sqlite3.Connection, path: Path) -> list[CheckResult]:
     if version == MIGRATIONS[-1].version:
         found.append(check_damaged_prompts(lambda sql, params: _rows(conn, sql, params)))
     else:
-        found.append(skipped(AREA, "damaged prompts", "the schema is not the one this vigil knows"))
+        found.append(not_checked(version, MIGRATIONS[-1].version))
     return found
 
 
