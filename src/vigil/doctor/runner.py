@@ -57,6 +57,7 @@ def run_checks(profile: Profile, env: Mapping[str, str] = os.environ) -> list[Ch
         found, settings = [problem("config", "config.yaml", _failed(exc), "vigil config show")], None
     results += found
     subject = Subject(profile, settings, env)
+    _preload()
     slots: dict[str, list[CheckResult]] = {}
     threads = []
     for area, check in _areas():
@@ -74,6 +75,28 @@ def run_checks(profile: Profile, env: Mapping[str, str] = os.environ) -> list[Ch
             # A daemon thread: a check stuck in a system call cannot keep the process alive.
             results.append(problem(area, area, f"the check did not finish within {DEADLINE_SECONDS:g} s"))
     return results
+
+
+_OWN_MODULES = (
+    "vigil.store.sqlite.migrations",
+    "vigil.store.sqlite.meta",
+    "vigil.models.factory",
+    "vigil.models.local_engine",
+    "vigil.tools.sandbox",
+    "vigil.gateway.lock",
+    "vigil.gateway.status",
+    "vigil.gateway.token",
+)
+
+
+def _preload() -> None:
+    """Import vigil's own modules the checks use before the threads start: two threads
+    entering one circle of imports at different points can each find the other's module
+    half made. (Third-party SDKs are each imported by one check only.)"""
+    import importlib
+
+    for name in _OWN_MODULES:
+        importlib.import_module(name)
 
 
 def _run_into(slots: dict[str, list[CheckResult]], area: str, check: Check, subject: Subject) -> None:
