@@ -4,7 +4,7 @@ prefix shared by several files in one folder has become a folder.
 Order, bottom to top (a module may import its own layer and the layers below it):
 
     foundation (clock, config and the single-file modules beside them)
-    → store → prompt, models → schedule → tools → agent → runtime → gateway → cli
+    → store → prompt, models → schedule → tools → agent → runtime → gateway → doctor → cli
 
 Decisions this test pins (DESIGN.md names only the folders):
 
@@ -13,6 +13,8 @@ Decisions this test pins (DESIGN.md names only the folders):
   only each other. ``export`` is the exception: it reads a store, so it sits just above store.
 * ``gateway`` runs scheduled jobs and, later, messaging platforms through the runtime; the CLI
   starts it. It sits between runtime and cli.
+* ``doctor`` checks every part (the store, the sandbox, the model endpoint, the gateway) for
+  ``vigil doctor``, so it sits above them all, just below cli.
 * ``testing`` (the fake model server) is a side layer: it imports only the foundation, so it
   cannot lean on the code it is there to test, and nothing else in vigil imports it.
 * Every import counts, wherever it is written: lazy imports inside functions and imports under
@@ -41,7 +43,8 @@ RANKS: dict[str, int] = {
     "agent": 5,
     "runtime": 6,
     "gateway": 7,
-    "cli": 8,
+    "doctor": 8,
+    "cli": 9,
 }
 SIDE = "testing"
 

@@ -155,6 +155,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "chat": LazyCommand("vigil.cli.chat_cmd", "chat", "Talk to the agent."),
     "config": LazyCommand("vigil.cli.config_cmd", "config", "Read and change the profile's config.yaml."),
     "cron": LazyCommand("vigil.cli.cron_cmd", "cron", "Scheduled jobs, each in a fresh session."),
+    "doctor": LazyCommand("vigil.cli.doctor_cmd", "doctor", "Check the setup and say what to fix."),
     "gateway": LazyCommand(
         "vigil.cli.gateway_cmd", "gateway", "The long-running process and its service."
     ),
