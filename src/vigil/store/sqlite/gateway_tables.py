@@ -31,6 +31,7 @@ from vigil.store.gateway_rows import (
     outbound_params,
     outbox_from_row,
     outbox_statuses,
+    claim_params,
     route_of,
     route_params,
     started_session,
@@ -50,6 +51,24 @@ _ROUTE = ROUTE_MATCH.format(p="?")
 # Status values are written into the SQL (never user input) so that the partial index on
 # pending outbox entries can serve the queries that need it.
 _UNFINISHED = "status IN ('pending', 'running')"
+_SAME_CHAT = "o.adapter = e.adapter AND o.chat = e.chat AND o.thread = e.thread AND o.user_key = e.user_key"
+_CLAIM = (
+    "UPDATE gateway_outbox SET claimed_by = :worker, claim_until = :until WHERE id IN ("
+    " SELECT e.id FROM gateway_outbox e WHERE e.status = 'pending' AND e.next_attempt_at <= :now"
+    " AND (e.claim_until IS NULL OR e.claim_until <= :now OR e.claimed_by = :worker)"
+    " AND NOT EXISTS (SELECT 1 FROM gateway_outbox o WHERE o.status = 'pending' AND"
+    f" {_SAME_CHAT} AND o.id < e.id AND (o.next_attempt_at > :now"
+    " OR (o.claim_until > :now AND o.claimed_by <> :worker)))"
+    f" ORDER BY e.id LIMIT :limit) RETURNING {OUTBOX_COLUMNS}"
+)
+"""Claim the due entries whose chat has no older pending entry that is not due or is held by
+another worker's live claim (see ``GatewayTables.outbox_claim``)."""
+_NEXT_CLAIMABLE = (
+    "SELECT MIN(CASE WHEN e.claimed_by <> ? AND e.claim_until > e.next_attempt_at"
+    " THEN e.claim_until ELSE e.next_attempt_at END) FROM gateway_outbox e WHERE e.status = 'pending'"
+    f" AND NOT EXISTS (SELECT 1 FROM gateway_outbox o WHERE o.status = 'pending' AND {_SAME_CHAT} AND o.id < e.id)"
+)
+"""When each chat's oldest pending entry may be claimed by a worker; the earliest of those."""
 _INSERT_OUTBOX = (
     f"INSERT INTO gateway_outbox ({ROUTE_COLUMNS}, kind, text, session_id, inbox_id, meta,"
     f" created_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {OUTBOX_COLUMNS}"
@@ -219,8 +238,20 @@ class SQLiteGatewayTables:
             ).fetchall()
         return [outbox_from_row(row) for row in rows]
 
-    def outbox_next_due(self) -> float | None:
-        rows = self._db.query("SELECT MIN(next_attempt_at) FROM gateway_outbox WHERE status = 'pending'")
+    def outbox_claim(self, worker: str, now: float, *, limit: int, hold: float) -> list[OutboxEntry]:
+        worker, wanted, until = claim_params(worker, now, limit, hold)
+        params = {"worker": worker, "until": until, "now": now, "limit": wanted}
+        # One write transaction: no other claimer (thread or process) runs in between.
+        entries = self._group.run(
+            lambda conn: [outbox_from_row(row) for row in conn.execute(_CLAIM, params).fetchall()]
+        )
+        return sorted(entries, key=lambda entry: entry.id)  # RETURNING keeps no order
+
+    def outbox_next_due(self, *, worker: str | None = None) -> float | None:
+        if worker is None:
+            rows = self._db.query("SELECT MIN(next_attempt_at) FROM gateway_outbox WHERE status = 'pending'")
+        else:
+            rows = self._db.query(_NEXT_CLAIMABLE, (check_text(worker, "worker", empty=False),))
         value = rows[0][0]
         return None if value is None else float(value)  # type: ignore[arg-type]
 
@@ -241,7 +272,7 @@ class SQLiteGatewayTables:
 
         def write(conn: sqlite3.Connection) -> None:
             changed = conn.execute(
-                f"UPDATE gateway_outbox SET attempts = attempts + 1, {assignments}"
+                f"UPDATE gateway_outbox SET attempts = attempts + 1, claimed_by = NULL, claim_until = NULL, {assignments}"
                 " WHERE id = ? AND status = 'pending'",
                 (*params, entry_id),
             ).rowcount
