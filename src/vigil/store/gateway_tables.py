@@ -231,7 +231,8 @@ class GatewayTables(Protocol):
 
     def outbox_retry(self, entry_id: int, *, error: str, next_attempt_at: float) -> None:
         """A try failed and will be repeated: attempts + 1, the error kept, due later (and
-        claimable by any worker then)."""
+        claimable by any worker then). The claims on its chat's later pending replies, which
+        wait behind it, are cleared too: they go with it to whoever claims it next."""
         ...
 
     def outbox_fail(self, entry_id: int, *, error: str, now: float) -> None:

@@ -75,6 +75,10 @@ _NEXT_CLAIMABLE = (
     f" AND {_SAME_CHAT.format(e='e')} AND o.id < e.id)"
 )
 """When each chat's oldest pending entry may be claimed by a worker; the earliest of those."""
+_RELEASE_LATER = (
+    "UPDATE {s}.gateway_outbox SET claimed_by = NULL, claim_until = NULL WHERE status = 'pending' AND id > %s"
+    f" AND claimed_by IS NOT NULL AND ({ROUTE_COLUMNS}) = (SELECT {ROUTE_COLUMNS} FROM {{s}}.gateway_outbox WHERE id = %s)"
+)
 _INSERT_OUTBOX = (
     f"INSERT INTO {{s}}.gateway_outbox ({ROUTE_COLUMNS}, kind, text, session_id, inbox_id, meta,"
     " created_at, next_attempt_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -242,7 +246,8 @@ class PostgresGatewayTables:
         worker, wanted, until = claim_params(worker, now, limit, hold)
         with self._db.write() as conn:
             rows = self._db.run(conn, _CLAIM, (now, now, worker, wanted, worker, until)).fetchall()
-        return sorted((outbox_from_row(row) for row in rows), key=lambda entry: entry.id)
+            claimed = [outbox_from_row(row) for row in rows]  # a damaged row rolls the claim back
+        return sorted(claimed, key=lambda entry: entry.id)  # RETURNING keeps no order
 
     def outbox_next_due(self, *, worker: str | None = None) -> float | None:
         if worker is None:
@@ -257,14 +262,20 @@ class PostgresGatewayTables:
 
     def outbox_retry(self, entry_id: int, *, error: str, next_attempt_at: float) -> None:
         check_text(error, "error")
-        self._outbox_update(entry_id, "last_error = %s, next_attempt_at = %s", (error, next_attempt_at))
+        self._outbox_update(
+            entry_id, "last_error = %s, next_attempt_at = %s", (error, next_attempt_at), release_later=True
+        )
 
     def outbox_fail(self, entry_id: int, *, error: str, now: float) -> None:
         check_text(error, "error")
         self._outbox_update(entry_id, "status = 'failed', last_error = %s, failed_at = %s", (error, now))
 
-    def _outbox_update(self, entry_id: int, assignments: str, params: tuple[Any, ...]) -> None:
-        """One try's outcome for a pending entry (``assignments`` are fixed SQL, never input)."""
+    def _outbox_update(
+        self, entry_id: int, assignments: str, params: tuple[Any, ...], *, release_later: bool = False
+    ) -> None:
+        """One try's outcome for a pending entry (``assignments`` are fixed SQL, never input);
+        ``release_later``: its chat's later replies, which must wait behind it, are claimable
+        by whoever claims it next (see ``GatewayTables.outbox_retry``)."""
         check_id(entry_id)
         with self._db.write() as conn:
             run = partial(self._db.run, conn)
@@ -276,6 +287,8 @@ class PostgresGatewayTables:
             ).rowcount
             if not changed and run("SELECT 1 FROM {s}.gateway_outbox WHERE id = %s", (entry_id,)).fetchone() is None:
                 raise KeyError(f"no gateway outbox entry {entry_id}")
+            if changed and release_later:
+                run(_RELEASE_LATER, (entry_id, entry_id))
 
     def outbox_list(
         self, *, statuses: Sequence[str] = OUTBOX_STATUSES, limit: int = 100

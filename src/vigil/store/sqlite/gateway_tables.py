@@ -69,6 +69,10 @@ _NEXT_CLAIMABLE = (
     f" AND NOT EXISTS (SELECT 1 FROM gateway_outbox o WHERE o.status = 'pending' AND {_SAME_CHAT} AND o.id < e.id)"
 )
 """When each chat's oldest pending entry may be claimed by a worker; the earliest of those."""
+_RELEASE_LATER = (
+    "UPDATE gateway_outbox SET claimed_by = NULL, claim_until = NULL WHERE status = 'pending' AND id > ?"
+    f" AND claimed_by IS NOT NULL AND ({ROUTE_COLUMNS}) = (SELECT {ROUTE_COLUMNS} FROM gateway_outbox WHERE id = ?)"
+)
 _INSERT_OUTBOX = (
     f"INSERT INTO gateway_outbox ({ROUTE_COLUMNS}, kind, text, session_id, inbox_id, meta,"
     f" created_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {OUTBOX_COLUMNS}"
@@ -260,14 +264,18 @@ class SQLiteGatewayTables:
 
     def outbox_retry(self, entry_id: int, *, error: str, next_attempt_at: float) -> None:
         check_text(error, "error")
-        self._outbox_update(entry_id, "last_error = ?, next_attempt_at = ?", (error, next_attempt_at))
+        self._outbox_update(entry_id, "last_error = ?, next_attempt_at = ?", (error, next_attempt_at), release_later=True)
 
     def outbox_fail(self, entry_id: int, *, error: str, now: float) -> None:
         check_text(error, "error")
         self._outbox_update(entry_id, "status = 'failed', last_error = ?, failed_at = ?", (error, now))
 
-    def _outbox_update(self, entry_id: int, assignments: str, params: tuple[Any, ...]) -> None:
-        """One try's outcome for a pending entry (``assignments`` are fixed SQL, never input)."""
+    def _outbox_update(
+        self, entry_id: int, assignments: str, params: tuple[Any, ...], *, release_later: bool = False
+    ) -> None:
+        """One try's outcome for a pending entry (``assignments`` are fixed SQL, never input);
+        ``release_later``: its chat's later replies, which must wait behind it, are claimable
+        by whoever claims it next (see ``GatewayTables.outbox_retry``)."""
         check_id(entry_id)
 
         def write(conn: sqlite3.Connection) -> None:
@@ -278,6 +286,8 @@ class SQLiteGatewayTables:
             ).rowcount
             if not changed and conn.execute("SELECT 1 FROM gateway_outbox WHERE id = ?", (entry_id,)).fetchone() is None:
                 raise KeyError(f"no gateway outbox entry {entry_id}")
+            if changed and release_later:
+                conn.execute(_RELEASE_LATER, (entry_id, entry_id))
 
         self._group.run(write)
 
