@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 from tests.gateway.conftest import eventually
-from tests.store.conftest import pg_schema, pg_url, postgres_server  # noqa: F401 - fixtures
+from tests.store import conftest as store_fixtures
 from vigil.clock import FakeClock
 from vigil.gateway.outbox import OutboxSender
 from vigil.store import SessionStore
@@ -20,6 +20,11 @@ from vigil.store.gateway_tables import PENDING, SENT, NewOutbound, OutboxEntry, 
 from vigil.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
+
+# The PostgreSQL server and a fresh schema per test, as the store tests have them.
+postgres_server = store_fixtures.postgres_server
+pg_schema = store_fixtures.pg_schema
+pg_url = store_fixtures.pg_url
 
 CHATS = [RouteKey("chat", f"chat-{n}") for n in range(30)]
 
@@ -49,7 +54,7 @@ class Platform:
 
 
 @pytest.fixture
-def stores(pg_url: str) -> Iterator[list[SessionStore]]:  # noqa: F811 - the imported fixture
+def stores(pg_url: str) -> Iterator[list[SessionStore]]:
     opened: list[SessionStore] = [PostgresStore(pg_url), PostgresStore(pg_url)]
     yield opened
     for store in opened:
