@@ -16,7 +16,7 @@ from tests.store import conftest as store_fixtures
 from vigil.clock import FakeClock
 from vigil.gateway.outbox import OutboxSender
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import PENDING, SENT, NewOutbound, OutboxEntry, RouteKey
+from vigil.store.gateway_tables import FAILED, PENDING, SENT, NewOutbound, OutboxEntry, RouteKey
 from vigil.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
@@ -127,4 +127,4 @@ async def test_what_a_dead_worker_claimed_is_sent_by_the_other_once_its_claims_l
     await other.drain()
     check_once_and_in_order(log, queued)
     assert len(log) == 300 and {worker for worker, _ in log[100:]} == {"worker-b"}
-    assert stores[1].gateway.outbox_counts() == {PENDING: 0, SENT: 300, "failed": 0}
+    assert stores[1].gateway.outbox_counts() == {PENDING: 0, SENT: 300, FAILED: 0}

@@ -9,7 +9,7 @@ import pytest
 
 from vigil.store import SessionStore
 from vigil.store.errors import DamagedRow
-from vigil.store.gateway_tables import PENDING, SENT, NewOutbound
+from vigil.store.gateway_tables import FAILED, PENDING, SENT, NewOutbound
 
 from .gateway_support import SLACK, TELEGRAM_GROUP, WEB, RawSQL, raw_sql_for
 
@@ -66,7 +66,7 @@ def test_sent_retry_and_fail_clear_the_claim(store: SessionStore) -> None:
     assert tables.outbox_claim("worker-b", 4.0, limit=10, hold=100.0) == []
     [again] = tables.outbox_claim("worker-b", 5.0, limit=10, hold=100.0)
     assert (again.id, again.attempts, again.claimed_by) == (retried.id, 1, "worker-b")
-    assert tables.outbox_counts() == {PENDING: 1, SENT: 1, "failed": 1}
+    assert tables.outbox_counts() == {PENDING: 1, SENT: 1, FAILED: 1}
 
 
 def test_a_chats_replies_are_claimed_in_order_by_one_worker(store: SessionStore) -> None:

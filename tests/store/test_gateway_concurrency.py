@@ -8,7 +8,7 @@ import random
 import threading
 
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import ANSWERED, PENDING, SENT, NewOutbound, RouteKey
+from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, SENT, NewOutbound, RouteKey
 
 from .conftest import StoreFactory
 from .gateway_support import WEB
@@ -119,4 +119,4 @@ def test_concurrent_claimers_send_each_reply_once_and_each_chat_in_order(store_f
     assert sorted(entry_id for _, entry_id in sent) == [entry.id for entry in queued]
     assert all(ids == sorted(ids) for ids in by_chat.values())
     assert len({worker for worker, _ in sent}) > 1  # they really shared the work
-    assert stores[1].gateway.outbox_counts() == {PENDING: 0, SENT: 2000, "failed": 0}
+    assert stores[1].gateway.outbox_counts() == {PENDING: 0, SENT: 2000, FAILED: 0}
