@@ -118,11 +118,11 @@ async def test_stopping_the_outbox_waits_for_a_store_call_in_flight(make_gateway
     real_next_due = tables.outbox_next_due
     inside, finished = threading.Event(), threading.Event()
 
-    def slow_next_due():
+    def slow_next_due(**kwargs):
         inside.set()
         time.sleep(0.3)
         try:
-            return real_next_due()
+            return real_next_due(**kwargs)
         finally:
             finished.set()
 

@@ -1,6 +1,6 @@
 """Concurrent gateway table writes on every backend: threads on stores of their own (as
-separate processes would be) delivering or finishing the same messages at once. The SQLite
-test with two real processes is in test_concurrency."""
+separate processes would be) delivering or finishing the same messages, or claiming the same
+outbox, at once. The SQLite test with two real processes is in test_concurrency."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import threading
 
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import ANSWERED, PENDING, NewOutbound
+from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, SENT, NewOutbound, RouteKey
 
 from .conftest import StoreFactory
 from .gateway_support import WEB
@@ -76,3 +76,47 @@ def test_concurrent_finishes_queue_one_reply(store_factory: StoreFactory) -> Non
     queued = [r for r in replies if r is not None]
     assert len(replies) == 6 and len(queued) == 1
     assert stores[1].gateway.outbox_list() == queued
+
+
+def test_concurrent_claimers_send_each_reply_once_and_each_chat_in_order(store_factory: StoreFactory) -> None:
+    """Eight claimers on four stores of their own (as gateways on four machines) drain one
+    outbox of 2,000 replies to 40 chats, each sending what it claimed: every reply is claimed
+    by exactly one of them, and each chat's replies are sent in the order they were queued."""
+    stores = [store_factory() for _ in range(4)]
+    chats = [RouteKey("web", f"chat-{n}") for n in range(40)]
+    queued = [stores[0].gateway.outbox_add(NewOutbound(chats[n % len(chats)], f"reply {n}"), now=1.0) for n in range(2000)]
+    claimers = [(store, f"worker-{n}-{t}") for n, store in enumerate(stores) for t in range(2)]
+    barrier = threading.Barrier(len(claimers))
+    sent: list[tuple[str, int]] = []
+    by_chat: dict[RouteKey, list[int]] = {chat: [] for chat in chats}
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def claim_and_send(store: SessionStore, worker: str) -> None:
+        barrier.wait()
+        try:
+            while True:
+                claimed = store.gateway.outbox_claim(worker, 2.0, limit=25, hold=3600.0)
+                if not claimed:
+                    if store.gateway.outbox_counts()[PENDING] == 0:
+                        return
+                    continue  # what is left is claimed by others, or locked this instant
+                for entry in claimed:
+                    with lock:  # "sent" before the store hears it: the next claimer may follow at once
+                        sent.append((worker, entry.id))
+                        by_chat[entry.route].append(entry.id)
+                    store.gateway.outbox_sent(entry.id, now=3.0)
+        except BaseException as exc:  # noqa: BLE001 - every failure is reported
+            with lock:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=claim_and_send, args=claimer) for claimer in claimers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(entry_id for _, entry_id in sent) == [entry.id for entry in queued]
+    assert all(ids == sorted(ids) for ids in by_chat.values())
+    assert len({worker for worker, _ in sent}) > 1  # they really shared the work
+    assert stores[1].gateway.outbox_counts() == {PENDING: 0, SENT: 2000, FAILED: 0}

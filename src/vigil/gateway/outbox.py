@@ -5,14 +5,21 @@ a platform outage delays it but never loses it. A failed try is repeated after
 :func:`backoff` (or the platform's ``retry_after``); after ``attempts`` tries, or at once for
 an error the platform says is permanent, the entry is marked failed, logged and counted.
 Replies to one chat go out in the order they were queued: while one waits for its retry,
-the later ones wait behind it; different chats are served at the same time. A reply the platform took is not sent again because the
-store failed to record that.
+the later ones wait behind it; different chats are served at the same time. A reply the
+platform took is not sent again because the store failed to record that.
+
+Gateways sharing one store ("workers") each send only the entries they claimed
+(``outbox_claim``): a reply is sent by one of them, and a chat's replies by one at a time, in
+order. A worker that dies mid-send leaves its claims to lapse after :attr:`OutboxSender.hold`;
+then another sends those replies (so a reply the dead worker had handed over may go twice,
+as after a crash of a lone gateway).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from typing import Any, Callable, Mapping, TypeVar
 
 from vigil.clock import Clock
@@ -27,6 +34,15 @@ BACKOFF_CAP = 300.0
 SEND_TIMEOUT = 60.0
 """Seconds one try to hand a reply to its platform may take; a hung call counts as a failed
 try (retried) instead of holding up its chat's replies."""
+
+CLAIM_HOLD = 2.0
+"""A claim on entries to send holds for this many send timeouts (2 minutes by default): the
+longest a dead worker's unsent replies wait for another worker."""
+TRY_NEEDS = 1.25
+"""Send timeouts of its claim an entry must have left for a try to start: the try ends, or
+is given up, with a quarter of a timeout to spare for marking it sent and for clocks of
+workers' machines that disagree a little, before another worker may take the entry. With
+less left, the chat's task ends and the next pass claims its entries again (renewed)."""
 
 CONCURRENT_CHATS = 16
 """Chats whose replies are handed to their platforms at the same time."""
@@ -60,13 +76,22 @@ class OutboxSender:
         attempts: int,
         report: Report,
         send_timeout: float = SEND_TIMEOUT,
+        worker: str | None = None,
+        claim_hold: float | None = None,
     ) -> None:
+        """``worker`` names this sender's claims among the workers sharing the store (a new
+        random id by default); ``claim_hold`` is how long they hold (default
+        :data:`CLAIM_HOLD` send timeouts), more than :data:`TRY_NEEDS` send timeouts."""
+        if claim_hold is not None and not claim_hold > TRY_NEEDS * send_timeout:
+            raise ValueError(f"an outbox claim must hold longer than {TRY_NEEDS:g} send timeouts, not {claim_hold!r} s")
         self.store = store
         self.adapters = adapters
         self.clock = clock
         self.attempts = attempts
         self.report = report
         self.send_timeout = send_timeout
+        self.worker = worker or secrets.token_hex(8)
+        self.claim_hold = claim_hold
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sending = asyncio.Lock()
@@ -80,6 +105,11 @@ class OutboxSender:
         self._finished: dict[int, float] = {}
         """Entries sent or failed lately (when): a due list read before that is stale for them."""
         self._limit = asyncio.Semaphore(CONCURRENT_CHATS)
+
+    @property
+    def hold(self) -> float:
+        """Seconds a claim on entries to send holds."""
+        return self.claim_hold if self.claim_hold is not None else CLAIM_HOLD * self.send_timeout
 
     def start(self) -> None:
         if self._task is None:
@@ -114,11 +144,14 @@ class OutboxSender:
             self._wake.clear()
             try:
                 await self._send_due()
-                next_due = await self._store(self.store.gateway.outbox_next_due)
-                if next_due is not None and next_due <= self.clock.now() and (self._held or self._chats):
-                    # what is due waits behind a chat being served (its end wakes this loop)
-                    # or behind a held chat: look again when its retry is due
-                    next_due = min((retry_at for _id, retry_at in self._held.values()), default=None)
+                next_due = await self._store(self.store.gateway.outbox_next_due, worker=self.worker)
+                if next_due is not None and next_due <= self.clock.now():
+                    if self._held or self._chats:
+                        # what is due waits behind a chat being served (its end wakes this
+                        # loop) or behind a held chat: look again when its retry is due
+                        next_due = min((retry_at for _id, retry_at in self._held.values()), default=None)
+                    else:  # due, yet not claimed: another worker is claiming it this instant
+                        next_due = self.clock.now() + BACKOFF_BASE
                 failures = 0
             except StoreError as exc:
                 failures += 1
@@ -149,11 +182,13 @@ class OutboxSender:
             await self._send_due_now()
 
     async def _send_due_now(self) -> None:
-        """Hand each chat's due replies to a task of its own (one per chat at a time, at most
-        :data:`CONCURRENT_CHATS` sending at once): a slow platform call delays its own chat only."""
+        """Claim the due replies and hand each chat's to a task of its own (one per chat at a
+        time, at most :data:`CONCURRENT_CHATS` sending at once): a slow platform call delays
+        its own chat only. Entries claimed again while their chat is being served are left to
+        that chat's next task (the claim renewed meanwhile)."""
         while True:
             now = self.clock.now()
-            due = await self._store(self.store.gateway.outbox_due, now, limit=DUE_BATCH)
+            due = await self._store(self.store.gateway.outbox_claim, self.worker, now, limit=DUE_BATCH, hold=self.hold)
             self._release_stale_holds({entry.id for entry in due}, now)
             by_route: dict[RouteKey, list[OutboxEntry]] = {}
             for entry in due:
@@ -170,10 +205,13 @@ class OutboxSender:
                 return
 
     async def _send_chat(self, route: RouteKey, entries: list[OutboxEntry]) -> None:
-        """One chat's due replies, in order, stopping at one that must wait for a retry."""
+        """One chat's due replies, in order, stopping at one that must wait for a retry or
+        whose claim has too little left for a try (the next pass claims it again)."""
         try:
             async with self._limit:
                 for entry in entries:
+                    if entry.id not in self._unmarked and not self._claim_allows_a_try(entry):
+                        break
                     try:
                         await self._send(entry)
                     except StoreError as exc:
@@ -186,14 +224,18 @@ class OutboxSender:
                 del self._chats[route]
             self._wake.set()  # what was queued for this chat meanwhile is due now
 
+    def _claim_allows_a_try(self, entry: OutboxEntry) -> bool:
+        until = entry.claim_until if entry.claim_until is not None else self.clock.now() + self.hold
+        return self.clock.now() + TRY_NEEDS * self.send_timeout <= until
+
     def _forget_finished(self, now: float) -> None:
         for entry_id, at in list(self._finished.items()):
             if now - at > IDLE_RECHECK:
                 del self._finished[entry_id]
 
     def _release_stale_holds(self, due_ids: set[int], now: float) -> None:
-        """A held entry that should be due long since but is not among the due ones was
-        finished elsewhere: its chat is no longer held."""
+        """A held entry that should be due long since but is not among the claimed ones was
+        finished or claimed elsewhere: its chat is no longer held here."""
         for route, (entry_id, retry_at) in list(self._held.items()):
             if entry_id not in due_ids and now > retry_at + IDLE_RECHECK:
                 del self._held[route]

@@ -10,6 +10,7 @@ id and the column, so the operator can repair or delete that row; nothing is sub
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Sequence
 
 from vigil.store.checks import check_dict, check_limit
@@ -40,7 +41,7 @@ INBOX_COLUMNS = (
 )
 OUTBOX_COLUMNS = (
     f"id, {ROUTE_COLUMNS}, kind, text, session_id, inbox_id, created_at, status, attempts,"
-    " next_attempt_at, last_error, sent_at, failed_at, meta"
+    " next_attempt_at, last_error, sent_at, failed_at, meta, claimed_by, claim_until"
 )
 FINISHED_STATUSES = (ANSWERED, FAILED)
 
@@ -127,6 +128,19 @@ def outbox_statuses(statuses: Sequence[str]) -> list[str]:
     return listed
 
 
+def claim_params(worker: str, now: float, limit: int, hold: float) -> tuple[str, int, float]:
+    """The checked ``worker`` and ``limit`` of a claim, and until when it holds."""
+    check_text(worker, "worker", empty=False)
+    if type(limit) is not int:
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    check_limit(limit)
+    if isinstance(hold, bool) or not isinstance(hold, (int, float)) or not isinstance(now, (int, float)):
+        raise TypeError("a claim's now and hold must be numbers of seconds")
+    if not math.isfinite(hold) or hold <= 0 or not math.isfinite(now):
+        raise ValueError(f"a claim needs a finite time and a positive hold, not now={now!r}, hold={hold!r}")
+    return worker, limit, float(now) + float(hold)
+
+
 def optional_limit(limit: int | None) -> int | None:
     return None if limit is None else check_limit(limit)
 
@@ -172,6 +186,8 @@ def outbox_from_row(row: Row) -> OutboxEntry:
         sent_at=_time(row["sent_at"]),
         meta=_meta(row, OUTBOX),
         failed_at=_time(row["failed_at"]),
+        claimed_by=row["claimed_by"],
+        claim_until=_time(row["claim_until"]),
     )
 
 

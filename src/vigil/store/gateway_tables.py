@@ -3,7 +3,8 @@
 The gateway maps each platform conversation to a vigil conversation (``routes``), writes every
 inbound message before the platform is acknowledged (``inbox``, unique per adapter and platform
 message id, so a redelivery is answered once) and sends every reply through a durable
-``outbox`` (retried with back-off, finally marked failed, never dropped). Both backends
+``outbox`` (retried with back-off, finally marked failed, never dropped; gateways sharing one
+store claim the entries they send, so each is sent by one of them). Both backends
 implement the protocol in their ``gateway_tables`` module; a store exposes it as
 ``store.gateway``. Every method is synchronous, thread-safe and its own transaction, like the
 rest of the store. Times are Unix epoch seconds.
@@ -102,6 +103,10 @@ class OutboxEntry:
     meta: dict[str, Any] = field(default_factory=dict)
     failed_at: float | None = None
     """When it was marked ``failed`` (the last try failed)."""
+    claimed_by: str | None = None
+    """The worker that last claimed it to send (see ``GatewayTables.outbox_claim``)."""
+    claim_until: float | None = None
+    """Until when that claim holds; a claim in the past has lapsed (its worker died)."""
 
 
 class GatewayTables(Protocol):
@@ -184,21 +189,50 @@ class GatewayTables(Protocol):
         ...
 
     def outbox_due(self, now: float, *, limit: int = 100) -> list[OutboxEntry]:
-        """``pending`` entries whose next attempt is due, oldest first."""
+        """``pending`` entries whose next attempt is due, oldest first (claimed or not: a
+        view for people and tests; a sender uses :meth:`outbox_claim`)."""
         ...
 
-    def outbox_next_due(self) -> float | None:
-        """The earliest next attempt of a ``pending`` entry, or ``None``."""
+    def outbox_claim(self, worker: str, now: float, *, limit: int, hold: float) -> list[OutboxEntry]:
+        """Claim entries to send for ``worker`` until ``now + hold`` and return them (their
+        ``claimed_by`` and ``claim_until`` set), oldest first, at most ``limit``.
+
+        An entry is claimable when it is ``pending``, due (``next_attempt_at <= now``), not
+        held by another worker's live claim (``claim_until > now``) and every older
+        ``pending`` entry of its chat (route) is claimable too: a chat's claimable entries
+        are the oldest of its pending ones, so whoever sends a chat's replies sends them in
+        order, and no worker sends a reply while another may still send an older one to the
+        same chat. ``worker``'s own live claims are returned again, renewed.
+
+        Claimers running at the same time (threads, processes, machines) never get the same
+        entry. A claim is cleared by ``outbox_sent``, ``outbox_retry`` and ``outbox_fail``; one
+        that lapses (its worker died mid-send) makes the entry claimable again, so a reply is
+        sent at least once. Workers compare claims with their own clocks: their machines'
+        clocks must agree to well within ``hold``. ``worker`` must be a non-empty string,
+        ``limit`` not negative, ``hold`` a positive number (``TypeError``/``ValueError``,
+        nothing written)."""
+        ...
+
+    def outbox_next_due(self, *, worker: str | None = None) -> float | None:
+        """The earliest next attempt of a ``pending`` entry, or ``None`` (nothing pending).
+
+        With ``worker``: when :meth:`outbox_claim` may next give ``worker`` an entry it would
+        not give now (a time in the past: now), from each chat's oldest pending entry (the
+        later ones wait for it): its next attempt, or, while another worker's claim holds it,
+        when that claim lapses if that is later."""
         ...
 
     # outbox_sent, outbox_retry and outbox_fail raise ``KeyError`` for an unknown id and leave
-    # an entry that is no longer ``pending`` as it is (a late answer of a given-up try).
+    # an entry that is no longer ``pending`` as it is (a late answer of a given-up try). Each
+    # clears the entry's claim, whoever holds it.
     def outbox_sent(self, entry_id: int, *, now: float) -> None:
         """The adapter took it: status ``sent`` (attempts + 1)."""
         ...
 
     def outbox_retry(self, entry_id: int, *, error: str, next_attempt_at: float) -> None:
-        """A try failed and will be repeated: attempts + 1, the error kept, due later."""
+        """A try failed and will be repeated: attempts + 1, the error kept, due later (and
+        claimable by any worker then). The claims on its chat's later pending replies, which
+        wait behind it, are cleared too: they go with it to whoever claims it next."""
         ...
 
     def outbox_fail(self, entry_id: int, *, error: str, now: float) -> None:

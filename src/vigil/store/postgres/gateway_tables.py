@@ -34,6 +34,7 @@ from vigil.store.gateway_rows import (
     outbound_params,
     outbox_from_row,
     outbox_statuses,
+    claim_params,
     route_of,
     route_params,
     started_session,
@@ -52,6 +53,32 @@ _ROUTE = ROUTE_MATCH.format(p="%s")
 # Status values are written into the SQL (never user input) so that the partial index on
 # pending outbox entries can serve the queries that need it.
 _UNFINISHED = "status IN ('pending', 'running')"
+_SAME_CHAT = "o.adapter = {e}.adapter AND o.chat = {e}.chat AND o.thread = {e}.thread AND o.user_key = {e}.user_key"
+_CLAIM = (
+    "WITH locked AS (SELECT id, adapter, chat, thread, user_key FROM {s}.gateway_outbox"
+    " WHERE status = 'pending' AND next_attempt_at <= %s"
+    " AND (claim_until IS NULL OR claim_until <= %s OR claimed_by = %s)"
+    " ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED),"
+    " picked AS (SELECT l.id AS picked_id FROM locked l WHERE NOT EXISTS (SELECT 1 FROM {s}.gateway_outbox o"
+    f" WHERE o.status = 'pending' AND {_SAME_CHAT.format(e='l')} AND o.id < l.id"
+    " AND o.id NOT IN (SELECT id FROM locked)))"
+    " UPDATE {s}.gateway_outbox SET claimed_by = %s, claim_until = %s FROM picked"
+    f" WHERE id = picked_id RETURNING {OUTBOX_COLUMNS}"
+)
+"""Lock the claimable entries no other transaction has locked, and claim those whose chat has
+no older pending entry left out of them: one left out is not due, held by another worker's
+claim, or locked by another claimer this very moment (which may be claiming it)."""
+_NEXT_CLAIMABLE = (
+    "SELECT MIN(CASE WHEN e.claimed_by <> %s AND e.claim_until > e.next_attempt_at"
+    " THEN e.claim_until ELSE e.next_attempt_at END) FROM {s}.gateway_outbox e WHERE e.status = 'pending'"
+    " AND NOT EXISTS (SELECT 1 FROM {s}.gateway_outbox o WHERE o.status = 'pending'"
+    f" AND {_SAME_CHAT.format(e='e')} AND o.id < e.id)"
+)
+"""When each chat's oldest pending entry may be claimed by a worker; the earliest of those."""
+_RELEASE_LATER = (
+    "UPDATE {s}.gateway_outbox SET claimed_by = NULL, claim_until = NULL WHERE status = 'pending' AND id > %s"
+    f" AND claimed_by IS NOT NULL AND ({ROUTE_COLUMNS}) = (SELECT {ROUTE_COLUMNS} FROM {{s}}.gateway_outbox WHERE id = %s)"
+)
 _INSERT_OUTBOX = (
     f"INSERT INTO {{s}}.gateway_outbox ({ROUTE_COLUMNS}, kind, text, session_id, inbox_id, meta,"
     " created_at, next_attempt_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -215,8 +242,18 @@ class PostgresGatewayTables:
             ).fetchall()
         return [outbox_from_row(row) for row in rows]
 
-    def outbox_next_due(self) -> float | None:
-        rows = self._db.query("SELECT MIN(next_attempt_at) FROM {s}.gateway_outbox WHERE status = 'pending'")
+    def outbox_claim(self, worker: str, now: float, *, limit: int, hold: float) -> list[OutboxEntry]:
+        worker, wanted, until = claim_params(worker, now, limit, hold)
+        with self._db.write() as conn:
+            rows = self._db.run(conn, _CLAIM, (now, now, worker, wanted, worker, until)).fetchall()
+            claimed = [outbox_from_row(row) for row in rows]  # a damaged row rolls the claim back
+        return sorted(claimed, key=lambda entry: entry.id)  # RETURNING keeps no order
+
+    def outbox_next_due(self, *, worker: str | None = None) -> float | None:
+        if worker is None:
+            rows = self._db.query("SELECT MIN(next_attempt_at) FROM {s}.gateway_outbox WHERE status = 'pending'")
+        else:
+            rows = self._db.query(_NEXT_CLAIMABLE, (check_text(worker, "worker", empty=False),))
         value = rows[0][0]
         return None if value is None else float(value)
 
@@ -225,24 +262,33 @@ class PostgresGatewayTables:
 
     def outbox_retry(self, entry_id: int, *, error: str, next_attempt_at: float) -> None:
         check_text(error, "error")
-        self._outbox_update(entry_id, "last_error = %s, next_attempt_at = %s", (error, next_attempt_at))
+        self._outbox_update(
+            entry_id, "last_error = %s, next_attempt_at = %s", (error, next_attempt_at), release_later=True
+        )
 
     def outbox_fail(self, entry_id: int, *, error: str, now: float) -> None:
         check_text(error, "error")
         self._outbox_update(entry_id, "status = 'failed', last_error = %s, failed_at = %s", (error, now))
 
-    def _outbox_update(self, entry_id: int, assignments: str, params: tuple[Any, ...]) -> None:
-        """One try's outcome for a pending entry (``assignments`` are fixed SQL, never input)."""
+    def _outbox_update(
+        self, entry_id: int, assignments: str, params: tuple[Any, ...], *, release_later: bool = False
+    ) -> None:
+        """One try's outcome for a pending entry (``assignments`` are fixed SQL, never input);
+        ``release_later``: its chat's later replies, which must wait behind it, are claimable
+        by whoever claims it next (see ``GatewayTables.outbox_retry``)."""
         check_id(entry_id)
         with self._db.write() as conn:
             run = partial(self._db.run, conn)
             changed = run(
-                f"UPDATE {{s}}.gateway_outbox SET attempts = attempts + 1, {assignments}"
+                "UPDATE {s}.gateway_outbox SET attempts = attempts + 1, claimed_by = NULL, claim_until = NULL,"
+                f" {assignments}"
                 " WHERE id = %s AND status = 'pending'",
                 (*params, entry_id),
             ).rowcount
             if not changed and run("SELECT 1 FROM {s}.gateway_outbox WHERE id = %s", (entry_id,)).fetchone() is None:
                 raise KeyError(f"no gateway outbox entry {entry_id}")
+            if changed and release_later:
+                run(_RELEASE_LATER, (entry_id, entry_id))
 
     def outbox_list(
         self, *, statuses: Sequence[str] = OUTBOX_STATUSES, limit: int = 100

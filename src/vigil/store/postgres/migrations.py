@@ -253,7 +253,21 @@ _V3_PAIRING = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_GATEWAY, _V3_PAIRING)
+# Gateways sharing a store claim the outbox entries they send (see
+# GatewayTables.outbox_claim). A claim is only ever checked against a chat's older pending
+# entries, hence the index by chat over the pending ones.
+_V4_OUTBOX_CLAIMS = Migration(
+    4,
+    "outbox claims",
+    (
+        "ALTER TABLE {s}.gateway_outbox ADD COLUMN claimed_by text COLLATE \"C\"",
+        "ALTER TABLE {s}.gateway_outbox ADD COLUMN claim_until double precision",
+        "CREATE INDEX gateway_outbox_pending_chat ON {s}.gateway_outbox (adapter, chat, thread, user_key, id)"
+        " WHERE status = 'pending'",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_GATEWAY, _V3_PAIRING, _V4_OUTBOX_CLAIMS)
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
 # pg_advisory_xact_lock(class, key): the class keeps vigil's locks apart from other programs'.

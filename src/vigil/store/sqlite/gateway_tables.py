@@ -31,6 +31,7 @@ from vigil.store.gateway_rows import (
     outbound_params,
     outbox_from_row,
     outbox_statuses,
+    claim_params,
     route_of,
     route_params,
     started_session,
@@ -50,6 +51,28 @@ _ROUTE = ROUTE_MATCH.format(p="?")
 # Status values are written into the SQL (never user input) so that the partial index on
 # pending outbox entries can serve the queries that need it.
 _UNFINISHED = "status IN ('pending', 'running')"
+_SAME_CHAT = "o.adapter = e.adapter AND o.chat = e.chat AND o.thread = e.thread AND o.user_key = e.user_key"
+_CLAIM = (
+    "UPDATE gateway_outbox SET claimed_by = :worker, claim_until = :until WHERE id IN ("
+    " SELECT e.id FROM gateway_outbox e WHERE e.status = 'pending' AND e.next_attempt_at <= :now"
+    " AND (e.claim_until IS NULL OR e.claim_until <= :now OR e.claimed_by = :worker)"
+    " AND NOT EXISTS (SELECT 1 FROM gateway_outbox o WHERE o.status = 'pending' AND"
+    f" {_SAME_CHAT} AND o.id < e.id AND (o.next_attempt_at > :now"
+    " OR (o.claim_until > :now AND o.claimed_by <> :worker)))"
+    f" ORDER BY e.id LIMIT :limit) RETURNING {OUTBOX_COLUMNS}"
+)
+"""Claim the due entries whose chat has no older pending entry that is not due or is held by
+another worker's live claim (see ``GatewayTables.outbox_claim``)."""
+_NEXT_CLAIMABLE = (
+    "SELECT MIN(CASE WHEN e.claimed_by <> ? AND e.claim_until > e.next_attempt_at"
+    " THEN e.claim_until ELSE e.next_attempt_at END) FROM gateway_outbox e WHERE e.status = 'pending'"
+    f" AND NOT EXISTS (SELECT 1 FROM gateway_outbox o WHERE o.status = 'pending' AND {_SAME_CHAT} AND o.id < e.id)"
+)
+"""When each chat's oldest pending entry may be claimed by a worker; the earliest of those."""
+_RELEASE_LATER = (
+    "UPDATE gateway_outbox SET claimed_by = NULL, claim_until = NULL WHERE status = 'pending' AND id > ?"
+    f" AND claimed_by IS NOT NULL AND ({ROUTE_COLUMNS}) = (SELECT {ROUTE_COLUMNS} FROM gateway_outbox WHERE id = ?)"
+)
 _INSERT_OUTBOX = (
     f"INSERT INTO gateway_outbox ({ROUTE_COLUMNS}, kind, text, session_id, inbox_id, meta,"
     f" created_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {OUTBOX_COLUMNS}"
@@ -219,8 +242,20 @@ class SQLiteGatewayTables:
             ).fetchall()
         return [outbox_from_row(row) for row in rows]
 
-    def outbox_next_due(self) -> float | None:
-        rows = self._db.query("SELECT MIN(next_attempt_at) FROM gateway_outbox WHERE status = 'pending'")
+    def outbox_claim(self, worker: str, now: float, *, limit: int, hold: float) -> list[OutboxEntry]:
+        worker, wanted, until = claim_params(worker, now, limit, hold)
+        params = {"worker": worker, "until": until, "now": now, "limit": wanted}
+        # One write transaction: no other claimer (thread or process) runs in between.
+        entries = self._group.run(
+            lambda conn: [outbox_from_row(row) for row in conn.execute(_CLAIM, params).fetchall()]
+        )
+        return sorted(entries, key=lambda entry: entry.id)  # RETURNING keeps no order
+
+    def outbox_next_due(self, *, worker: str | None = None) -> float | None:
+        if worker is None:
+            rows = self._db.query("SELECT MIN(next_attempt_at) FROM gateway_outbox WHERE status = 'pending'")
+        else:
+            rows = self._db.query(_NEXT_CLAIMABLE, (check_text(worker, "worker", empty=False),))
         value = rows[0][0]
         return None if value is None else float(value)  # type: ignore[arg-type]
 
@@ -229,24 +264,30 @@ class SQLiteGatewayTables:
 
     def outbox_retry(self, entry_id: int, *, error: str, next_attempt_at: float) -> None:
         check_text(error, "error")
-        self._outbox_update(entry_id, "last_error = ?, next_attempt_at = ?", (error, next_attempt_at))
+        self._outbox_update(entry_id, "last_error = ?, next_attempt_at = ?", (error, next_attempt_at), release_later=True)
 
     def outbox_fail(self, entry_id: int, *, error: str, now: float) -> None:
         check_text(error, "error")
         self._outbox_update(entry_id, "status = 'failed', last_error = ?, failed_at = ?", (error, now))
 
-    def _outbox_update(self, entry_id: int, assignments: str, params: tuple[Any, ...]) -> None:
-        """One try's outcome for a pending entry (``assignments`` are fixed SQL, never input)."""
+    def _outbox_update(
+        self, entry_id: int, assignments: str, params: tuple[Any, ...], *, release_later: bool = False
+    ) -> None:
+        """One try's outcome for a pending entry (``assignments`` are fixed SQL, never input);
+        ``release_later``: its chat's later replies, which must wait behind it, are claimable
+        by whoever claims it next (see ``GatewayTables.outbox_retry``)."""
         check_id(entry_id)
 
         def write(conn: sqlite3.Connection) -> None:
             changed = conn.execute(
-                f"UPDATE gateway_outbox SET attempts = attempts + 1, {assignments}"
+                f"UPDATE gateway_outbox SET attempts = attempts + 1, claimed_by = NULL, claim_until = NULL, {assignments}"
                 " WHERE id = ? AND status = 'pending'",
                 (*params, entry_id),
             ).rowcount
             if not changed and conn.execute("SELECT 1 FROM gateway_outbox WHERE id = ?", (entry_id,)).fetchone() is None:
                 raise KeyError(f"no gateway outbox entry {entry_id}")
+            if changed and release_later:
+                conn.execute(_RELEASE_LATER, (entry_id, entry_id))
 
         self._group.run(write)
 

@@ -337,8 +337,22 @@ _V5_PAIRING = Migration(
     ),
 )
 
+# Gateways sharing a store claim the outbox entries they send (see
+# GatewayTables.outbox_claim). A claim is only ever checked against a chat's older pending
+# entries, hence the index by chat over the pending ones.
+_V6_OUTBOX_CLAIMS = Migration(
+    6,
+    "outbox claims",
+    (
+        "ALTER TABLE gateway_outbox ADD COLUMN claimed_by TEXT",
+        "ALTER TABLE gateway_outbox ADD COLUMN claim_until REAL",
+        "CREATE INDEX gateway_outbox_pending_chat ON gateway_outbox(adapter, chat, thread, user_key, id)"
+        " WHERE status = 'pending'",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
-    _V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY, _V4_PACKED_MESSAGES, _V5_PAIRING
+    _V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY, _V4_PACKED_MESSAGES, _V5_PAIRING, _V6_OUTBOX_CLAIMS
 )
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
