@@ -56,6 +56,8 @@ Say = Callable[[str], None]
 """Where the gateway's one-line reports go (stdout and logs/gateway.log)."""
 
 WORKSPACES = "workspaces"
+SOLE_WORKER = "gateway"
+"""The worker id of the one gateway a store that is not shared has."""
 
 FINISH_RETRY_DELAYS: tuple[float, ...] = (0.05, 0.25, 1.0, 4.0, 15.0, 60.0)
 """Real-time pauses between tries to finish an answered inbox entry while the store fails."""
@@ -109,7 +111,10 @@ class Gateway:
         self.approvals = Approvals(self.clock, settings.gateway.approval_timeout)
         self.authorization = Authorization(self)
         self.outbox = OutboxSender(
-            store, self.adapters, self.clock, attempts=settings.gateway.outbox_attempts, report=lambda *args: fanout.delivery_report(self, *args)
+            store, self.adapters, self.clock, attempts=settings.gateway.outbox_attempts,
+            report=lambda *args: fanout.delivery_report(self, *args),
+            # One gateway per SQLite store: its claims are its own again after a restart.
+            worker=self.worker_id if self.ownership.shared else SOLE_WORKER,
         )
         self.live: dict[str, LiveConversation] = {}
         """Live conversations by their current session id."""
