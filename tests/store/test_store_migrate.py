@@ -441,6 +441,37 @@ def test_an_interrupted_migrate_resumes_after_ctrl_c_and_sigkill(
         target.close()
 
 
+@postgres
+def test_a_source_changed_between_runs_fails_the_verification_naming_the_table(vigil_home: Path, pg_url: str) -> None:
+    store = SQLiteStore(vigil_home / "state.db", durable=False)
+    session = store.create_session(source="cli", title="before")
+    for n in range(BATCH_ROWS * 2):
+        store.append_message(session.id, NewMessage("user", f"message {n}"))
+    store.close()
+    killed = _spawn(vigil_home, pg_url, env={TEST_PAUSE_ENV: str(BATCH_ROWS)})
+    _wait_for_pause(killed)  # the session is copied, the messages half
+    killed.kill()
+    killed.wait(timeout=30)
+    store = SQLiteStore(vigil_home / "state.db")
+    store.update_session(session.id, title="renamed after it was copied")
+    store.close()
+
+    result = run_cli("store", "migrate", "--to", pg_url)
+    assert is_clear_error(result) and result.exit_code == 1
+    assert "differs from the source in sessions (did something" in result.output, result.output
+    assert "MISMATCH" in result.output, result.output
+    code, report, _ = migrate_json("--to", pg_url)  # verifies again, and still says so
+    assert (code, report["ok"], report["mismatched"], report["resumed"]) == (1, False, ["sessions"], True)
+    assert [t["hash_match"] for t in report["tables"] if t["table"] == "sessions"] == [False]
+
+    assert run_cli("store", "migrate", "--to", pg_url, "--force").exit_code == 0
+    target = open_pg(pg_url)
+    try:
+        assert target.get_session(session.id).title == "renamed after it was copied"
+    finally:
+        target.close()
+
+
 # -- fuzz -------------------------------------------------------------------------------------
 _SERVER = os.environ.get(POSTGRES_URL_ENV, DEFAULT_POSTGRES_URL)
 _RUN = uuid.uuid4().hex[:8]

@@ -76,9 +76,15 @@ def migrate_cmd(app: AppContext, url: str, force: bool, switch: bool, as_json: b
     switch_command = _switch_command(app, url)
     switched = False
     if report.ok and switch:
+        from vigil.config_errors import ConfigError
         from vigil.settings_edit import set_value
 
-        set_value(app.profile.config_path, "store.url", url)
+        try:
+            set_value(app.profile.config_path, "store.url", url)
+        except ConfigError as exc:
+            raise click.ClickException(
+                f"the copy is verified, but config.yaml was not changed ({exc}); switch with {switch_command}"
+            ) from None
         switched = True
     if as_json:
         echo_json(_report_json(report, switched, switch_command))
@@ -175,14 +181,17 @@ def _report_json(report: Any, switched: bool, switch_command: str) -> dict[str, 
 
 
 def _table(report: Any) -> Table:
-    table = Table(title=f"{report.source} -> schema '{report.schema}' at {report.target}", title_justify="left")
+    table = Table(
+        title=f"Rows and content hash per table: {report.source} -> schema '{report.schema}' at {report.target}",
+        title_justify="left",
+    )
     table.add_column("table", no_wrap=True)
-    for heading in ("source rows", "target rows", "copied now"):
-        table.add_column(heading, justify="right")
-    table.add_column("content hash", no_wrap=True)
-    table.add_column("")
+    for heading in ("source", "target", "copied"):  # rows
+        table.add_column(heading, justify="right", no_wrap=True)
+    table.add_column("hash", no_wrap=True)
+    table.add_column("", no_wrap=True)
     for check in report.tables:
-        digest = check.source_hash[:12] if check.matches else f"{check.source_hash[:12]} != {check.target_hash[:12]}"
+        digest = check.source_hash[:10] if check.source_hash == check.target_hash else "differs"
         verdict = "[green]ok[/green]" if check.matches else "[bold red]MISMATCH[/bold red]"
         table.add_row(escape(check.name), f"{check.source_rows:,}", f"{check.target_rows:,}", f"{check.copied:,}",
                       digest, verdict)
@@ -216,7 +225,7 @@ class _LineProgress:
 
     def copied(self, table: str) -> None:
         plan = self._plans[table]
-        already = f" ({plan.already:,} were already there)" if plan.already else ""
+        already = f" ({plan.already:,} already there)" if plan.already else ""
         err_console.print(f"{table}: {self._copied.get(table, 0):,} of {plan.total:,} rows copied{already}",
                           markup=False)
 

@@ -28,8 +28,12 @@ from vigil.store.transfer.tables import (
 )
 from vigil.store_location import store_location
 
-try:  # psycopg is an optional dependency: without it only the error below is reachable
+try:  # psycopg is an optional dependency: without it, check_url says what to install
     import psycopg
+
+    from vigil.store.postgres.conn import parse_target
+    from vigil.store.postgres.migrations import applied_version, in_schema, open_schema
+    from vigil.store.postgres.text import escape, unescape
 except ImportError:  # pragma: no cover - exercised only without the postgres extra
     psycopg = None  # type: ignore[assignment]
 
@@ -54,8 +58,6 @@ def check_url(url: str) -> Any:
         )
     if psycopg is None:
         raise MigrateError("migrating to PostgreSQL needs psycopg: install vigil[postgres]")
-    from vigil.store.postgres.conn import parse_target
-
     try:
         return parse_target(url)
     except StoreError as exc:
@@ -73,11 +75,6 @@ class PostgresTarget:
     """
 
     def __init__(self, url: str, identity: dict[str, Any], *, force: bool, now: float) -> None:
-        from vigil.store.postgres.migrations import applied_version, in_schema, open_schema
-        from vigil.store.postgres.text import escape, unescape
-
-        self._applied_version, self._in_schema, self._open_schema = applied_version, in_schema, open_schema
-        self._escape, self._unescape = escape, unescape
         self._target = check_url(url)
         self.schema: str = self._target.schema
         self.where: str = self._target.where
@@ -128,19 +125,16 @@ class PostgresTarget:
         """Decide, migrate the schema and write the marker, all in one transaction."""
         try:
             with self._conn.transaction():
-                version = self._applied_version(self._conn, self.schema)
+                version = applied_version(self._conn, self.schema)
                 counts = self._holdings() if version else {}
                 marker = self._marker() if version else None
-                ours = marker is not None and marker.get("source") == self._identity
+                positions = _positions(marker, self._identity)
                 held = any(counts.values()) or marker is not None
-                if held and not force and not ours:
+                if held and not force and positions is None:
                     raise TargetNotEmpty(self._refusal(counts, marker))
-                self._open_schema(self._conn, self.schema, self.where, now=self._now)
-                if ours and not force:
-                    positions = marker.get("positions") if isinstance(marker, dict) else None
-                    if isinstance(positions, dict) and all(type(v) is int for v in positions.values()):
-                        return True, False, dict(positions)
-                    return True, False, {}
+                open_schema(self._conn, self.schema, self.where, now=self._now)
+                if positions is not None and not force:
+                    return True, False, positions
                 if held:
                     names = ", ".join(f'{{s}}."{t.name}"' for t in TABLES)
                     self._sql(f"TRUNCATE {names} RESTART IDENTITY")
@@ -165,6 +159,7 @@ class PostgresTarget:
         return counts
 
     def _marker(self) -> dict[str, Any] | None:
+        """The decoded marker (``{}`` when damaged), or ``None`` when there is none."""
         found = self._sql("SELECT pg_catalog.to_regclass(%s)", (f'"{self.schema}".state_meta',)).fetchone()
         if found is None or found[0] is None:
             return None
@@ -172,7 +167,7 @@ class PostgresTarget:
         if row is None:
             return None
         try:
-            value = json.loads(self._unescape(row[0]))
+            value = json.loads(unescape(row[0]))
         except ValueError:
             return {}
         return value if isinstance(value, dict) else {}
@@ -180,8 +175,10 @@ class PostgresTarget:
     def _refusal(self, counts: dict[str, int], marker: dict[str, Any] | None) -> str:
         place = f"PostgreSQL schema '{self.schema}' at {self.where}"
         advice = "use --force to empty it first, or choose another schema (?schema=NAME)"
+        if marker and marker.get("source") == self._identity:
+            return f"{place} holds an unfinished migrate from this store, but its progress record is damaged - {advice}"
         if marker is not None:
-            source = marker.get("source") if isinstance(marker, dict) else None
+            source = marker.get("source")
             path = source.get("path") if isinstance(source, dict) else None
             return (
                 f"{place} holds an unfinished migrate from another store ({path or 'unknown'}); "
@@ -201,12 +198,11 @@ class PostgresTarget:
     def write_batch(self, table: Table, rows: Sequence[Sequence[Any]], last_rowid: int) -> None:
         """Copy ``rows`` (values in ``table``'s column order) and record ``last_rowid`` as
         copied, in one transaction."""
-        escape = self._escape
         columns = ", ".join(table.column_names)
         positions = {**self.positions, table.name: last_rowid}
         try:
             with self._conn.transaction():
-                with self._conn.cursor().copy(self._in_schema(f"COPY {{s}}.{table.name} ({columns}) FROM STDIN",
+                with self._conn.cursor().copy(in_schema(f"COPY {{s}}.{table.name} ({columns}) FROM STDIN",
                                                               self.schema)) as copy:
                     for values in rows:
                         copy.write_row([escape(v) if type(v) is str else v for v in values])
@@ -228,7 +224,6 @@ class PostgresTarget:
         pairs = list(links)
         if not pairs:
             return
-        escape = self._escape
         try:
             with self._conn.transaction():
                 self._sql(
@@ -263,7 +258,6 @@ class PostgresTarget:
     def digest(self, table: Table) -> Digest:
         """Count and content hash of ``table`` as the PostgreSQL store reads it."""
         digest = Digest()
-        unescape = self._unescape
         if table.name == "messages":
             sql = f"SELECT session_id, {MESSAGE_SELECT}, NULL FROM {{s}}.messages"
             params: tuple[Any, ...] = ()
@@ -276,7 +270,7 @@ class PostgresTarget:
             with self._conn.transaction():
                 cursor = self._conn.cursor(name=f"vigil_verify_{table.name}")
                 cursor.itersize = _READ_ROWS
-                cursor.execute(self._in_schema(sql, self.schema), params)
+                cursor.execute(in_schema(sql, self.schema), params)
                 for raw in cursor:
                     row = [unescape(v) if type(v) is str else v for v in raw]
                     if table.name == "messages":
@@ -289,7 +283,17 @@ class PostgresTarget:
 
     # -- plumbing -------------------------------------------------------------------------
     def _sql(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        return self._conn.execute(self._in_schema(statement, self.schema), params)
+        return self._conn.execute(in_schema(statement, self.schema), params)
 
     def _translate(self, exc: Exception) -> MigrateError:
         return MigrateError(f"PostgreSQL at {self.where}: {self._target.scrub(str(exc))}")
+
+
+def _positions(marker: dict[str, Any] | None, identity: dict[str, Any]) -> dict[str, int] | None:
+    """How far each table got, when ``marker`` is an unfinished migrate from ``identity``."""
+    if not marker or marker.get("source") != identity:
+        return None
+    positions = marker.get("positions")
+    if not isinstance(positions, dict) or not all(type(v) is int for v in positions.values()):
+        return None
+    return positions
