@@ -353,7 +353,7 @@ def test_a_running_gateway_is_named_and_nothing_is_copied(vigil_home: Path) -> N
     with acquire(get_profile(None)):
         result = run_cli("store", "migrate", "--to", f"postgresql://postgres@127.0.0.1:{_closed_port()}/test")
     assert is_clear_error(result) and "a gateway is running for profile 'default'" in result.output
-    assert "vigil gateway stop" in result.output
+    assert f"kill {os.getpid()}" in result.output and "systemctl --user stop" in result.output
 
 
 # -- interrupted and resumed ---------------------------------------------------------------------

@@ -124,6 +124,7 @@ def _sqlite_store_of(app: AppContext) -> Any:
 
 
 def _refuse_running_gateway(app: AppContext) -> None:
+    from vigil.gateway.install import unit_name
     from vigil.gateway.lock import LockUnavailable, is_locked
 
     try:
@@ -131,9 +132,10 @@ def _refuse_running_gateway(app: AppContext) -> None:
     except LockUnavailable:
         return  # the gateway could not run with that lock file either
     if pid is not None:
+        stop = f"systemctl --user stop {unit_name(app.profile)}"
         raise click.ClickException(
             f"a gateway is running for profile '{app.profile.name}'{f' (pid {pid})' if pid else ''}: stop it "
-            "first (`vigil gateway stop`), so that nothing it writes during the copy is left behind"
+            f"first ({f'kill {pid} / ' if pid else ''}{stop}), so that nothing it writes during the copy is left behind"
         )
 
 
