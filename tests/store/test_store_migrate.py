@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from tests.cli.helpers import is_clear_error, run_cli, state_digest
 from tests.fuzz.cli_helpers import check, fresh_home, nasty_text
-from tests.store.conftest import DEFAULT_POSTGRES_URL, POSTGRES_URL_ENV, drop_schema
+from tests.store.conftest import DEFAULT_POSTGRES_URL, POSTGRES_URL_ENV, drop_schema, with_schema
 from vigil.store import NewMessage, SessionStore, ToolCall
 from vigil.store.conversations import COMPRESSION
 from vigil.store.gateway_tables import NewOutbound, RouteKey
@@ -257,6 +257,24 @@ def test_without_switch_config_stays_and_the_command_to_switch_is_printed(vigil_
     assert (vigil_home / "config.yaml").read_text() == "# my settings\nagent: {}\n"
 
 
+@postgres
+def test_a_session_older_than_its_parent_keeps_its_parent(vigil_home: Path, pg_url: str) -> None:
+    """vigil never makes one (a parent exists before its continuation), but a store edited by
+    hand may hold it, and the foreign key must not stop the copy."""
+    store = SQLiteStore(vigil_home / "state.db")
+    early, late = store.create_session(source="cli"), store.create_session(source="cli")
+    store.close()
+    with contextlib.closing(sqlite3.connect(vigil_home / "state.db", isolation_level=None)) as conn:
+        conn.execute("UPDATE sessions SET parent_id = ? WHERE id = ?", (late.id, early.id))
+    result = run_cli("store", "migrate", "--to", pg_url)
+    assert result.exit_code == 0, result.output
+    target = open_pg(pg_url)
+    try:
+        assert target.get_session(early.id).parent_id == late.id
+    finally:
+        target.close()
+
+
 # -- refusals ----------------------------------------------------------------------------------
 @postgres
 def test_a_non_empty_target_is_refused_untouched_and_force_empties_it(
@@ -293,6 +311,23 @@ def test_a_non_empty_target_is_refused_untouched_and_force_empties_it(
         target.close()
     again = run_cli("store", "migrate", "--to", pg_url)  # a finished migrate is a store like any
     assert is_clear_error(again) and "already holds a vigil store" in again.output
+
+
+@postgres
+def test_a_schema_of_another_program_is_refused_untouched(vigil_home: Path, postgres_server: str, pg_schema: str) -> None:
+    import psycopg
+
+    SQLiteStore(vigil_home / "state.db").close()
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{pg_schema}"')
+        conn.execute(f'CREATE TABLE "{pg_schema}".customers (id int)')
+        conn.execute(f'INSERT INTO "{pg_schema}".customers VALUES (7)')
+    result = run_cli("store", "migrate", "--to", with_schema(postgres_server, pg_schema), "--force")
+    assert is_clear_error(result) and "holds tables of some other program" in result.output
+    with psycopg.connect(postgres_server) as conn:
+        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (pg_schema,)).fetchall()
+        assert tables == [("customers",)]
+        assert conn.execute(f'SELECT id FROM "{pg_schema}".customers').fetchall() == [(7,)]
 
 
 def _closed_port() -> int:
@@ -409,6 +444,8 @@ def test_an_interrupted_migrate_resumes_after_ctrl_c_and_sigkill(
     # SIGKILL in the middle of the second run: nothing to clean up, and nothing lost.
     second = _spawn(vigil_home, pg_url, env=pause)
     _wait_for_pause(second)
+    meanwhile = run_cli("store", "migrate", "--to", pg_url)  # two migrates never write one schema
+    assert is_clear_error(meanwhile) and "another `vigil store migrate` is writing into schema" in meanwhile.output
     second.kill()
     second.wait(timeout=30)
     after_kill = _copied_messages(postgres_server, schema)

@@ -31,14 +31,13 @@ from vigil.store_location import store_location
 try:  # psycopg is an optional dependency: without it, check_url says what to install
     import psycopg
 
-    from vigil.store.postgres.conn import parse_target
+    from vigil.store.postgres.conn import CONNECT_TIMEOUT_SECONDS, parse_target
     from vigil.store.postgres.migrations import applied_version, in_schema, open_schema
     from vigil.store.postgres.text import escape, unescape
 except ImportError:  # pragma: no cover - exercised only without the postgres extra
     psycopg = None  # type: ignore[assignment]
 
 _LOCK_CLASS = 0x76736D67  # "vsmg": apart from the store's own advisory lock classes
-_CONNECT_TIMEOUT_SECONDS = 10
 _READ_ROWS = 2000
 
 
@@ -97,7 +96,7 @@ class PostgresTarget:
         params = self._target.url_params
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in params:
-            kwargs["connect_timeout"] = _CONNECT_TIMEOUT_SECONDS
+            kwargs["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
         if "application_name" not in params:
             kwargs["application_name"] = "vigil store migrate"
         try:
