@@ -523,7 +523,7 @@ def _schema_value() -> st.SearchStrategy[str]:
 
 _URLS = st.one_of(
     nasty_text(60),
-    _schema_value().map(lambda schema: f"postgresql://postgres@127.0.0.1:5432/test?schema={schema}"),
+    _schema_value().map(lambda schema: f"{_SERVER}{'&' if '?' in _SERVER else '?'}schema={schema}"),
     st.builds(
         lambda scheme, user, host, db, params, schema: (
             f"{scheme}{user}@{host}/{db}?{'&'.join(params + [f'schema={schema}'])}"
