@@ -182,6 +182,7 @@ COMMANDS: dict[str, LazyCommand] = {
             ),
         },
     ),
+    "store": LazyCommand("vigil.cli.store_cmd", "store", "Move the profile's session store."),
     "usage": LazyCommand("vigil.cli.usage_cmd", "usage", "Show tokens used and the cache hit ratio."),
 }
 
