@@ -121,6 +121,8 @@ TABLES: tuple[Table, ...] = (
             ("last_error", TEXT),
             *_k(REAL, "sent_at", "failed_at"),
             ("meta", JSON),
+            ("claimed_by", TEXT),
+            ("claim_until", REAL),
         ),
         identity="id",
     ),
