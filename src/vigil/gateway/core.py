@@ -242,13 +242,20 @@ class Gateway:
         self._accepting = False
         self._closing = True
         await self.idle.stop()
-        await self.handover.stop()
         for adapter in self.adapters.values():
             try:
                 await adapter.stop()
             except Exception:
                 log.exception("adapter %s did not stop cleanly", adapter.name)
         await self.heartbeats.stop()
+        if self.ownership.shared:
+            # Stopping the heartbeats retired the holder record the conversation leases share:
+            # renew it, so that nobody takes over a turn still finishing here (the hand-over
+            # sweep keeps renewing until the end).
+            try:
+                await asyncio.to_thread(self.ownership.book.keep_alive)
+            except StoreError as exc:
+                log.warning("cannot renew the conversation leases while stopping: %s", exc)
         lives = self.all_live()
         for live in lives:
             live.conversation.drop_queued()
@@ -266,6 +273,7 @@ class Gateway:
             await asyncio.wait(settling, timeout=SETTLE_GRACE)
         for live in self.all_live():
             await live.close()
+        await self.handover.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

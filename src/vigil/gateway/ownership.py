@@ -96,7 +96,9 @@ class Ownership:
         return [sid for sid in session_ids if sid not in busy]
 
     def close(self) -> None:
-        """Release every lease (the worker stops)."""
+        """Release every lease and retire the holder record (the worker stops)."""
         held, self.held = list(self.held), set()
         if held:
             self.book.release_many(held)
+        if self.shared:
+            self.book.retire()
