@@ -8,27 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from typing import Iterator
-
-import pytest
-
 from tests.cron.conftest import START
 from vigil.clock import FakeClock
 from vigil.profiles import Profile
 from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import CronRepo
-from vigil.store import SessionStore, open_store
+from vigil.store import SessionStore
 from vigil.testing.fake_model import FakeModelServer
 
 WORKER = Path(__file__).with_name("worker.py")
 MINUTES = 10
-
-
-@pytest.fixture
-def shared_store(store_location: str) -> Iterator[SessionStore]:
-    store = open_store(store_location)
-    yield store
-    store.close()
 
 
 def test_three_processes_run_each_occurrence_exactly_once(
