@@ -338,7 +338,10 @@ def bench(args: Any) -> None:
     from rich.console import Console
     from rich.progress import Progress
 
-    counts = [int(n) for n in str(args.workers).split(",") if n.strip()]
+    try:
+        counts = [int(n) for n in str(args.workers).split(",") if n.strip()]
+    except ValueError:
+        counts = []
     if not counts or min(counts) < 1:
         raise SystemExit("--workers: one or more positive counts, such as 1,3")
     jobs = 6_000 if args.cron_jobs is None else args.cron_jobs

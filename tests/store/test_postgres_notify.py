@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from vigil.store import SQLiteStore
+from vigil.store import SQLiteStore, StoreError
 from vigil.store.notify import MAX_PAYLOAD, Notifications
 from vigil.store.postgres import PostgresStore
 
@@ -123,13 +123,17 @@ def test_closing_the_store_sends_what_is_queued_and_stops_the_threads(open_store
     inbox = Inbox()
     notifications(receiver).subscribe("schedule", inbox)
     before = set(threading.enumerate())
-    notifications(sender).subscribe("schedule", Inbox())
+    closed = notifications(sender)
+    unsubscribe = closed.subscribe("schedule", Inbox())
     for i in range(20):
-        notifications(sender).publish("schedule", str(i))
+        closed.publish("schedule", str(i))
     sender.close()
     assert inbox.take(20) == [str(i) for i in range(20)]
     assert set(threading.enumerate()) <= before  # the sender's listener and sender threads ended
-    sender.close()  # twice is harmless
+    sender.close()  # twice is harmless, and so is a late unsubscribe
+    unsubscribe()
+    with pytest.raises(StoreError, match="closed"):
+        closed.publish("schedule", "too late")
 
 
 def test_a_killed_listener_connection_comes_back(open_store, postgres_server: str) -> None:  # type: ignore[no-untyped-def]

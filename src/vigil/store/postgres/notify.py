@@ -152,6 +152,7 @@ class _Listener:
         self._last_failure = ""
         self._listening: set[str] = set()
         self._closing = False
+        self._pipe_open = True
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -194,6 +195,10 @@ class _Listener:
             self._poke()
         if thread is not None:
             thread.join(timeout=CONNECT_TIMEOUT_SECONDS)
+            if thread.is_alive():  # still connecting: it may yet read the pipe, leave it be
+                return
+        with self._cond:
+            self._pipe_open = False
         os.close(self._wake_r)
         os.close(self._wake_w)
 
@@ -208,6 +213,8 @@ class _Listener:
             self._poke()
 
     def _poke(self) -> None:
+        if not self._pipe_open:  # closed: its descriptor number may belong to another file now
+            return
         try:
             os.write(self._wake_w, b"x")
         except (BlockingIOError, OSError):
