@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tests.schedule.backends import pg_schema, pg_url, postgres_server, shared_store, store_location
 from vigil.clock import FakeClock
 from vigil.config import ModelSettings, Settings
 from vigil.models.factory import build_client
@@ -25,6 +26,8 @@ from vigil.testing.fake_model import FakeModelServer
 
 START = datetime(2026, 3, 2, 8, 0, tzinfo=ZoneInfo("UTC")).timestamp()
 """A Monday, 08:00 UTC: a round start for fake clocks."""
+
+__all__ = ["pg_schema", "pg_url", "postgres_server", "shared_store", "store_location"]
 
 
 async def settle(scheduler: CronScheduler, timeout: float = 10.0) -> None:

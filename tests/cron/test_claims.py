@@ -17,7 +17,7 @@ from vigil.schedule.cron.format import backoff_text
 from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import Claim, CronRepo
 from vigil.schedule.cron.runs import FAILED, KEEP_PER_JOB, OK, RunRecord
-from vigil.store import SQLiteStore
+from vigil.store import SessionStore, SQLiteStore, open_store
 
 
 def finish(repo: CronRepo, claim: Claim, status: str = OK) -> None:
@@ -263,15 +263,16 @@ def test_stale_lease_is_recovered_whoever_owns_it(store: SQLiteStore, add_job: A
     assert result.recovered and result.claim is not None  # due again, and the old run closed
 
 
-def test_two_processes_race_for_each_occurrence(store: SQLiteStore, profile, add_job: AddJob) -> None:  # type: ignore[no-untyped-def]
+def test_two_processes_race_for_each_occurrence(store_location: str, shared_store: SessionStore) -> None:
     clock = FakeClock(START)
     for n in range(10):
-        add_job(f"job{n}", "every 1m")
+        job = new_job(f"job{n}", JobSpec("every 1m", "p"), now=START, default_tz="UTC", skills_dir=None)
+        CronRepo(shared_store, clock).add(job)
     winners: list[tuple[str, float]] = []
     lock = threading.Lock()
 
     def worker(owner: str) -> None:
-        own_store = SQLiteStore(profile.state_db)
+        own_store = open_store(store_location)  # a store object of its own, as a process has
         repo = CronRepo(own_store, clock, owner=owner, alive=lambda o: True)
         try:
             for _ in range(3):

@@ -1,4 +1,5 @@
-"""Three OS processes tick one state.db at the same instants: every occurrence runs once."""
+"""Three OS processes tick one store (SQLite and PostgreSQL) at the same instants: every
+occurrence runs once."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cron.conftest import START, AddJob
+from tests.cron.conftest import START
+from vigil.clock import FakeClock
+from vigil.profiles import Profile
+from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import CronRepo
-from vigil.store import SQLiteStore
+from vigil.store import SessionStore
 from vigil.testing.fake_model import FakeModelServer
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -17,11 +21,14 @@ MINUTES = 10
 
 
 def test_three_processes_run_each_occurrence_exactly_once(
-    fake_model: FakeModelServer, repo: CronRepo, add_job: AddJob, store: SQLiteStore, vigil_home: Path,
+    fake_model: FakeModelServer, shared_store: SessionStore, store_location: str, profile: Profile,
+    clock: FakeClock, vigil_home: Path,
 ) -> None:
+    store, repo = shared_store, CronRepo(shared_store, clock)
     for n in range(6):
-        add_job(f"every-minute-{n}", "every 1m")
-        add_job(f"even-minutes-{n}", "*/2 * * * *")
+        for name, schedule in ((f"every-minute-{n}", "every 1m"), (f"even-minutes-{n}", "*/2 * * * *")):
+            spec = JobSpec(schedule=schedule, prompt="do the thing", tz="UTC")
+            repo.add(new_job(name, spec, now=clock.now(), default_tz="UTC", skills_dir=profile.skills_dir))
     expected = {
         **{f"every-minute-{n}": {START + 60 * m for m in range(1, MINUTES + 1)} for n in range(6)},
         **{f"even-minutes-{n}": {START + 60 * m for m in range(2, MINUTES + 1, 2)} for n in range(6)},
@@ -29,7 +36,7 @@ def test_three_processes_run_each_occurrence_exactly_once(
     env = {**os.environ, "VIGIL_HOME": str(vigil_home)}
     workers = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), fake_model.base_url, fake_model.api_key],
+            [sys.executable, str(WORKER), fake_model.base_url, fake_model.api_key, store_location],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
         for _ in range(3)

@@ -1,7 +1,8 @@
-"""A scheduler process for the multi-process test: ``python worker.py BASE_URL API_KEY``.
+"""A scheduler process for the multi-process test: ``python worker.py BASE_URL API_KEY STORE``.
 
 Reads ``tick <epoch>`` lines on stdin; for each, handles whatever is due at that instant in
-the profile of ``$VIGIL_HOME`` (claims race with the other workers) and answers
+the profile of ``$VIGIL_HOME`` with its sessions and jobs in STORE (an SQLite file or a
+PostgreSQL URL; claims race with the other workers) and answers
 ``done <runs> <owner>``. ``quit`` ends it.
 """
 
@@ -18,12 +19,12 @@ from vigil.schedule.cron.repo import CronRepo
 from vigil.runtime.cron_runner import CronRunner
 from vigil.schedule.cron.scheduler import CronScheduler
 from vigil.schedule.heartbeat.repo import PROCESS_OWNER
-from vigil.store import SQLiteStore
+from vigil.store import open_store
 
 
-async def main(base_url: str, api_key: str) -> None:
+async def main(base_url: str, api_key: str, location: str) -> None:
     profile = get_profile(None)
-    store = SQLiteStore(profile.state_db)
+    store = open_store(location)
     settings = Settings(model=ModelSettings(provider="openai", name="fake-model", base_url=base_url, api_key=api_key))
     client = await build_client(settings.model, {})
     clock = FakeClock(0)
@@ -43,4 +44,4 @@ async def main(base_url: str, api_key: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))

@@ -7,8 +7,11 @@ from typing import Iterator
 
 import pytest
 
+from tests.schedule.backends import pg_schema, pg_url, postgres_server, shared_store, store_location
 from vigil.clock import FakeClock
 from vigil.store import SQLiteStore
+
+__all__ = ["pg_schema", "pg_url", "postgres_server", "shared_store", "store_location"]
 
 
 @pytest.fixture

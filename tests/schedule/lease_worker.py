@@ -1,7 +1,7 @@
-"""A REPL-like or gateway-like process with a leased heartbeat scheduler on a shared state.db,
+"""A REPL-like or gateway-like process with a leased heartbeat scheduler on a shared store,
 for the lease hand-over test.
 
-    python -m tests.schedule.lease_worker DB SESSION ORIGIN_FAKE FACTOR KIND OPEN_AT SECONDS LEASE
+    python -m tests.schedule.lease_worker STORE SESSION ORIGIN_FAKE FACTOR KIND OPEN_AT SECONDS LEASE
 
 Like :mod:`tests.schedule.mp_worker`: it prints ``{"ready": pid}``, reads ORIGIN_REAL from
 stdin and runs on the shared scaled clock. A ``repl`` opens the conversation (owns SESSION,
@@ -23,7 +23,7 @@ from tests.schedule.mp_worker import ScaledClock
 from vigil.schedule.heartbeat.lease import GATEWAY, LeaseBook
 from vigil.schedule.heartbeat.repo import Reservation
 from vigil.schedule.heartbeat.scheduler import DirectTarget, HeartbeatScheduler
-from vigil.store import SQLiteStore
+from vigil.store import open_store
 
 POLL = 5.0  # fake seconds
 
@@ -32,7 +32,7 @@ async def main(
     db: str, session_id: str, origin_fake: float, factor: float, kind: str, open_at: float, seconds: float,
     lease: float,
 ) -> None:
-    store = SQLiteStore(db)
+    store = open_store(db)
     print(json.dumps({"ready": os.getpid()}), flush=True)
     origin_real = float(sys.stdin.readline())
     clock = ScaledClock(origin_real, origin_fake, factor)

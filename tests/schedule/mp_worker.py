@@ -1,6 +1,8 @@
-"""One process running a heartbeat scheduler on a shared state.db, for the multi-process test.
+"""One process running a heartbeat scheduler on a shared store, for the multi-process test.
 
-    python -m tests.schedule.mp_worker DB SESSION ORIGIN_FAKE FACTOR SECONDS
+    python -m tests.schedule.mp_worker STORE SESSION ORIGIN_FAKE FACTOR SECONDS
+
+STORE is an SQLite file or a PostgreSQL URL (what ``vigil.store.open_store`` opens).
 
 Once started up it prints ``{"ready": owner}`` and reads ORIGIN_REAL (epoch seconds) from
 stdin: the test sends it when both processes are ready, so a slow start under load never
@@ -20,7 +22,7 @@ from datetime import datetime, timezone
 
 from vigil.schedule.heartbeat.repo import PROCESS_OWNER, Reservation
 from vigil.schedule.heartbeat.scheduler import DirectTarget, HeartbeatScheduler
-from vigil.store import SQLiteStore
+from vigil.store import open_store
 
 
 class ScaledClock:
@@ -43,7 +45,7 @@ class ScaledClock:
 
 
 async def main(db: str, session_id: str, origin_fake: float, factor: float, seconds: float) -> None:
-    store = SQLiteStore(db)
+    store = open_store(db)
     print(json.dumps({"ready": PROCESS_OWNER}), flush=True)
     origin_real = float(sys.stdin.readline())
     clock = ScaledClock(origin_real, origin_fake, factor)

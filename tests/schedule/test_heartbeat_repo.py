@@ -14,7 +14,7 @@ from vigil.clock import FakeClock
 from vigil.schedule.changes import read_generation
 from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError, NoHeartbeat, Route, heartbeat_key
 from vigil.schedule.heartbeat.repo import STALE_AFTER, HeartbeatRepo, owner_alive
-from vigil.store import SQLiteStore
+from vigil.store import SessionStore, SQLiteStore
 
 SID = "aaaaaaaaaaaa"
 
@@ -141,7 +141,8 @@ def test_a_pending_reservation_blocks_other_claims_until_abandoned(repo: Heartbe
     assert theirs is not None and theirs.heartbeat.fire_count == 1
 
 
-def test_orphans_of_a_dead_process_are_refunded_on_start_up(db_path: Path, store: SQLiteStore) -> None:
+def test_orphans_of_a_dead_process_are_refunded_on_start_up(store_location: str, shared_store: SessionStore) -> None:
+    store = shared_store
     repo = HeartbeatRepo(store)
     hb, _ = repo.set(SID, "p", 60)
     # Make it due, then let a real process reserve the slot and die before executing.
@@ -149,9 +150,9 @@ def test_orphans_of_a_dead_process_are_refunded_on_start_up(db_path: Path, store
     script = textwrap.dedent(
         f"""
         import os
-        from vigil.store import SQLiteStore
+        from vigil.store import open_store
         from vigil.schedule.heartbeat.repo import HeartbeatRepo
-        repo = HeartbeatRepo(SQLiteStore({str(db_path)!r}))
+        repo = HeartbeatRepo(open_store({store_location!r}))
         reservation = repo.reserve({SID!r})
         assert reservation is not None
         print(repo.owner, flush=True)

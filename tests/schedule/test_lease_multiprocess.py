@@ -1,5 +1,6 @@
 """Real processes: a gateway runs a heartbeat, a REPL opens the conversation and takes it over,
-the REPL is killed with SIGKILL and the gateway takes it back. Every slot fires once."""
+the REPL is killed with SIGKILL and the gateway takes it back. Every slot fires once (on SQLite
+and on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 
 from vigil.schedule.heartbeat.record import Heartbeat, heartbeat_key
-from vigil.store import SQLiteStore
+from vigil.store import open_store
 
 SID = "aaaaaaaaaaaa"
 INTERVAL = 60
@@ -29,13 +30,13 @@ def _spawn(root: Path, env: dict[str, str], args: list[str]) -> subprocess.Popen
     )
 
 
-def test_a_killed_repls_heartbeat_goes_back_to_the_gateway_and_no_slot_fires_twice(db_path: Path) -> None:
-    store = SQLiteStore(db_path)
+def test_a_killed_repls_heartbeat_goes_back_to_the_gateway_and_no_slot_fires_twice(store_location: str) -> None:
+    store = open_store(store_location)
     origin_fake = 1_800_000_000.0
     store.set_meta(heartbeat_key(SID), Heartbeat.create(SID, "watch", INTERVAL, origin_fake).to_json())
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "src")])}
-    common = [str(db_path), SID, repr(origin_fake), repr(FACTOR)]
+    common = [store_location, SID, repr(origin_fake), repr(FACTOR)]
     gateway = _spawn(root, env, [*common, "gateway", repr(origin_fake), repr(RUN_SECONDS), repr(LEASE)])
     repl = _spawn(root, env, [*common, "repl", repr(origin_fake + OPEN_AT), repr(RUN_SECONDS), repr(LEASE)])
     try:

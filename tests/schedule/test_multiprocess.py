@@ -1,5 +1,5 @@
-"""Two real processes run the engine for the same heartbeat on one state.db: every slot fires
-exactly once."""
+"""Two real processes run the engine for the same heartbeat on one store (SQLite and PostgreSQL):
+every slot fires exactly once."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from vigil.schedule.heartbeat.record import Heartbeat, heartbeat_key
-from vigil.store import SQLiteStore
+from vigil.store import open_store
 
 SID = "aaaaaaaaaaaa"
 INTERVAL = 60
@@ -22,14 +22,14 @@ LATE = 30.0
 lost slot (a gap of two intervals) or a double fire can never pass for lateness."""
 
 
-def test_two_processes_fire_each_slot_exactly_once(db_path: Path) -> None:
-    store = SQLiteStore(db_path)
+def test_two_processes_fire_each_slot_exactly_once(store_location: str) -> None:
+    store = open_store(store_location)
     origin_fake = 1_800_000_000.0
     heartbeat = Heartbeat.create(SID, "watch", INTERVAL, origin_fake)
     store.set_meta(heartbeat_key(SID), heartbeat.to_json())
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "src")])}
-    args = [str(db_path), SID, repr(origin_fake), repr(FACTOR), repr(RUN_SECONDS)]
+    args = [store_location, SID, repr(origin_fake), repr(FACTOR), repr(RUN_SECONDS)]
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.schedule.mp_worker", *args],

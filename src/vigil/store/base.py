@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, Union, runtime_c
 
 from vigil.store.deletions import Deleted
 from vigil.store.gateway_tables import GatewayTables
+from vigil.store.notify import Notifications
 from vigil.store.pairing_tables import PairingTables
 from vigil.store.records import (
     ConversationHead,
@@ -43,6 +44,12 @@ class SessionStore(Protocol):
 
     def close(self) -> None:
         """Release connections. The store must not be used afterwards."""
+        ...
+
+    def notifications(self) -> Notifications | None:
+        """Publish/subscribe between the processes that share this store (PostgreSQL
+        ``LISTEN``/``NOTIFY``: one instance per store object, closed with the store), or
+        ``None`` when the backend has none (SQLite): callers then poll the store."""
         ...
 
     # -- the gateway ----------------------------------------------------------------------

@@ -291,7 +291,7 @@ class CronScheduler:
         task.add_done_callback(self._tasks.discard)
 
     async def _watch(self) -> None:
-        await watch_changes(self.clock, self.poll_interval, self.check_changes, "cron")
+        await watch_changes(self.clock, self.poll_interval, self.check_changes, "cron", store=self.store)
 
 
 def due_names(repo: CronRepo, *, include_running: bool = True) -> list[str]:

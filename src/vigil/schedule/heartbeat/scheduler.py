@@ -480,7 +480,9 @@ class HeartbeatScheduler:
         return True
 
     async def _watch(self) -> None:
-        await watch_changes(self.clock, tick_seconds(self.poll_interval, self._leases), self._tick, "schedule")
+        await watch_changes(
+            self.clock, tick_seconds(self.poll_interval, self._leases), self._tick, "schedule", store=self.store
+        )
 
     async def _tick(self) -> None:
         changed = await self.check_changes()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from functools import partial
 from typing import Any, Iterable, Sequence
 
@@ -28,6 +29,7 @@ from vigil.store.postgres.conn import Database, parse_target
 from vigil.store.postgres.gateway_tables import PostgresGatewayTables
 from vigil.store.postgres.pairing_tables import PostgresPairingTables
 from vigil.store.postgres.migrations import applied_version, open_schema
+from vigil.store.postgres.notify import PostgresNotifications
 from vigil.store.postgres.search import search_messages
 from vigil.store.postgres.text import ESCAPE, unescape
 from vigil.store.records import (
@@ -86,6 +88,8 @@ class PostgresStore:
         self._run = self._db.run
         self._gateway = PostgresGatewayTables(self._db)
         self._pairing = PostgresPairingTables(self._db, target.schema)
+        self._notifications: PostgresNotifications | None = None
+        self._notifications_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where}, schema={self.schema})"
@@ -105,7 +109,19 @@ class PostgresStore:
             return applied_version(conn, self.schema)
 
     def close(self) -> None:
+        with self._notifications_lock:
+            notifications, self._notifications = self._notifications, None
+        if notifications is not None:
+            notifications.close()  # first: it sends what is queued through the pool
         self._db.close()
+
+    def notifications(self) -> PostgresNotifications:
+        """``LISTEN``/``NOTIFY`` between every process on this schema: one instance per store
+        object, started on first use (see ``store.postgres.notify``)."""
+        with self._notifications_lock:
+            if self._notifications is None:
+                self._notifications = PostgresNotifications(self._db, self.schema)
+            return self._notifications
 
     # -- sessions -------------------------------------------------------------------------
     def create_session(

@@ -154,6 +154,11 @@ class SQLiteStore:
     def close(self) -> None:
         self._db.close()
 
+    def notifications(self) -> None:
+        """None: one SQLite file serves processes on one machine without a channel between
+        them; callers read the store (poll) instead."""
+        return None
+
     # -- sessions -------------------------------------------------------------------------
     def create_session(
         self,
