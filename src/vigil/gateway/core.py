@@ -34,6 +34,7 @@ from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
 from vigil.gateway.handover import Elsewhere, Handover
 from vigil.gateway.outbox import OutboxSender
+from vigil.gateway.recovery import catch_up
 from vigil.gateway.relay import EventRelay
 from vigil.gateway.ownership import Ownership, route_claim, store_is_shared
 from vigil.gateway.routing import Router
@@ -299,10 +300,12 @@ class Gateway:
         it (call under the route's lock)."""
         bound = self.by_route.get(route)
         if bound is not None and not bound.closed:
-            elsewhere = await self._owned_elsewhere(bound.session_id)
+            elsewhere, taken = await self._claim(bound.session_id)
             if elsewhere is not None:
                 return elsewhere
             await bound.ensure_started()
+            if taken:
+                await catch_up(self, bound, route)
             return bound
         resolved = await asyncio.to_thread(self.router.resolve, route)
         if resolved.session_id is None:
@@ -312,12 +315,14 @@ class Gateway:
             if made is not None:
                 return made
             resolved = await asyncio.to_thread(self.router.resolve, route)  # another worker's, just made
-        elsewhere = await self._owned_elsewhere(resolved.session_id)
+        elsewhere, taken = await self._claim(resolved.session_id)
         if elsewhere is not None:
             return elsewhere
         if resolved.reopen:
             await asyncio.to_thread(self.store.reopen_session, resolved.session_id)
         live = await self.live_for(resolved.session_id, route)
+        if taken:
+            await catch_up(self, live, route)
         return live
 
     async def _new_conversation_once(self, route: RouteKey) -> LiveConversation | Elsewhere | None:
@@ -335,12 +340,15 @@ class Gateway:
         finally:
             await asyncio.to_thread(self.ownership.release, [claim])
 
-    async def _owned_elsewhere(self, session_id: str | None) -> Elsewhere | None:
-        """Where another worker runs ``session_id``; ``None`` once it is this worker's."""
+    async def _claim(self, session_id: str | None) -> tuple[Elsewhere | None, bool]:
+        """Where another worker runs ``session_id`` (``None``: it is this worker's), and
+        whether this worker has just taken it (then it catches up first)."""
         if session_id is None or not self.ownership.shared or session_id in self.ownership.held:
-            return None
+            return None, False
         holder = await asyncio.to_thread(self.ownership.claim, session_id)
-        return None if holder is None else Elsewhere(session_id, holder.token)
+        if holder is not None:
+            return Elsewhere(session_id, holder.token), False
+        return None, True
 
     async def live_for(self, session_id: str, route: RouteKey | None = None) -> LiveConversation:
         """The running conversation of ``session_id``, started on first use."""
@@ -510,10 +518,16 @@ class Gateway:
         """Why the heartbeat of ``session_id`` may not fire in ``live`` now (``None``: it may):
         another worker runs the conversation (the heartbeat is handed to it, which adopts
         it), or the people it answers are not authorized."""
-        elsewhere = await self._owned_elsewhere(session_id)
+        elsewhere, taken = await self._claim(session_id)
         if elsewhere is not None:
             self.heartbeats.disown(session_id)
             return f"another gateway worker ({elsewhere.worker[:8]}) runs this conversation; its heartbeat moves there"
+        if taken:
+            async with contextlib.AsyncExitStack() as stack:
+                if live.route is not None:
+                    await stack.enter_async_context(self.route_lock(live.route))
+                if await catch_up(self, live, live.route):
+                    return "messages left unanswered by the worker that ran it go first"
         return await self.authorization.heartbeat_refusal(live, session_id)
 
     async def publish_heartbeat(self, session_id: str) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from vigil.store import MessageRecord, SessionNotFound, StoreError
 from vigil.gateway.live import LiveConversation
-from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, RUNNING, InboxEntry, NewOutbound
+from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, RUNNING, InboxEntry, NewOutbound, RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+CATCH_UP_LIMIT = 500
+"""Unfinished entries looked through when a conversation is taken over."""
 
 
 def answer_in_history(messages: Sequence[MessageRecord], inbox_id: int) -> tuple[bool, str | None]:
@@ -112,22 +114,44 @@ async def _recover_shared(gateway: "Gateway", entry: InboxEntry) -> int:
         fresh = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry.id)
         if fresh is None or fresh.status not in (PENDING, RUNNING):
             return 0
-        target = await gateway._live_for_route(fresh.route)
+        target = await gateway._live_for_route(fresh.route)  # a take-over catches up, this one too
         if isinstance(target, Elsewhere):
             return 0
-    return await _recover_one(gateway, fresh)
+        if fresh.id in gateway._handling:
+            return 1
+        return await answer_in(gateway, fresh, target)
+
+
+async def catch_up(gateway: "Gateway", live: LiveConversation, route: RouteKey | None) -> int:
+    """This worker has just taken ``live`` over (another worker died or let it go): answer
+    what that one left unfinished in it first, oldest first, before anything new runs there
+    (a turn it was cut off in continues only while it is still the last thing asked). Call
+    under the route's lock."""
+    try:
+        entries = await asyncio.to_thread(gateway.store.gateway.inbox_unfinished, limit=CATCH_UP_LIMIT)
+    except StoreError as exc:
+        log.warning("cannot read what a taken-over conversation left unanswered (the sweep retries): %s", exc)
+        return 0
+    session_id = live.session_id
+    handled = 0
+    for entry in entries:
+        if entry.id in gateway._handling:
+            continue
+        if entry.route == route or (session_id is not None and entry.session_id == session_id):
+            handled += await answer_in(gateway, entry, live)
+    return handled
 
 
 async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
+    if entry.id in gateway._handling:
+        return 0
     answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
     if answer is not None:
         reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
         await gateway.finish(entry, ANSWERED, reply)
         return 1
     if entry.attempts >= MAX_ATTEMPTS:
-        note = f"⚠ vigil gave up on this message after {entry.attempts} attempts that did not finish"
-        await gateway.finish(entry, FAILED, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
-                             error="gave up after repeated attempts")
+        await _give_up(gateway, entry)
         return 1
     async with gateway.route_lock(entry.route):
         if entry.id in gateway._handling:
@@ -137,3 +161,25 @@ async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
             return 0
         gateway.dispatch(entry, live, resume=True)
     return 1
+
+
+async def answer_in(gateway: "Gateway", entry: InboxEntry, live: LiveConversation) -> int:
+    """:func:`_recover_one` for a conversation already at hand (call under the route's lock)."""
+    answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
+    if answer is not None:
+        reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
+        await gateway.finish(entry, ANSWERED, reply)
+        return 1
+    if entry.attempts >= MAX_ATTEMPTS:
+        await _give_up(gateway, entry)
+        return 1
+    if entry.id in gateway._handling:
+        return 0
+    gateway.dispatch(entry, live, resume=entry.status == RUNNING)
+    return 1
+
+
+async def _give_up(gateway: "Gateway", entry: InboxEntry) -> None:
+    note = f"⚠ vigil gave up on this message after {entry.attempts} attempts that did not finish"
+    await gateway.finish(entry, FAILED, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
+                         error="gave up after repeated attempts")
