@@ -173,7 +173,7 @@ class Gateway:
     async def _hand_on(self, entry: InboxEntry, inbound: Inbound, *, duplicate: bool) -> Receipt:
         """Give a stored message to its conversation here, or leave it to the worker that
         runs that conversation (told at once; call under the route's lock)."""
-        target = await self._live_for_route(inbound.route)
+        target = await self._live_for_route(inbound.route, arriving=entry.id)
         if isinstance(target, Elsewhere):
             self.handover.tell(entry)
             return Receipt(entry.id, duplicate, target.session_id or None)
@@ -295,9 +295,10 @@ class Gateway:
         return list(dict.fromkeys([*self.live.values(), *self.by_route.values()]))
 
     # -- conversations ----------------------------------------------------------------------
-    async def _live_for_route(self, route: RouteKey) -> LiveConversation | Elsewhere:
+    async def _live_for_route(self, route: RouteKey, *, arriving: int | None = None) -> LiveConversation | Elsewhere:
         """The live conversation a message of ``route`` goes to, or where another worker runs
-        it (call under the route's lock)."""
+        it (call under the route's lock). Taking it over, this worker first answers what was
+        left unfinished there, except ``arriving`` (the entry being handed on now)."""
         bound = self.by_route.get(route)
         if bound is not None and not bound.closed:
             elsewhere, taken = await self._claim(bound.session_id)
@@ -305,7 +306,7 @@ class Gateway:
                 return elsewhere
             await bound.ensure_started()
             if taken:
-                await catch_up(self, bound, route)
+                await catch_up(self, bound, route, skip=arriving)
             return bound
         resolved = await asyncio.to_thread(self.router.resolve, route)
         if resolved.session_id is None:
@@ -322,7 +323,7 @@ class Gateway:
             await asyncio.to_thread(self.store.reopen_session, resolved.session_id)
         live = await self.live_for(resolved.session_id, route)
         if taken:
-            await catch_up(self, live, route)
+            await catch_up(self, live, route, skip=arriving)
         return live
 
     async def _new_conversation_once(self, route: RouteKey) -> LiveConversation | Elsewhere | None:

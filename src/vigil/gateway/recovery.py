@@ -122,7 +122,9 @@ async def _recover_shared(gateway: "Gateway", entry: InboxEntry) -> int:
         return await answer_in(gateway, fresh, target)
 
 
-async def catch_up(gateway: "Gateway", live: LiveConversation, route: RouteKey | None) -> int:
+async def catch_up(
+    gateway: "Gateway", live: LiveConversation, route: RouteKey | None, *, skip: int | None = None
+) -> int:
     """This worker has just taken ``live`` over (another worker died or let it go): answer
     what that one left unfinished in it first, oldest first, before anything new runs there
     (a turn it was cut off in continues only while it is still the last thing asked). Call
@@ -135,7 +137,7 @@ async def catch_up(gateway: "Gateway", live: LiveConversation, route: RouteKey |
     session_id = live.session_id
     handled = 0
     for entry in entries:
-        if entry.id in gateway._handling:
+        if entry.id in gateway._handling or entry.id == skip:
             continue
         if entry.route == route or (session_id is not None and entry.session_id == session_id):
             handled += await answer_in(gateway, entry, live)
