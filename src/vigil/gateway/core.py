@@ -127,6 +127,7 @@ class Gateway:
         self._route_locks: dict[RouteKey, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handling: set[int] = set()  # inbox ids handed to a conversation by this process
+        self._takeovers: dict[str, asyncio.Future[None]] = {}  # conversations being taken over
         self._accepting = False
         self._closing = False
         self.answered = 0
@@ -301,12 +302,17 @@ class Gateway:
         left unfinished there, except ``arriving`` (the entry being handed on now)."""
         bound = self.by_route.get(route)
         if bound is not None and not bound.closed:
-            elsewhere, taken = await self._claim(bound.session_id)
+            bound_id = bound.session_id
+            elsewhere, taken = await self._claim(bound_id)
             if elsewhere is not None:
                 return elsewhere
-            await bound.ensure_started()
-            if taken:
-                await catch_up(self, bound, route, skip=arriving)
+            try:
+                await bound.ensure_started()
+                if taken:
+                    await catch_up(self, bound, route, skip=arriving)
+            finally:
+                if taken and bound_id is not None:
+                    self._taken_over(bound_id)
             return bound
         resolved = await asyncio.to_thread(self.router.resolve, route)
         if resolved.session_id is None:
@@ -319,11 +325,15 @@ class Gateway:
         elsewhere, taken = await self._claim(resolved.session_id)
         if elsewhere is not None:
             return elsewhere
-        if resolved.reopen:
-            await asyncio.to_thread(self.store.reopen_session, resolved.session_id)
-        live = await self.live_for(resolved.session_id, route)
-        if taken:
-            await catch_up(self, live, route, skip=arriving)
+        try:
+            if resolved.reopen:
+                await asyncio.to_thread(self.store.reopen_session, resolved.session_id)
+            live = await self.live_for(resolved.session_id, route)
+            if taken:
+                await catch_up(self, live, route, skip=arriving)
+        finally:
+            if taken:
+                self._taken_over(resolved.session_id)
         return live
 
     async def _new_conversation_once(self, route: RouteKey) -> LiveConversation | Elsewhere | None:
@@ -343,13 +353,30 @@ class Gateway:
 
     async def _claim(self, session_id: str | None) -> tuple[Elsewhere | None, bool]:
         """Where another worker runs ``session_id`` (``None``: it is this worker's), and
-        whether this worker has just taken it (then it catches up first)."""
-        if session_id is None or not self.ownership.shared or session_id in self.ownership.held:
+        whether this worker has just taken it: then the caller catches up and calls
+        :meth:`_taken_over`, and every other path to the conversation waits until it has."""
+        if session_id is None or not self.ownership.shared:
             return None, False
-        holder = await asyncio.to_thread(self.ownership.claim, session_id)
+        while (pending := self._takeovers.get(session_id)) is not None:
+            await asyncio.shield(pending)
+        if session_id in self.ownership.held:
+            return None, False
+        self._takeovers[session_id] = asyncio.get_running_loop().create_future()
+        try:
+            holder = await asyncio.to_thread(self.ownership.claim, session_id)
+        except BaseException:
+            self._taken_over(session_id)
+            raise
         if holder is not None:
+            self._taken_over(session_id)
             return Elsewhere(session_id, holder.token), False
         return None, True
+
+    def _taken_over(self, session_id: str) -> None:
+        """The take-over of ``session_id`` is complete (or did not happen): let the others on."""
+        done = self._takeovers.pop(session_id, None)
+        if done is not None and not done.done():
+            done.set_result(None)
 
     async def live_for(self, session_id: str, route: RouteKey | None = None) -> LiveConversation:
         """The running conversation of ``session_id``, started on first use."""
@@ -524,11 +551,13 @@ class Gateway:
             self.heartbeats.disown(session_id)
             return f"another gateway worker ({elsewhere.worker[:8]}) runs this conversation; its heartbeat moves there"
         if taken:
-            async with contextlib.AsyncExitStack() as stack:
-                if live.route is not None:
-                    await stack.enter_async_context(self.route_lock(live.route))
+            # Not under the route's lock: a message of that route may be waiting for this
+            # take-over while holding it (the take-over itself keeps everything else out).
+            try:
                 if await catch_up(self, live, live.route):
                     return "messages left unanswered by the worker that ran it go first"
+            finally:
+                self._taken_over(session_id)
         return await self.authorization.heartbeat_refusal(live, session_id)
 
     async def publish_heartbeat(self, session_id: str) -> None:
