@@ -128,7 +128,9 @@ class LeaseBook:
     """The leases of one holder (one process, in practice) in one profile's store.
 
     ``kind`` is :data:`REPL` (takes a lease over from anyone: the conversation is open here)
-    or :data:`GATEWAY` (takes only free, expired or already-own leases).
+    or :data:`GATEWAY` (takes only free, expired or already-own leases). ``is_running(host,
+    pid)`` says whether a holder runs (default: by pid on this host, by the store's worker and
+    holder records elsewhere, :mod:`vigil.schedule.liveness`).
     """
 
     def __init__(
@@ -138,12 +140,16 @@ class LeaseBook:
         *,
         kind: str,
         seconds: float | None = None,
-        is_running: Callable[[str, int], bool] = pid_running,
+        is_running: Callable[[str, int], bool] | None = None,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"a lease holder is one of {', '.join(KINDS)}, not {kind!r}")
         self.store = store
         self.clock = clock or SystemClock()
+        if is_running is None:
+            from vigil.schedule.liveness import Liveness  # it reads this module's pid_running
+
+            is_running = Liveness(store, self.clock).process_alive
         self.kind = kind
         self.seconds = default_lease_seconds() if seconds is None else float(seconds)
         self.renew_every = self.seconds / 3
