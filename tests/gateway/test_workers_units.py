@@ -28,7 +28,9 @@ from vigil.schedule.heartbeat.lease import holder_key
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.schedule.liveness import Liveness, worker_key
 from vigil.store import SQLiteStore, open_store
-from tests.store.conftest import pg_schema, pg_url, postgres_server  # noqa: F401  (PostgreSQL fixtures)
+from tests.store import conftest as pg_fixtures
+
+postgres_server, pg_schema, pg_url = pg_fixtures.postgres_server, pg_fixtures.pg_schema, pg_fixtures.pg_url
 
 START = 1_800_000_000.0
 SID = "aaaaaaaaaaaa"
