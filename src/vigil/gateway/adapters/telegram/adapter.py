@@ -66,7 +66,8 @@ class TelegramAdapter:
         self._backoff = backoff
         self._poll_timeout = poll_timeout
         self._task: asyncio.Task[None] | None = None
-        self._poller: Poller | None = None
+        self.poller: Poller | None = None
+        """The poller of the connection while this adapter polls (confirmed at stop)."""
         self._routes: list[BaseRoute] | None = None
         self.webhook_secret: str | None = None
         self.username: str | None = None
@@ -177,9 +178,9 @@ class TelegramAdapter:
 
     def new_poller(self, bot: "Bot", backoff: Backoff, offsets: StoredOffset | None = None) -> Poller:
         """The poller of this connection (confirmed at stop)."""
-        self._poller = Poller(bot, self.messages.handle, self.state.set, backoff=backoff,
+        self.poller = Poller(bot, self.messages.handle, self.state.set, backoff=backoff,
                               poll_timeout=self._poll_timeout, offsets=offsets)
-        return self._poller
+        return self.poller
 
     async def _set_webhook(self, bot: "Bot", backoff: Backoff, ready: asyncio.Event) -> None:
         from vigil.gateway.adapters.telegram.polling import ALLOWED_UPDATES
@@ -216,7 +217,7 @@ class TelegramAdapter:
                 await task
         await self.streams.close()
         await self.previews.close()
-        poller, self._poller = self._poller, None
+        poller, self.poller = self.poller, None
         if poller is not None:
             await poller.confirm()
         await give_back(self.poll_lease)

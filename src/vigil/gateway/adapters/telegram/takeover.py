@@ -61,6 +61,7 @@ async def poll_in_turn(adapter: "TelegramAdapter", lease: PollLease, bot: "Bot",
         store = getattr(adapter.gateway, "store", None)
         poller = adapter.new_poller(bot, backoff, offsets=None if store is None else StoredOffset(store))
         await _poll_while_held(poller, lease)
+        adapter.poller = None  # not confirmed at stop: another worker polls now
         log.warning("telegram: the poll lease was lost (taken over while this worker stalled); polling stops here")
 
 
