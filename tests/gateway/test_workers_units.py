@@ -137,7 +137,7 @@ def test_a_dead_remote_workers_cron_run_is_interrupted_and_a_due_occurrence_left
 async def test_a_survivor_recovers_once_per_death_and_prunes_long_gone_records(store: SQLiteStore, clock: FakeClock) -> None:
     calls: list[list[str]] = []
 
-    async def recover(dead: list[str]) -> None:
+    async def recover(dead: list[str], first: bool) -> None:
         calls.append(dead)
 
     watch = WorkerWatch(store, clock, "me", recover, keep_gone=600)

@@ -34,21 +34,18 @@ from vigil.gateway.cron_delivery import CronOutcomes
 from vigil.gateway.http import HttpServer, listen, routes_app
 from vigil.gateway.lock import acquire
 from vigil.gateway.metrics import GatewayMetrics, http_routes, store_check
-from vigil.gateway.adapter_lease import AdapterLease
-from vigil.gateway.status import StatusKeeper, WorkerIdentity
-from vigil.gateway.workers import WorkerWatch, is_shared
+from vigil.gateway.status import StatusKeeper
+from vigil.gateway.workers import WorkerWatch, is_shared, join_as_worker, recovery
 from vigil.gateway.token import load_or_create_token
 from vigil.gateway.platforms import configured_adapters
 from vigil.gateway.supervisor import BACKOFF_BASE, BACKOFF_CAP, WATCH_INTERVAL, health_view, supervise
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
 from vigil.runtime.cron_runner import CronRunner
-from vigil.schedule.changes import bump_generation
 from vigil.schedule.cron.format import relative
 from vigil.schedule.cron.repo import CronRepo
 from vigil.schedule.cron.scheduler import POLL_INTERVAL, CronScheduler
 from vigil.schedule.cron.schedule import default_zone, format_instant
-from vigil.schedule.heartbeat.repo import PROCESS_OWNER
 from vigil.store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -147,7 +144,7 @@ async def serve(
             )
             http = HttpServer(routes_app(routes), sock)
             run.url = http.url
-        worker = _as_worker(gateway, adapters, store, clock) if is_shared(store) else None
+        worker = join_as_worker(gateway, adapters, clock) if is_shared(store) else None
         keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler), worker=worker)
         await gateway.start()
         await outcomes.catch_up()
@@ -178,8 +175,7 @@ async def serve(
         keeping = asyncio.create_task(keeper.run(), name="gateway-status")
         watching: asyncio.Task[None] | None = None
         if worker is not None:
-            recover = _recovery(gateway, repo, scheduler, activity)
-            watch = WorkerWatch(store, clock, worker.worker_id, lambda dead: recover(dead, watch.looks == 1))
+            watch = WorkerWatch(store, clock, worker.worker_id, recovery(gateway, repo, scheduler, activity.say))
             run.extra["watch"] = watch
             watching = asyncio.create_task(watch.run(keeper.interval), name="gateway-workers")
         if on_started is not None:
@@ -208,38 +204,6 @@ async def serve(
         activity.close()
         if http is None and sock is not None:
             sock.close()
-
-
-def _as_worker(gateway: Gateway, adapters: Mapping[str, Any], store: SessionStore, clock: Clock) -> WorkerIdentity:
-    """This process as one of several workers on a shared store: who it is in the registry,
-    and the poll lease of every adapter that must poll in one worker only (Telegram)."""
-    worker = WorkerIdentity(gateway.worker_id, PROCESS_OWNER, gateway.leases.seconds)
-    for name, adapter in adapters.items():
-        inner = getattr(adapter, "inner", adapter)
-        if hasattr(inner, "poll_lease"):
-            inner.poll_lease = AdapterLease(store, name, token=worker.worker_id, seconds=worker.lease, clock=clock)
-    return worker
-
-
-def _recovery(gateway: Gateway, repo: CronRepo, cron: CronScheduler, activity: GatewayActivity) -> Any:
-    """What a worker does when it finds other processes of the store dead: refund their
-    heartbeat reservations and mark their cron runs interrupted (now that the liveness check
-    calls them dead), then make every scheduler re-read the schedule."""
-
-    async def recover(dead: list[str], first: bool) -> None:
-        refunded = await asyncio.to_thread(gateway.heartbeats.repo.refund_orphans)
-        interrupted = await asyncio.to_thread(repo.recover_abandoned)
-        if refunded or interrupted:
-            await asyncio.to_thread(bump_generation, repo.store)
-            await cron.resync()
-        if refunded or interrupted or not first:  # the first look also meets long-gone records
-            names = ", ".join(dead[:3]) + (f" and {len(dead) - 3} more" if len(dead) > 3 else "")
-            activity.say(
-                f"vigil gateway: {len(dead)} process(es) sharing the store stopped running ({names}): "
-                f"{len(refunded)} heartbeat reservation(s) refunded, {len(interrupted)} cron run(s) marked interrupted"
-            )
-
-    return recover
 
 
 def _snapshot(run: GatewayRun, cron: CronScheduler) -> dict[str, Any]:

@@ -21,14 +21,22 @@ import asyncio
 import logging
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from vigil.clock import Clock
-from vigil.gateway.status import adapter_entry, ago
+from vigil.gateway.adapter_lease import AdapterLease
+from vigil.gateway.status import WorkerIdentity, adapter_entry, ago
+from vigil.schedule.changes import bump_generation
+from vigil.schedule.heartbeat.repo import PROCESS_OWNER
 from vigil.schedule.heartbeat.lease import HOLDER_PREFIX, pid_running, this_host
 from vigil.schedule.liveness import WORKER_PREFIX, Seen, holder_seen, worker_seen
 from vigil.store import MetaEntry, SessionStore, StoreError
 from vigil.store.records import MetaSwap
+
+if TYPE_CHECKING:
+    from vigil.gateway.core import Gateway
+    from vigil.schedule.cron.repo import CronRepo
+    from vigil.schedule.cron.scheduler import CronScheduler
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +58,38 @@ def is_shared(store: SessionStore) -> bool:
     module = sys.modules.get("vigil.store.postgres.store")
     cls = getattr(module, "PostgresStore", None)
     return isinstance(cls, type) and isinstance(store, cls)
+
+
+def join_as_worker(gateway: "Gateway", adapters: Mapping[str, Any], clock: Clock) -> WorkerIdentity:
+    """The running gateway as one of several workers on a shared store: who it is in the
+    registry (its id is its heartbeat lease holder token; its leases' length), and the poll
+    lease of every adapter that must poll in one worker only (Telegram)."""
+    worker = WorkerIdentity(gateway.worker_id, PROCESS_OWNER, gateway.leases.seconds)
+    for name, adapter in adapters.items():
+        inner = getattr(adapter, "inner", adapter)  # under its supervisor
+        if hasattr(inner, "poll_lease"):
+            inner.poll_lease = AdapterLease(gateway.store, name, token=worker.worker_id, seconds=worker.lease,
+                                            clock=clock)
+    return worker
+
+
+def recovery(gateway: "Gateway", cron_repo: "CronRepo", cron: "CronScheduler", say: Callable[[str], None]) -> "Recover":
+    """What a worker does when it finds other processes of the store dead: refund their
+    heartbeat reservations and mark their cron runs interrupted (the liveness check now calls
+    them dead), then have every scheduler re-read the schedule."""
+
+    async def recover(dead: list[str], first: bool) -> None:
+        refunded = await asyncio.to_thread(gateway.heartbeats.repo.refund_orphans)
+        interrupted = await asyncio.to_thread(cron_repo.recover_abandoned)
+        if refunded or interrupted:
+            await asyncio.to_thread(bump_generation, cron_repo.store)
+            await cron.resync()
+        if refunded or interrupted or not first:
+            names = ", ".join(dead[:3]) + (f" and {len(dead) - 3} more" if len(dead) > 3 else "")
+            say(f"vigil gateway: {len(dead)} process(es) sharing the store stopped running ({names}): "
+                f"{len(refunded)} heartbeat reservation(s) refunded, {len(interrupted)} cron run(s) marked interrupted")
+
+    return recover
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +158,9 @@ def _float(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-Recover = Callable[[list[str]], Awaitable[None]]
-"""Called with the names of processes newly found dead (worker ids, lease holder tokens)."""
+Recover = Callable[[list[str], bool], Awaitable[None]]
+"""Called with the names of processes newly found dead (worker ids, lease holder tokens), and
+whether this is the watch's first look (which also meets records long gone)."""
 
 
 class WorkerWatch:
@@ -175,7 +216,7 @@ class WorkerWatch:
         new = [name for name, expires in dead.items() if self._handled.get(name) != expires]
         if new:
             self.recoveries += 1
-            await self.recover(new)
+            await self.recover(new, self.looks == 1)
             self._handled.update((name, dead[name]) for name in new)
         for name in [name for name in self._handled if name not in dead]:
             del self._handled[name]  # pruned, swept, or alive again
