@@ -46,7 +46,7 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
 
     It runs until Ctrl-C or SIGTERM: it stops taking messages, lets running turns finish
     within gateway.stop_timeout (30 s), then exits 0. SIGHUP re-reads config.yaml for the
-    adapters. One gateway runs per profile; a second one refuses to start.
+    adapters.
 
     At start it prints a login link for the web chat (http://127.0.0.1:8787/login?token=…;
     `vigil gateway status` shows it again), except into the systemd journal, which is kept.
@@ -60,7 +60,12 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
     Works even before a model is configured (turns and jobs fail with a hint until one is).
 
     The web chat listens on gateway.web.host (127.0.0.1); a non-loopback address there is
-    refused unless --bind gives it on the command line."""
+    refused unless --bind gives it on the command line.
+
+    With an SQLite store one gateway runs per profile; a second one refuses to start. With
+    store.url: postgresql://… any number run, on this machine and others, as workers sharing
+    the conversations, heartbeats, cron jobs and the outbox; Telegram long polling runs in one
+    of them at a time and moves to another when it stops or dies (gateway.lease_seconds)."""
     from vigil.gateway.bind import check_bind
 
     host = bind if bind is not None else app.settings.gateway.web.host
@@ -126,9 +131,13 @@ def status_cmd(app: AppContext, as_json: bool) -> None:
     token), the adapters, live conversations, armed heartbeats and the next cron run, from the
     status record the gateway keeps fresh in the store.
 
+    With several gateways on a shared (PostgreSQL) store it lists every worker: the live ones,
+    and for a while those that stopped or are gone (killed, or their machine lost: no update
+    within gateway.lease_seconds).
+
     \b
     Exit status:
-      0  the gateway runs
+      0  the gateway runs (some worker does)
       3  it does not (or a process holds the gateway lock but stopped updating its status)
       1  an error (the store cannot be read, ...)
     """
@@ -136,9 +145,20 @@ def status_cmd(app: AppContext, as_json: bool) -> None:
 
     from vigil.gateway.status import read_status
     from vigil.gateway.token import read_token
+    from vigil.gateway.workers import read_workers
 
-    status = read_status(app.store, app.profile, now=time.time())
+    now = time.time()
     token = read_token(app.profile)
+    workers = read_workers(app.store, now=now)
+    if workers:
+        if as_json:
+            echo_json(_workers_json(workers, token))
+        else:
+            _echo_workers(app.profile, workers, token, now)
+        if not any(worker.live for worker in workers):
+            raise click.exceptions.Exit(NOT_RUNNING)
+        return
+    status = read_status(app.store, app.profile, now=now)
     url = status.value("url") if status.running and isinstance(status.value("url"), str) else None
     login_url = f"{url.rstrip('/')}/login?token={quote(token, safe='')}" if url and token else None
     if as_json:
@@ -186,22 +206,31 @@ def _echo_status(
             click.echo(f"Web chat login token (for when it runs): {token}")
         return
     now = time.time()
+    click.echo(f"vigil gateway: {status.state} ({_where(record, status.pid, now)}), vigil {visible(str(record.get('version')))}")
+    rows = [("web chat", url or "not served")]
+    if login_url:
+        rows.append(("login URL", login_url))
+    if token:
+        rows.append(("login token", token))
+    _echo_rows(rows + _record_rows(record, status.adapters, now), "  ")
+
+
+def _where(record: dict[str, Any], pid: Any, now: float) -> str:
+    """``pid 123 on host, since 2026-12-01 12:03, up 5m``."""
     started = record.get("started_at")
     since = ""
     if isinstance(started, (int, float)):
         since = f", since {local_time(started)}, up {relative(now - started)}"
     host = record.get("host")
     where = f" on {visible(str(host))}" if host else ""
-    click.echo(f"vigil gateway: {status.state} (pid {status.pid}{where}{since}), vigil {visible(str(record.get('version')))}")
-    rows = [("web chat", url or "not served")]
-    if login_url:
-        rows.append(("login URL", login_url))
-    if token:
-        rows.append(("login token", token))
+    return f"pid {pid}{where}{since}"
+
+
+def _record_rows(record: dict[str, Any], adapters: list[dict[str, Any]], now: float) -> list[tuple[str, str]]:
     from vigil.gateway.status import adapter_line
 
-    adapters = [visible(adapter_line(a, now)) for a in status.adapters]
-    rows.append(("adapters", "; ".join(adapters) or "none"))
+    lines = [visible(adapter_line(a, now)) for a in adapters]
+    rows = [("adapters", "; ".join(lines) or "none")]
     rows.append(("live conversations", str(record.get("live_conversations", 0))))
     rows.append(("armed heartbeats", str(record.get("armed_heartbeats", 0))))
     next_run = record.get("next_cron_run")
@@ -210,9 +239,86 @@ def _echo_status(
         rows.append(("next cron run", f"{local_time(next_run)} ({when})"))
     else:
         rows.append(("next cron run", "none scheduled"))
+    return rows
+
+
+def _echo_rows(rows: list[tuple[str, str]], indent: str) -> None:
     width = max(len(name) for name, _ in rows) + 2
     for name, value in rows:
-        click.echo(f"  {name + ':':<{width}}{value}")
+        click.echo(f"{indent}{name + ':':<{width}}{value}")
+
+
+def _worker_urls(worker: Any, token: str | None) -> tuple[str | None, str | None]:
+    """A live worker's web chat URL, and its login URL when it runs on this machine (the
+    login token read here is this machine's profile's)."""
+    import socket
+
+    url = worker.value("url") if worker.live and isinstance(worker.value("url"), str) else None
+    here = worker.value("host") == socket.gethostname()
+    login = f"{url.rstrip('/')}/login?token={quote(token, safe='')}" if url and token and here else None
+    return url, login
+
+
+def _workers_summary(workers: list[Any]) -> str:
+    live = sum(1 for w in workers if w.live)
+    others = {state: sum(1 for w in workers if w.state == state) for state in ("gone", "stopped")}
+    rest = "".join(f", {count} {state}" for state, count in others.items() if count)
+    if not live:
+        return f"not running (no live worker on the shared store{rest})"
+    return f"{live} worker{'s' if live != 1 else ''} running on a shared store{rest}"
+
+
+def _workers_json(workers: list[Any], token: str | None) -> dict[str, Any]:
+    listed = []
+    for worker in workers:
+        record = worker.record
+        url, login_url = _worker_urls(worker, token)
+        listed.append({
+            "id": worker.worker_id, "live": worker.live, "state": worker.state, "summary": worker.summary,
+            "pid": record.get("pid"), "host": record.get("host"), "started_at": record.get("started_at"),
+            "updated_at": record.get("updated_at"), "lease": record.get("lease"),
+            "gone_since": worker.since if worker.state == "gone" else None,
+            "url": url, "login_url": login_url, "adapters": worker.adapters,
+            "live_conversations": record.get("live_conversations") if worker.live else None,
+            "armed_heartbeats": record.get("armed_heartbeats") if worker.live else None,
+            "next_cron_run": record.get("next_cron_run") if worker.live else None,
+            "version": record.get("version"),
+        })
+    first = next((entry for entry in listed if entry["live"]), None) or {}
+    running = bool(first)
+    return {
+        "running": running,
+        "state": "running" if running else "not running",
+        "summary": _workers_summary(workers),
+        "shared": True,
+        "pid": first.get("pid"),
+        "host": first.get("host"),
+        "url": first.get("url"),
+        "login_url": first.get("login_url"),
+        "token": token,
+        "adapters": first.get("adapters", []),
+        "workers": listed,
+    }
+
+
+def _echo_workers(profile: Profile, workers: list[Any], token: str | None, now: float) -> None:
+    click.echo(f"vigil gateway: {visible(_workers_summary(workers))}.")
+    for worker in workers:
+        record = worker.record
+        if not worker.live:
+            click.echo(f"  worker {visible(worker.worker_id)}: {visible(worker.summary)}")
+            continue
+        version = visible(str(record.get("version")))
+        click.echo(f"  worker {visible(worker.worker_id)}: {worker.state} ({_where(record, record.get('pid'), now)}), vigil {version}")
+        url, login_url = _worker_urls(worker, token)
+        rows = [("web chat", url or "not served")]
+        if login_url:
+            rows.append(("login URL", login_url))
+        _echo_rows(rows + _record_rows(record, worker.adapters, now), "    ")
+    if not any(worker.live for worker in workers):
+        click.echo(_how_to_start(profile))
+    if token:
+        click.echo(f"Web chat login token (this machine): {token}")
 
 
 def _how_to_start(profile: Profile) -> str:

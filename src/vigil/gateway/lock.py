@@ -5,10 +5,13 @@ The holder writes its pid, host and start time into the file (0600), so a second
 it dies, so a file left by a crashed or SIGKILLed gateway never blocks the next one; the file
 itself is never deleted (unlinking a lock file lets two processes lock two different files).
 
-Scale-out: a PostgreSQL store will one day let several gateways share a profile, each claiming
-its work in the store. That is decided in :func:`acquire` alone (the one place every gateway
-passes through): a shared store would take no lock here, or a shared one. Until then every
-store gets the exclusive lock.
+Scale-out: with a shared (PostgreSQL) store several gateways may run for one profile, each a
+worker claiming its work in the store. That is decided in :func:`acquire` alone (the one place
+every gateway passes through): ``shared=True`` takes a *shared* ``flock`` and writes nothing
+into the file, so any number of workers run side by side (here and on other machines), while
+a gateway of the same profile home on an SQLite store (exclusive) and they still exclude each
+other. Who runs is then the store's worker registry (:mod:`vigil.gateway.workers`), not this
+file.
 """
 
 from __future__ import annotations
@@ -72,10 +75,12 @@ class GatewayLock:
     lock by itself if the process dies first.
     """
 
-    def __init__(self, profile: Profile, fd: int, holder: LockHolder) -> None:
+    def __init__(self, profile: Profile, fd: int, holder: LockHolder, *, shared: bool = False) -> None:
         self.profile = profile
         self.path = lock_path(profile)
         self.holder = holder
+        self.shared = shared
+        """A shared lock (several workers on a shared store): the file is not written."""
         self._fd: int | None = fd
 
     @property
@@ -86,6 +91,9 @@ class GatewayLock:
         """Give the lock up (idempotent)."""
         fd, self._fd = self._fd, None
         if fd is None:
+            return
+        if self.shared:
+            os.close(fd)  # the file names no one: nothing to empty
             return
         try:
             os.ftruncate(fd, 0)
@@ -103,12 +111,15 @@ class GatewayLock:
         self.release()
 
 
-def acquire(profile: Profile, *, now: float | None = None) -> GatewayLock:
+def acquire(profile: Profile, *, now: float | None = None, shared: bool = False) -> GatewayLock:
     """Take the profile's gateway lock, or raise :class:`GatewayRunning` naming the holder.
 
     The file is created 0600 if missing (and narrowed to 0600 if it was wider); when another
     process holds the lock, nothing is written. ``now`` is the start time recorded in the file
     (default: the real clock). :class:`LockUnavailable` when the file cannot be used at all.
+
+    ``shared``: the gateway's store is shared (PostgreSQL), so other gateways of the profile
+    may run too; only an exclusive holder (a gateway on an SQLite store) refuses it.
     """
     path = lock_path(profile)
     try:
@@ -118,7 +129,15 @@ def acquire(profile: Profile, *, now: float | None = None) -> GatewayLock:
         raise LockUnavailable(f"cannot open {path}: {exc.strerror or exc}") from None
     try:
         _refuse_irregular(fd, path)
+        if shared:
+            if not _try_lock(fd, fcntl.LOCK_SH, tries=_CONTENTION_TRIES):
+                holder = _read_holder(fd)
+                raise GatewayRunning(_running_message(profile, holder), pid=holder.pid or None, started_at=holder.started_at)
+            os.fchmod(fd, 0o600)
+            return GatewayLock(profile, fd, LockHolder(os.getpid(), socket.gethostname(), time.time() if now is None else now), shared=True)
         if not _try_lock(fd, fcntl.LOCK_EX, tries=_CONTENTION_TRIES):
+            if _try_lock(fd, fcntl.LOCK_SH, tries=1):  # held shared: workers on a shared store
+                raise GatewayRunning(_workers_message(profile), pid=None, started_at=None)
             holder = _read_holder(fd)
             raise GatewayRunning(_running_message(profile, holder), pid=holder.pid or None, started_at=holder.started_at)
         holder = LockHolder(os.getpid(), socket.gethostname(), time.time() if now is None else now)
@@ -212,6 +231,14 @@ def _running_message(profile: Profile, found: LockHolder) -> str:
     return (
         f"another gateway is already running for profile '{profile.name}' (pid {found.pid}{host}{since}); "
         f"stop it first (kill {found.pid} / {stop})"
+    )
+
+
+def _workers_message(profile: Profile) -> str:
+    return (
+        f"gateways of profile '{profile.name}' are running on a shared (PostgreSQL) store, and this one's "
+        f"store is not shared; stop them first (`vigil gateway status` lists them), or give this one "
+        f"the same store.url"
     )
 
 

@@ -8,6 +8,11 @@ webhooks, ``/healthz`` and ``/metrics``. It says what it does on stdout and in
 
 SIGTERM and SIGINT: stop taking input, let running turns finish within
 ``gateway.stop_timeout``, then exit 0. SIGHUP: re-read config.yaml and hand it to the adapters.
+
+On a shared (PostgreSQL) store any number of these processes run as workers
+(:mod:`vigil.gateway.workers`): each keeps its own record in the worker registry, watches the
+others' records to recover what a dead one left (heartbeat reservations, cron runs), and polls
+Telegram only while it holds the adapter's lease (:mod:`vigil.gateway.adapter_lease`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from vigil.gateway.http import HttpServer, listen, routes_app
 from vigil.gateway.lock import acquire
 from vigil.gateway.metrics import GatewayMetrics, http_routes, store_check
 from vigil.gateway.status import StatusKeeper
+from vigil.gateway.workers import WorkerWatch, is_shared, join_as_worker, recovery
 from vigil.gateway.token import load_or_create_token
 from vigil.gateway.platforms import configured_adapters
 from vigil.gateway.supervisor import BACKOFF_BASE, BACKOFF_CAP, WATCH_INTERVAL, health_view, supervise
@@ -138,7 +144,8 @@ async def serve(
             )
             http = HttpServer(routes_app(routes), sock)
             run.url = http.url
-        keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler))
+        worker = join_as_worker(gateway, adapters, clock) if is_shared(store) else None
+        keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler), worker=worker)
         await gateway.start()
         await outcomes.catch_up()
         if http is not None:
@@ -166,6 +173,11 @@ async def serve(
                         "(not written here: this output is kept as a log)")
         await asyncio.to_thread(keeper.write, "running")
         keeping = asyncio.create_task(keeper.run(), name="gateway-status")
+        watching: asyncio.Task[None] | None = None
+        if worker is not None:
+            watch = WorkerWatch(store, clock, worker.worker_id, recovery(gateway, repo, scheduler, activity.say))
+            run.extra["watch"] = watch
+            watching = asyncio.create_task(watch.run(keeper.interval), name="gateway-workers")
         if on_started is not None:
             on_started(run)
         try:
@@ -178,8 +190,10 @@ async def serve(
                 await http.stop()
             await scheduler.stop(grace)
             await outcomes.close()
-            keeping.cancel()
-            await asyncio.gather(keeping, return_exceptions=True)
+            for task in (keeping, watching):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
             await _quietly(asyncio.to_thread(keeper.write, "stopped"))
             activity.say(
                 f"vigil gateway: stopped ({gateway.answered} message(s) answered, "
@@ -293,7 +307,7 @@ async def run_until_signalled(
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
             signal.signal(sig, lambda *_, f=flag: loop.call_soon_threadsafe(f.set))
     try:
-        with acquire(profile):
+        with acquire(profile, shared=is_shared(store)):
             if on_locked is not None:
                 on_locked()
             await serve(

@@ -1,10 +1,17 @@
 """The gateway's status record in the store, and what ``vigil gateway status`` makes of it.
 
-A running gateway rewrites ``state_meta['gateway:status']`` every few seconds
-(:class:`StatusKeeper`). A reader (:func:`read_status`) believes it only together with the
-profile's gateway lock: the gateway runs when some process holds the lock *and* the record is
-fresh and written by that process. A record whose writer is gone reads as "not running (last
-seen ...)", however it was left.
+A running gateway rewrites its record every few seconds (:class:`StatusKeeper`). On an SQLite
+store, where one gateway runs per profile, that is ``state_meta['gateway:status']``; a reader
+(:func:`read_status`) believes it only together with the profile's gateway lock: the gateway
+runs when some process holds the lock *and* the record is fresh and written by that process.
+A record whose writer is gone reads as "not running (last seen ...)", however it was left.
+
+On a shared (PostgreSQL) store every gateway is a *worker* with a record of its own,
+``gateway:worker:<worker id>``, rewritten every third of its lease; that record is the
+worker registry too (:mod:`vigil.gateway.workers` reads and prunes it,
+:mod:`vigil.schedule.liveness` judges from it whether a process on another host runs). It
+has the fields below and ``worker_id``, ``owner`` (the process's ``host:pid:token``) and
+``lease`` (seconds after ``updated_at`` that it counts as fresh).
 
 The record (a JSON object)::
 
@@ -32,6 +39,7 @@ from vigil import __version__
 from vigil.clock import Clock
 from vigil.gateway.lock import LockHolder, holder
 from vigil.profiles import Profile
+from vigil.schedule.liveness import worker_key
 from vigil.store.base import SessionStore
 
 log = logging.getLogger(__name__)
@@ -46,6 +54,16 @@ SNAPSHOT_FIELDS = ("url", "adapters", "live_conversations", "armed_heartbeats", 
 """What the gateway's ``snapshot()`` supplies; the keeper adds who, where, when and the state."""
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerIdentity:
+    """Who a worker on a shared store is: its id (its heartbeat lease holder token), its
+    owner name in reservations and runs (``host:pid:token``) and its lease in seconds."""
+
+    worker_id: str
+    owner: str
+    lease: float
+
+
 class StatusKeeper:
     """Keeps the status record fresh while the gateway runs.
 
@@ -56,13 +74,19 @@ class StatusKeeper:
     end) and writes at once; the loop keeps writing the last state set.
     """
 
-    def __init__(self, store: SessionStore, clock: Clock, snapshot: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self, store: SessionStore, clock: Clock, snapshot: Callable[[], dict[str, Any]], *,
+        worker: WorkerIdentity | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
         self.snapshot = snapshot
+        self.worker = worker
+        """Set on a shared store: the record is this worker's own (see the module docstring)."""
+        self.key = STATUS_KEY if worker is None else worker_key(worker.worker_id)
         self.state: States = "running"
         self.started_at = clock.now()
-        self.interval = DEFAULT_INTERVAL
+        self.interval = DEFAULT_INTERVAL if worker is None else worker.lease / 3
         self.pid = os.getpid()
         self.host = socket.gethostname()
         self._failing: str | None = None
@@ -84,6 +108,9 @@ class StatusKeeper:
             "next_cron_run": live.get("next_cron_run"),
             "version": __version__,
             "state": self.state,
+            **({} if self.worker is None else {
+                "worker_id": self.worker.worker_id, "owner": self.worker.owner, "lease": self.worker.lease,
+            }),
         }
 
     def write(self, state: States | None = None) -> dict[str, Any]:
@@ -94,13 +121,15 @@ class StatusKeeper:
                 raise ValueError(f"unknown gateway state {state!r}")
             self.state = state
         record = self.record()
-        self.store.set_meta(STATUS_KEY, record)
+        self.store.set_meta(self.key, record)
         return record
 
-    async def run(self, interval: float = DEFAULT_INTERVAL) -> None:
-        """Write the record every ``interval`` seconds until cancelled; never fails."""
+    async def run(self, interval: float | None = None) -> None:
+        """Write the record every ``interval`` seconds (default: :data:`DEFAULT_INTERVAL`, a
+        worker's a third of its lease) until cancelled; never fails."""
         import asyncio
 
+        interval = self.interval if interval is None else interval
         if not interval > 0:
             raise ValueError("the status interval must be positive")
         self.interval = interval
@@ -169,7 +198,7 @@ def read_status(store: SessionStore, profile: Profile, *, now: float) -> Gateway
         if not (mine and record is not None and record.get("state") == "stopped"):
             who = f"pid {locked.pid}" if locked.pid else "a process"
             seen = (
-                f"; its status was last written at {_ago(now, last_seen)}" if mine and last_seen
+                f"; its status was last written at {ago(now, last_seen)}" if mine and last_seen
                 else "; it has not written its status yet"
             )
             return GatewayStatus(
@@ -182,7 +211,7 @@ def read_status(store: SessionStore, profile: Profile, *, now: float) -> Gateway
     if record is None:
         return GatewayStatus(False, "not running", "not running (no gateway has run for this profile)", None)
     how = "stopped at" if record.get("state") == "stopped" else "last seen"
-    summary = f"not running ({how} {_ago(now, last_seen)})" if last_seen else "not running"
+    summary = f"not running ({how} {ago(now, last_seen)})" if last_seen else "not running"
     pid = record.get("pid") if isinstance(record.get("pid"), int) else None
     return GatewayStatus(False, "not running", summary, pid, record, None, last_seen, adapters)
 
@@ -209,7 +238,7 @@ def adapter_line(entry: dict[str, Any], now: float) -> str:
     state = item["state"]
     text = f"{item['name']} {state}"
     if state in ("retrying", "stopped") and item["since"] is not None:
-        text += f" since {_ago(now, item['since'])}"
+        text += f" since {ago(now, item['since'])}"
     if item["detail"] and item["detail"] not in (item["last_error"], state):
         text += f" ({item['detail']})"
     if item["last_error"] and state != "connected":
@@ -223,7 +252,7 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _ago(now: float, then: float | None) -> str:
+def ago(now: float, then: float | None) -> str:
     """``2026-12-01 12:03:04, 5m ago`` (local time)."""
     if then is None:
         return "at an unknown time"

@@ -24,7 +24,8 @@ from vigil.schedule.cron.errors import CronError, DamagedJob, JobBusy, JobExists
 from vigil.schedule.cron.jobs import JOB_PREFIX, CronJob, JobSpec, Running, edited_job, job_key
 from vigil.schedule.cron.plan import OwnerAlive
 from vigil.schedule.cron.runs import INTERRUPTED, RUNNING, RunLog, RunRecord, stamp_of
-from vigil.schedule.heartbeat.repo import PROCESS_OWNER, owner_alive
+from vigil.schedule.heartbeat.repo import PROCESS_OWNER
+from vigil.schedule.liveness import Liveness
 from vigil.store import SessionNotFound, SessionStore, StoreError
 from vigil.store.records import MetaSwap
 
@@ -71,12 +72,14 @@ class CronRepo:
         clock: Clock | None = None,
         *,
         owner: str = PROCESS_OWNER,
-        alive: OwnerAlive = owner_alive,
+        alive: OwnerAlive | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
         self.owner = owner
-        self.alive = alive
+        self.alive = alive or Liveness(store, self.clock).owner_alive
+        """Whether the owner of a run still runs: by pid on this host, by the store's worker
+        and lease holder records elsewhere (:mod:`vigil.schedule.liveness`)."""
         self.runs = RunLog(store)
 
     # -- reading ----------------------------------------------------------------------------
@@ -319,13 +322,18 @@ class CronRepo:
         return job
 
     def recover_abandoned(self, jobs: list[CronJob] | None = None) -> list[str]:
-        """Mark runs left behind by dead processes as interrupted (at start-up); returns the
-        names. ``jobs`` saves a read when the caller has just listed them."""
+        """Mark runs left behind by dead processes as interrupted (at start-up, and when a
+        worker sharing the store is found dead); returns the names. ``jobs`` saves a read
+        when the caller has just listed them. An occurrence that came due meanwhile is left
+        to the scheduler: the claim made while recovering is given back, not dropped."""
         recovered = []
         now = self.clock.now()
         for job in self.list() if jobs is None else jobs:
             if job.running is not None and cron_plan.is_abandoned(job.running, now, self.alive):
-                if self.claim_due(job.name).recovered:
+                result = self.claim_due(job.name)
+                if result.claim is not None:
+                    self.refund(result.claim)
+                if result.recovered:
                     recovered.append(job.name)
         return recovered
 

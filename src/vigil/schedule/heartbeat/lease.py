@@ -128,7 +128,9 @@ class LeaseBook:
     """The leases of one holder (one process, in practice) in one profile's store.
 
     ``kind`` is :data:`REPL` (takes a lease over from anyone: the conversation is open here)
-    or :data:`GATEWAY` (takes only free, expired or already-own leases).
+    or :data:`GATEWAY` (takes only free, expired or already-own leases). ``is_running(host,
+    pid)`` says whether a holder runs (default: by pid on this host, by the store's worker and
+    holder records elsewhere, :mod:`vigil.schedule.liveness`).
     """
 
     def __init__(
@@ -138,7 +140,7 @@ class LeaseBook:
         *,
         kind: str,
         seconds: float | None = None,
-        is_running: Callable[[str, int], bool] = pid_running,
+        is_running: Callable[[str, int], bool] | None = None,
         prefix: str = LEASE_PREFIX,
         token: str | None = None,
     ) -> None:
@@ -146,6 +148,10 @@ class LeaseBook:
             raise ValueError(f"a lease holder is one of {', '.join(KINDS)}, not {kind!r}")
         self.store = store
         self.clock = clock or SystemClock()
+        if is_running is None:
+            from vigil.schedule.liveness import Liveness  # it reads this module's pid_running
+
+            is_running = Liveness(store, self.clock).process_alive
         self.kind = kind
         self.seconds = default_lease_seconds() if seconds is None else float(seconds)
         self.renew_every = self.seconds / 3
@@ -173,7 +179,7 @@ class LeaseBook:
 
     def holders(self, session_ids: Iterable[str]) -> dict[str, Lease]:
         """The live leases of ``session_ids`` (absent: free), read in two snapshots."""
-        return live_leases(self.store, session_ids, self.clock.now(), self._is_running)
+        return live_leases(self.store, session_ids, self.clock.now(), self._is_running, self.prefix)
 
     def mine(self, lease: Lease | None) -> bool:
         return lease is not None and lease.token == self.token

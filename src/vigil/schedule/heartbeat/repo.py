@@ -71,10 +71,20 @@ class Reservation:
 class HeartbeatRepo:
     """Reads and changes heartbeat records in one profile's store."""
 
-    def __init__(self, store: SessionStore, clock: Clock | None = None, *, owner: str = PROCESS_OWNER):
+    def __init__(
+        self, store: SessionStore, clock: Clock | None = None, *, owner: str = PROCESS_OWNER,
+        alive: Callable[[str], bool] | None = None,
+    ):
         self.store = store
         self.clock = clock or SystemClock()
         self.owner = owner
+        if alive is None:
+            from vigil.schedule.liveness import Liveness  # it reads this module's owner_alive
+
+            alive = Liveness(store, self.clock).owner_alive
+        self.alive = alive
+        """Whether another owner still runs: by pid on this host, by the store's worker and
+        lease holder records elsewhere (:mod:`vigil.schedule.liveness`)."""
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, session_id: str) -> Heartbeat | None:
@@ -268,7 +278,7 @@ class HeartbeatRepo:
     def refund_orphans(self, is_alive: Callable[[str], bool] | None = None) -> list[Heartbeat]:
         """Refund reservations left pending by processes that died before executing them.
 
-        ``is_alive(owner)`` decides about other owners (default: :func:`owner_alive`); this
+        ``is_alive(owner)`` decides about other owners (default: :attr:`alive`); this
         process's own reservations are left alone unless stale. A reservation older than
         :data:`STALE_AFTER` is refunded whoever owns it. Returns the refunded records.
         """
@@ -304,7 +314,7 @@ class HeartbeatRepo:
             return True
         if pending.owner == self.owner:
             return False
-        return not (is_alive or owner_alive)(pending.owner)
+        return not (is_alive or self.alive)(pending.owner)
 
     def _toggle(self, session_id: str, *, pause: bool) -> tuple[Heartbeat, bool]:
         changed = [False]
@@ -368,7 +378,8 @@ def owner_alive(owner: str) -> bool:
     """Whether the process named ``host:pid:token`` may still be running.
 
     On this host the pid is checked (a pid equal to ours with another token is a dead
-    predecessor); owners on other hosts are presumed alive until their reservation is stale.
+    predecessor); owners on other hosts are presumed alive until their reservation is stale
+    (:class:`vigil.schedule.liveness.Liveness` asks the store about them instead).
     """
     host, _, rest = owner.partition(":")
     pid_text, _, _token = rest.partition(":")

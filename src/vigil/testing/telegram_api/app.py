@@ -125,11 +125,12 @@ def build_app(state: FakeBotState, stopping: Callable[[], bool], extra: Sequence
             handler = methods.HANDLERS.get(method.lower())
             if handler is None:
                 raise ApiError(404, "Not Found")
+            client = f"{request.client.host}:{request.client.port}" if request.client else "?"
             if method.lower() == "getupdates":
-                result = await methods.get_updates(state, params, stopping)
+                result = await _long_poll(request, state, params, stopping, client)
             else:
                 result = await handler(state, params)
-            state.record(method, _loggable(params), 200)
+            state.record(method, _loggable(params), 200, client)
             return JSONResponse({"ok": True, "result": result})
         except ApiError as exc:
             state.record(method, {}, exc.status)
@@ -150,6 +151,28 @@ def build_app(state: FakeBotState, stopping: Callable[[], bool], extra: Sequence
         Route("/bot{token}/{method}", api, methods=["GET", "POST"]),
         Route("/file/bot{token}/{path:path}", download, methods=["GET"]),
     ])
+
+
+async def _long_poll(request: Request, state: FakeBotState, params: Params, stopping: Callable[[], bool],
+                     client: str) -> list[JSON]:
+    """``getUpdates``, counted while held, and let go when its client hangs up (as Telegram
+    does: a poller that died holds no poll)."""
+    from vigil.testing.telegram_api import methods
+
+    gone = asyncio.Event()
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(POLL_STEP * 5)
+        gone.set()
+
+    watcher = asyncio.create_task(watch())
+    state.poll_started(client)
+    try:
+        return await methods.get_updates(state, params, stopping, gone.is_set)
+    finally:
+        state.poll_ended(client)
+        watcher.cancel()
 
 
 def _loggable(params: Params) -> JSON:
@@ -179,8 +202,10 @@ def checked(text: str | None, parse_mode: str | None, *, caption: bool = False) 
         raise ApiError(400, str(exc)) from None
 
 
-async def wait_for_updates(state: FakeBotState, params: Params, stopping: Callable[[], bool]) -> list[JSON]:
-    """Hold the request until an update is there or ``timeout`` seconds passed (long polling)."""
+async def wait_for_updates(state: FakeBotState, params: Params, stopping: Callable[[], bool],
+                           gone: Callable[[], bool] = lambda: False) -> list[JSON]:
+    """Hold the request until an update is there or ``timeout`` seconds passed (long polling);
+    ``gone()``: the client hung up (nothing is handed out)."""
     offset, limit = params.int("offset"), params.int("limit") or 100
     timeout = min(MAX_POLL_TIMEOUT, max(0, params.int("timeout") or 0))
     allowed = params.json("allowed_updates")
@@ -189,6 +214,8 @@ async def wait_for_updates(state: FakeBotState, params: Params, stopping: Callab
         if state.webhook is not None:
             raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first")
     while True:
+        if gone():
+            return []
         found = state.pending_updates(offset, max(1, min(100, limit)), allowed if isinstance(allowed, list) else None)
         if found or time.monotonic() >= deadline or stopping():
             state.hand_out(found)

@@ -17,8 +17,9 @@ _ACTIONS = {"typing", "upload_photo", "record_video", "upload_video", "record_vo
 MAX_DOWNLOAD = 20 * 1024 * 1024
 
 
-async def get_updates(state: FakeBotState, params: Params, stopping: Callable[[], bool]) -> list[JSON]:
-    return await wait_for_updates(state, params, stopping)
+async def get_updates(state: FakeBotState, params: Params, stopping: Callable[[], bool],
+                      gone: Callable[[], bool] = lambda: False) -> list[JSON]:
+    return await wait_for_updates(state, params, stopping, gone)
 
 
 async def get_me(state: FakeBotState, params: Params) -> JSON:

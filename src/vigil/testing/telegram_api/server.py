@@ -217,6 +217,18 @@ class FakeTelegramServer:
         with self.state.lock:
             return [c for c in self.state.calls if method is None or c.method.lower() == method.lower()]
 
+    def polling(self) -> list[str]:
+        """The client connections holding a long poll now."""
+        with self.state.lock:
+            return sorted(self.state.polls)
+
+    @property
+    def max_polls(self) -> int:
+        """The most long polls held at one moment since the start: more than 1 means two
+        clients polled the bot at once."""
+        with self.state.lock:
+            return self.state.max_polls
+
     def delivered(self, update_id: int) -> int:
         """How many times the update was handed to the bot."""
         with self.state.lock:

@@ -67,6 +67,8 @@ class Call:
     params: JSON
     status: int
     at: float = field(default_factory=time.monotonic)
+    client: str | None = None
+    """``host:port`` of the connection it came on (one client's long polls share one)."""
 
 
 class FakeBotState:
@@ -95,6 +97,10 @@ class FakeBotState:
         self.files: dict[str, StoredFile] = {}
         self.faults: list[Fault] = []
         self.calls: list[Call] = []
+        self.polls: dict[str, int] = {}
+        """Long polls (``getUpdates``) being held now, by client connection."""
+        self.max_polls = 0
+        """The most long polls held at one moment (two pollers of one bot: 2)."""
         self._update_ids = itertools.count(1)
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._file_ids = itertools.count(1)
@@ -174,9 +180,22 @@ class FakeBotState:
             self.updates = [u for u in self.updates if u["update_id"] != update_id]
             self.confirmed_below = max(self.confirmed_below, update_id + 1)
 
-    def record(self, method: str, params: JSON, status: int) -> None:
+    def record(self, method: str, params: JSON, status: int, client: str | None = None) -> None:
         with self.lock:
-            self.calls.append(Call(method, params, status))
+            self.calls.append(Call(method, params, status, client=client))
+
+    def poll_started(self, client: str) -> None:
+        with self.lock:
+            self.polls[client] = self.polls.get(client, 0) + 1
+            self.max_polls = max(self.max_polls, sum(self.polls.values()))
+
+    def poll_ended(self, client: str) -> None:
+        with self.lock:
+            left = self.polls.get(client, 0) - 1
+            if left > 0:
+                self.polls[client] = left
+            else:
+                self.polls.pop(client, None)
 
     def add_sent(self, message: SentMessage) -> None:
         with self.lock:

@@ -8,6 +8,9 @@ characters (:mod:`.outbound`), finishing the turn's streamed preview where there
 answer twice; approvals are inline buttons (:mod:`.buttons`). The token comes from the
 environment variable ``telegram.token_env`` names; without it the adapter says it is
 misconfigured and the gateway runs on.
+
+With several workers on one store the gateway gives the adapter a poll lease
+(:attr:`TelegramAdapter.poll_lease`): every worker sends, one polls (:mod:`.takeover`).
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from vigil.gateway.adapters.telegram import health as states
 from vigil.gateway.adapters.telegram.buttons import ApprovalButtons
 from vigil.gateway.adapters.telegram.health import REDACT, HealthState, install_redaction
 from vigil.gateway.adapters.telegram.messages import MessageHandler
-from vigil.gateway.adapters.telegram.polling import Backoff, Poller
+from vigil.gateway.adapters.telegram.polling import Backoff, Poller, StoredOffset
 from vigil.gateway.adapters.telegram.sending import Sender
 from vigil.gateway.adapters.telegram.stream import Streams
+from vigil.gateway.adapters.telegram.takeover import PollLease, give_back, poll_in_turn
 from vigil.store.gateway_tables import OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
@@ -62,12 +66,16 @@ class TelegramAdapter:
         self._backoff = backoff
         self._poll_timeout = poll_timeout
         self._task: asyncio.Task[None] | None = None
-        self._poller: Poller | None = None
+        self.poller: Poller | None = None
+        """The poller of the connection while this adapter polls (confirmed at stop)."""
         self._routes: list[BaseRoute] | None = None
         self.webhook_secret: str | None = None
         self.username: str | None = None
         self._settings: TelegramSettings | None = None
         self._token: str | None = None
+        self.poll_lease: PollLease | None = None
+        """Set by a gateway sharing its store with others: long polling runs only while
+        this worker holds the lease (``None``: always, the one gateway of the profile)."""
 
     # -- configuration ----------------------------------------------------------------------
     @property
@@ -159,12 +167,20 @@ class TelegramAdapter:
         if self.settings.mode == "webhook":
             await self._set_webhook(bot, backoff, ready)
             return
+        if self.poll_lease is not None:
+            await poll_in_turn(self, self.poll_lease, bot, backoff, ready)
+            return
         with contextlib.suppress(Exception):
             await bot.delete_webhook()
         self.state.set(states.CONNECTED, f"polling as @{self.username}")
         ready.set()
-        self._poller = Poller(bot, self.messages.handle, self.state.set, backoff=backoff, poll_timeout=self._poll_timeout)
-        await self._poller.run()
+        await self.new_poller(bot, backoff).run()
+
+    def new_poller(self, bot: "Bot", backoff: Backoff, offsets: StoredOffset | None = None) -> Poller:
+        """The poller of this connection (confirmed at stop)."""
+        self.poller = Poller(bot, self.messages.handle, self.state.set, backoff=backoff,
+                              poll_timeout=self._poll_timeout, offsets=offsets)
+        return self.poller
 
     async def _set_webhook(self, bot: "Bot", backoff: Backoff, ready: asyncio.Event) -> None:
         from vigil.gateway.adapters.telegram.polling import ALLOWED_UPDATES
@@ -201,9 +217,10 @@ class TelegramAdapter:
                 await task
         await self.streams.close()
         await self.previews.close()
-        poller, self._poller = self._poller, None
+        poller, self.poller = self.poller, None
         if poller is not None:
             await poller.confirm()
+        await give_back(self.poll_lease)
         bot, self.bot = self.bot, None
         if bot is not None:
             with contextlib.suppress(Exception):

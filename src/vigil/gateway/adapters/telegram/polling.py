@@ -7,6 +7,10 @@ offset is the commit: it moves past an update after :meth:`GatewayPort.receive` 
 gateway is starting or stopping, the store is down) is fetched again; a crash before the next
 call re-fetches it too, and the inbox's uniqueness answers it once. Network errors, 5xx, 429
 and a refused token are retried with back-off; nothing here ends the gateway.
+
+With several workers on one store (:mod:`.takeover`) the offset is also committed to the
+store (:class:`StoredOffset`) after every batch handed over, so the worker that polls next
+starts where this one stopped.
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from vigil.gateway.adapters.base import GatewayClosed
 from vigil.gateway.adapters.telegram.health import REDACT
 from vigil.gateway.adapters.telegram.outbound import seconds
 from vigil.store import StoreError
+
+if TYPE_CHECKING:
+    from vigil.store import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +52,41 @@ class Backoff:
         self.failures = 0
 
 
+class StoredOffset:
+    """The polling offset in the store (``state_meta['<key>']``): every update below it is in
+    the inbox. It only moves forward (compare-and-set), whichever worker writes it."""
+
+    def __init__(self, store: "SessionStore", key: str = "telegram.offset") -> None:
+        self.store = store
+        self.key = key
+
+    def load(self) -> int | None:
+        entry = self.store.get_meta(self.key)
+        value = None if entry is None else entry.value
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    def save(self, offset: int) -> None:
+        for _ in range(10):
+            entry = self.store.get_meta(self.key)
+            raw = None if entry is None else entry.value
+            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= offset:
+                return
+            if self.store.compare_and_set_meta(self.key, raw, offset):
+                return
+
+
 class Poller:
-    """Fetches updates and hands each to ``handle`` until cancelled."""
+    """Fetches updates and hands each to ``handle`` until cancelled; ``offsets``: start from
+    the offset in the store and commit it there after each batch."""
 
     def __init__(self, bot: Any, handle: Callable[[Any], Awaitable[None]], report: Report, *,
-                 backoff: Backoff, poll_timeout: int = POLL_TIMEOUT) -> None:
+                 backoff: Backoff, poll_timeout: int = POLL_TIMEOUT, offsets: StoredOffset | None = None) -> None:
         self.bot = bot
         self.handle = handle
         self.report = report
         self.backoff = backoff
         self.poll_timeout = poll_timeout
+        self.offsets = offsets
         self.offset: int | None = None
         """The next ``getUpdates`` offset: every update below it is in the gateway."""
         self._tries: dict[int, int] = {}
@@ -62,6 +94,11 @@ class Poller:
     async def run(self) -> None:
         from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 
+        if self.offsets is not None:
+            try:
+                self.offset = await asyncio.to_thread(self.offsets.load) or self.offset
+            except StoreError as exc:  # Telegram's own offset then: at worst updates come twice
+                log.warning("telegram: the stored polling offset cannot be read: %s", exc)
         while True:
             try:
                 updates = await self.bot.get_updates(
@@ -86,7 +123,17 @@ class Poller:
                 continue
             self.backoff.reset()
             self.report("connected", "polling", None)
+            before = self.offset
             await self._hand_over(updates)
+            if self.offsets is not None and self.offset is not None and self.offset != before:
+                await self._commit(self.offset)
+
+    async def _commit(self, offset: int) -> None:
+        assert self.offsets is not None
+        try:
+            await asyncio.to_thread(self.offsets.save, offset)
+        except StoreError as exc:  # the inbox still answers a re-fetched update once
+            log.warning("telegram: the polling offset is not stored: %s", exc)
 
     async def _hand_over(self, updates: Any) -> None:
         for update in updates:
