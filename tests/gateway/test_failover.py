@@ -91,12 +91,19 @@ def _answers_after_each_user_message(store: Any, session_id: str) -> dict[int, i
                 inbox = message.meta.get("inbox")
                 current = inbox if isinstance(inbox, int) else None
                 if current is not None:
-                    assert current not in counts, f"inbox entry {current} stored twice in {session_id}"
+                    if current in counts:
+                        raise AssertionError(f"inbox entry {current} stored twice in {session_id}:\n" + _dump(store, session_id))
                     counts[current] = 0
             elif message.role == "assistant" and current is not None and not message.tool_calls \
                     and not message.meta.get("cut_off"):
                 counts[current] += 1
     return counts
+
+
+def _dump(store: Any, session_id: str) -> str:
+    lines = [f"{m.role} {m.content[:40]!r} {m.meta} {m.created_at:.3f}"
+             for s in store.conversation_sessions(session_id) for m in store.get_messages(s.id)]
+    return "\n".join(lines)
 
 
 def test_three_workers_one_killed_mid_turn_lose_and_double_nothing(
@@ -157,7 +164,12 @@ def test_three_workers_one_killed_mid_turn_lose_and_double_nothing(
     counts = store.gateway.inbox_counts()
     assert counts["failed"] == 0 and counts[ANSWERED] == CONVERSATIONS * 4 + len(victims)
     for session_id in conversations:
-        answers = _answers_after_each_user_message(store, session_id)
+        try:
+            answers = _answers_after_each_user_message(store, session_id)
+        except AssertionError as exc:
+            logs = "\n".join(f"worker {n}: {line}" for n, worker in enumerate(workers)
+                             for line in "".join(worker.output).splitlines() if session_id[:8] in line)
+            raise AssertionError(f"{exc}\nworker 1 (pid {victim_pid}) killed at {killed_at:.3f}\n{logs}") from None
         assert answers and set(answers.values()) == {1}, f"{session_id}: {answers}"
     replies: dict[int, int] = {}
     for entry in store.gateway.outbox_list(limit=100_000):
