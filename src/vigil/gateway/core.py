@@ -178,7 +178,8 @@ class Gateway:
         if isinstance(target, Elsewhere):
             self.handover.tell(entry)
             return Receipt(entry.id, duplicate, target.session_id or None)
-        self.dispatch(entry, target, client_id=inbound.external_id)
+        if entry.id not in self._handling:  # else a take-over's catch-up handed it on already
+            self.dispatch(entry, target, client_id=inbound.external_id)
         return Receipt(entry.id, duplicate, target.session_id)
 
     async def open_conversation(self, route: RouteKey, session_id: str | None = None) -> str:

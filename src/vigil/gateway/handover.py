@@ -49,6 +49,7 @@ class Handover:
         self.every = gateway.ownership.book.renew_every
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._told: set[int] = set()  # entries announced by another worker, not looked at yet
         self._unsubscribe: Callable[[], None] | None = None
         self._notifications: Any = None
         self.taken_over = 0
@@ -66,7 +67,7 @@ class Handover:
             loop = asyncio.get_running_loop()
             try:
                 self._unsubscribe = self._notifications.subscribe(
-                    CHANNEL, lambda _payload: loop.call_soon_threadsafe(self._wake.set)
+                    CHANNEL, lambda payload: loop.call_soon_threadsafe(self._heard, payload)
                 )
             except Exception as exc:  # a listener that cannot start: the sweep still runs
                 log.warning("cannot listen for handed-over messages (the sweep still finds them): %s", exc)
@@ -90,14 +91,28 @@ class Handover:
         except Exception as exc:  # its sweep finds it anyway
             log.warning("cannot announce inbox entry %d to the other workers: %s", entry.id, exc)
 
+    def _heard(self, payload: str) -> None:
+        try:
+            self._told.add(int(payload))
+        except ValueError:
+            return
+        self._wake.set()
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_sweep = loop.time() + self.every
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), self.every)
+                await asyncio.wait_for(self._wake.wait(), max(0.0, next_sweep - loop.time()))
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
             try:
+                if self._told and loop.time() < next_sweep:
+                    await self.look_at(self._take_told())  # one entry read each, not a sweep
+                    continue
+                next_sweep = loop.time() + self.every
+                self._told.clear()
                 await self.sweep()
             except StoreError as exc:
                 log.warning("the inbox sweep failed (trying again in %g s): %s", self.every, exc)
@@ -123,6 +138,25 @@ class Handover:
         if handled:
             self.taken_over += handled
             gateway.say(f"vigil gateway: {handled} message(s) handed over to this worker are being answered")
+        return handled
+
+    def _take_told(self) -> list[int]:
+        told, self._told = sorted(self._told), set()
+        return told
+
+    async def look_at(self, entry_ids: list[int]) -> int:
+        """Hand on the entries another worker announced, if their conversation runs here."""
+        from vigil.gateway.recovery import recover_entry
+
+        gateway = self.gateway
+        handled = 0
+        for entry_id in entry_ids:
+            if entry_id in gateway._handling or gateway._closing:
+                continue
+            entry = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry_id)
+            if entry is not None:
+                handled += await recover_entry(gateway, entry)
+        self.taken_over += handled
         return handled
 
     async def _let_go(self, session_id: str) -> None:
