@@ -81,6 +81,13 @@ def _conversation_owners(store: Any, session_ids: list[str]) -> dict[str, int]:
     return {sid: lease.pid for sid, lease in leases.items()}
 
 
+def _leases_of(store: Any, session_ids: list[str], pid: int) -> list[str]:
+    """The conversations whose stored lease names ``pid``, live or not (a dead worker's)."""
+    stored = store.get_meta_many([CONVERSATION_LEASE + sid for sid in session_ids])
+    return [key[len(CONVERSATION_LEASE):] for key, entry in stored.items()
+            if isinstance(entry.value, dict) and entry.value.get("pid") == pid]
+
+
 def _answers_after_each_user_message(store: Any, session_id: str) -> dict[int, int]:
     """For each gateway user message (by inbox id): how many final answers follow it."""
     counts: dict[int, int] = {}
@@ -137,6 +144,7 @@ def test_three_workers_one_killed_mid_turn_lose_and_double_nothing(
         victims = [sid for sid, pid in _conversation_owners(store, conversations).items() if pid == victim_pid]
         victim.kill()
         killed_at = time.time()
+        victims += [sid for sid in _leases_of(store, conversations, victim_pid) if sid not in victims]
         survivors = [clients[0], clients[2]]
 
         # The killed worker's conversations go on in the others.
@@ -195,15 +203,17 @@ def test_three_workers_one_killed_mid_turn_lose_and_double_nothing(
         times = sum(1 for text in asked if prompt in text)
         assert times == 1 or (times == 0 and run.status == "interrupted"), (run.job, times, run.status)
 
-    # Every heartbeat slot fired exactly once: as many heartbeat turns as counted fires, never
-    # two of them closer than the interval.
+    # Every heartbeat slot fired exactly once: as many heartbeat turns as counted fires (a fire
+    # that had begun in the killed worker counts without its turn, as the spec says), never two
+    # of them closer than the interval.
     repo = HeartbeatRepo(store)
     fired_total = 0
     for session_id in conversations:
         heartbeat = repo.get(session_id)
         turns = [m.created_at for s in store.conversation_sessions(session_id) for m in store.get_messages(s.id)
                  if m.role == "user" and is_heartbeat_message(m.content)]
-        assert len(turns) == heartbeat.fire_count, (session_id, len(turns), heartbeat.fire_count)
+        cut = 1 if session_id in victims else 0
+        assert len(turns) <= heartbeat.fire_count <= len(turns) + cut, (session_id, len(turns), heartbeat.fire_count)
         gaps = [later - earlier for earlier, later in zip(turns, turns[1:])]
         assert all(gap >= HEARTBEAT_EVERY - 1.0 for gap in gaps), (session_id, gaps)
         fired_total += heartbeat.fire_count

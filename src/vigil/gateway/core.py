@@ -554,9 +554,10 @@ class Gateway:
         if taken:
             # Not under the route's lock: a message of that route may be waiting for this
             # take-over while holding it (the take-over itself keeps everything else out).
+            # What the catch-up queues goes first: the heartbeat's re-check just before it
+            # executes sees the queue and gives the slot back until the conversation is idle.
             try:
-                if await catch_up(self, live, live.route):
-                    return "messages left unanswered by the worker that ran it go first"
+                await catch_up(self, live, live.route)
             finally:
                 self._taken_over(session_id)
         return await self.authorization.heartbeat_refusal(live, session_id)
