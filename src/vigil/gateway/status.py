@@ -236,7 +236,7 @@ def adapter_line(entry: dict[str, Any], now: float) -> str:
     item = {key: " ".join(value.split()) if isinstance(value, str) else value
             for key, value in adapter_entry(entry).items()}  # one line, whatever an error said
     state = item["state"]
-    text = f"{item['name']} {state}"
+    text = f"{item['name'] or '?'} {state}"  # a name of blanks alone is no name
     if state in ("retrying", "stopped") and item["since"] is not None:
         text += f" since {ago(now, item['since'])}"
     if item["detail"] and item["detail"] not in (item["last_error"], state):
