@@ -132,3 +132,27 @@ async def test_concurrent_messages_on_two_workers_run_one_turn_at_a_time(
         assert [role for role, _ in history] == ["user", "assistant"] * 4  # one turn at a time
         assert (session_id in a.gateway.live) != (session_id in b.gateway.live)
     assert len(fake_model.requests) == 24
+
+
+async def test_a_watcher_on_one_worker_sees_the_turn_another_worker_runs_stream(
+    workers: Callable[..., Awaitable[Worker]], fake_model: FakeModelServer,
+) -> None:
+    import asyncio
+
+    a, b = await workers(lease_seconds=3), await workers(lease_seconds=3)
+    fake_model.queue("first", Reply.text("streamed in many small pieces", chunk_delay=0.02))
+    first = await a.gateway.receive(Inbound(CHAT, "m1", "one"))
+    await eventually(lambda: a.store.gateway.inbox_counts()[ANSWERED] == 1, what="the first answer")
+    watch = b.gateway.subscribe(first.session_id)  # a page served by B
+    await b.gateway.receive(Inbound(CHAT, "m2", "two"))  # lands on B, runs on A
+
+    seen: list[dict[str, Any]] = []
+    while not any(item["type"] == "turn_ended" for item in seen):
+        item = await asyncio.wait_for(watch.next(), 15)
+        assert item is not None
+        seen.append(item)
+    assert first.session_id not in b.gateway.live  # the turn ran on A
+    deltas = "".join(item.get("text") or "" for item in seen if item["type"] == "delta")
+    assert deltas == "streamed in many small pieces" and len([i for i in seen if i["type"] == "delta"]) > 1
+    assert [i["type"] for i in seen].index("message_accepted") < [i["type"] for i in seen].index("turn_began")
+    watch.close()
