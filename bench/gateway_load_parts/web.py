@@ -28,7 +28,7 @@ class Phase:
     """Messages taken so far, web and Telegram (a list: the Telegram users count into it too)."""
     retries: int = 0
     timeouts: int = 0
-    """Web answers not seen on the event stream within ``ANSWER_WAIT`` seconds."""
+    """Web answers not seen on the event stream (within ``ANSWER_WAIT`` seconds, or it broke)."""
     started: float = 0.0
     ended: float = 0.0
     web_ended: float = 0.0
@@ -56,6 +56,21 @@ async def post_until_taken(client: httpx.AsyncClient, url: str, body: dict, phas
     raise SystemExit(f"POST {url}: not taken in {PHASE_DEADLINE:.0f} s")
 
 
+async def open_stream(client: httpx.AsyncClient, url: str, phase: Phase) -> httpx.Response:
+    """The event stream at ``url``, its headers read. Opening it again after a transport error
+    is safe (nothing was posted yet); the usual one is a kept-alive connection the server
+    closed as the request went out on it."""
+    deadline = time.monotonic() + PHASE_DEADLINE
+    while True:
+        try:
+            return await client.send(client.build_request("GET", url, timeout=ANSWER_WAIT), stream=True)
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+        phase.retries += 1
+        await asyncio.sleep(0.2)
+
+
 async def web_conversation(client: httpx.AsyncClient, bases: list[str], messages: int, phase: Phase,
                            wait_answers: bool) -> None:
     """One conversation, made on ``bases[0]``; message ``n`` goes to ``bases[n % len(bases)]``
@@ -80,7 +95,8 @@ async def web_conversation(client: httpx.AsyncClient, bases: list[str], messages
             phase.receipts.append(receipt["inbox_id"])
             phase.accepted[0] += 1
             continue
-        async with client.stream("GET", f"{base}/api/conversations/{session_id}/events", timeout=ANSWER_WAIT) as events:
+        events = await open_stream(client, f"{base}/api/conversations/{session_id}/events", phase)
+        try:
             sent = time.perf_counter()
             receipt = await post_until_taken(client, f"{base}/api/conversations/{session_id}/messages", body, phase)
             phase.receipts.append(receipt["inbox_id"])
@@ -90,6 +106,8 @@ async def web_conversation(client: httpx.AsyncClient, bases: list[str], messages
                     if line.startswith("data:") and json.loads(line[5:]).get("type") == "turn_ended":
                         phase.latencies.append(time.perf_counter() - sent)
                         break
-            except httpx.ReadTimeout:
+            except httpx.TransportError:  # a read timeout, or the stream broke: the answer went unseen
                 phase.timeouts += 1
+        finally:
+            await events.aclose()
     phase.web_ended = max(phase.web_ended, time.perf_counter())
