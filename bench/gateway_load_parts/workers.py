@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import resource
 import statistics
 import sys
@@ -87,6 +88,18 @@ def fresh_schema(url: str) -> tuple[str, str, Callable[[], None]]:
     return located, schema, drop
 
 
+ANSWERED = re.compile(r"stopped \((\d+) message\(s\) answered")
+HANDED = re.compile(r"(\d+) message\(s\) handed over to this worker")
+
+
+def worker_figures(gateway: Gateway) -> tuple[int | None, int]:
+    """What a stopped worker's output says it did: messages answered (``None`` if it did not
+    say), and messages handed over to it by the others."""
+    text = (gateway.home / gateway.log).read_text(errors="replace")
+    answered = ANSWERED.findall(text)
+    return (int(answered[-1]) if answered else None), sum(int(n) for n in HANDED.findall(text))
+
+
 @dataclass
 class Run:
     """One worker count's run and what the store said afterwards."""
@@ -97,6 +110,8 @@ class Run:
     model_times: list[float]
     gateway_cpu: float
     bench_cpu: float
+    per_worker: list[tuple[int | None, int]]
+    """``worker_figures`` of each worker."""
 
     @property
     def seconds(self) -> float:
@@ -135,6 +150,7 @@ class Run:
             "store": self.total, "lost": self.lost, "doubled": self.doubled, "exactly_once": self.exactly_once,
             "waits_over_the_limit": self.phase.timeouts, "gateway_cpu_s": round(self.gateway_cpu, 2),
             "bench_cpu_s": round(self.bench_cpu, 2),
+            "per_worker": [{"answered": a, "handed_over": h} for a, h in self.per_worker],
         }
 
 
@@ -200,7 +216,8 @@ def run_once(store: str, workers: int, conversations: int, messages: int, fake: 
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)
     cpu = lambda after, before: (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)  # noqa: E731
-    return Run(workers, phase, counts, list(model.durations), cpu(children, children_before), cpu(own, own_before))
+    return Run(workers, phase, counts, list(model.durations), cpu(children, children_before), cpu(own, own_before),
+               [worker_figures(g) for g in gateways])
 
 
 def describe(run: Run) -> None:
@@ -210,6 +227,10 @@ def describe(run: Run) -> None:
     print(f"  exactly once: {'yes' if run.exactly_once else 'NO'} - POSTs taken {len(run.phase.receipts)} "
           f"(distinct inbox ids {len(set(run.phase.receipts))}), in the store {total['accepted']}, answered "
           f"{total['answered']}, lost {run.lost}, doubled {run.doubled}")
+    if run.workers > 1:
+        answered = " / ".join("?" if a is None else str(a) for a, _ in run.per_worker)
+        handed = " / ".join(str(h) for _, h in run.per_worker)
+        print(f"  per worker (from their output): answered {answered}; handed over to it by the others {handed}")
 
 
 def compare(runs: list[Run]) -> None:
