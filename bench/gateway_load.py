@@ -26,20 +26,24 @@ each Telegram message with a text naming it, so each message must show exactly o
 chat): lost and duplicated counts, target 0 and 0. ``--keep DIR`` keeps the profiles (store,
 logs) for a look afterwards.
 
+``--store postgresql://…``: instead, the web-chat load (no Telegram, no kill) on ``--workers``
+gateways sharing that PostgreSQL store, once per worker count (default ``1,3``), each on a fresh
+schema dropped afterwards; messages/s, latency p50/p99 and the exactly-once audit of each, side
+by side with the ratio to the first count (see ``gateway_load_parts/workers.py``).
+
     .venv/bin/python bench/gateway_load.py [--conversations 200] [--messages 10] [--telegram-share 0.5]
+    .venv/bin/python bench/gateway_load.py --store postgresql://USER@HOST/DB [--workers 1,3] [--json]
+        [--conversations 200] [--messages 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import resource
 import sys
 import tempfile
 import time
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,82 +55,13 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from gateway_load_parts import audit as store_audit  # noqa: E402
 from gateway_load_parts import telegram as tg  # noqa: E402
+from gateway_load_parts import workers  # noqa: E402
 from gateway_load_parts.process import Gateway, TimedModel, free_port  # noqa: E402
 from gateway_load_parts.report import report  # noqa: E402
+from gateway_load_parts.web import PHASE_DEADLINE, ANSWER_WAIT, Phase, web_conversation  # noqa: E402
 
 from vigil.testing.fake_model import FakeModelServer  # noqa: E402
 from vigil.testing.telegram_api.server import FakeTelegramServer  # noqa: E402
-
-ANSWER_WAIT = 120.0
-"""Seconds a user waits for one answer before counting it and writing on."""
-PHASE_DEADLINE = 900.0
-"""Seconds a phase may take to settle after its clients finished."""
-
-
-@dataclass
-class Phase:
-    latencies: list[float] = field(default_factory=list)
-    accepted: list[int] = field(default_factory=lambda: [0])
-    """Messages taken so far, web and Telegram (a list: the Telegram users count into it too)."""
-    retries: int = 0
-    timeouts: int = 0
-    """Web answers not seen on the event stream within ``ANSWER_WAIT`` seconds."""
-    started: float = 0.0
-    ended: float = 0.0
-    web_ended: float = 0.0
-    telegram: tg.Side = field(default_factory=tg.Side)
-    killed: float = 0.0
-    doubles: int | None = None
-    """Telegram: answers shown before the kill and again by the restarted gateway."""
-
-
-async def post_until_taken(client: httpx.AsyncClient, url: str, body: dict, phase: Phase) -> dict:
-    deadline = time.monotonic() + PHASE_DEADLINE
-    while time.monotonic() < deadline:
-        try:
-            response = await client.post(url, json=body)
-            if response.status_code == 202:
-                return response.json()
-            if response.status_code not in (502, 503):
-                raise SystemExit(f"POST {url}: {response.status_code} {response.text[:200]}")
-        except httpx.HTTPError:
-            pass
-        phase.retries += 1
-        await asyncio.sleep(0.2)
-    raise SystemExit(f"POST {url}: not taken in {PHASE_DEADLINE:.0f} s")
-
-
-async def web_conversation(client: httpx.AsyncClient, base: str, messages: int, phase: Phase, wait_answers: bool) -> None:
-    deadline = time.monotonic() + PHASE_DEADLINE
-    while True:
-        try:
-            response = await client.post(f"{base}/api/conversations")
-            if response.status_code in (200, 201):
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise SystemExit("the gateway made no web conversation")
-        await asyncio.sleep(0.2)
-    session_id = response.json()["id"]
-    for n in range(messages):
-        body = {"text": f"message {n} of {session_id}", "client_id": uuid.uuid4().hex}
-        if not wait_answers:
-            await post_until_taken(client, f"{base}/api/conversations/{session_id}/messages", body, phase)
-            phase.accepted[0] += 1
-            continue
-        async with client.stream("GET", f"{base}/api/conversations/{session_id}/events", timeout=ANSWER_WAIT) as events:
-            sent = time.perf_counter()
-            await post_until_taken(client, f"{base}/api/conversations/{session_id}/messages", body, phase)
-            phase.accepted[0] += 1
-            try:
-                async for line in events.aiter_lines():
-                    if line.startswith("data:") and json.loads(line[5:]).get("type") == "turn_ended":
-                        phase.latencies.append(time.perf_counter() - sent)
-                        break
-            except httpx.ReadTimeout:
-                phase.timeouts += 1
-    phase.web_ended = max(phase.web_ended, time.perf_counter())
 
 
 async def settle(gateway: Gateway, phase: Phase) -> None:
@@ -154,7 +89,7 @@ async def run_phase(gateway: Gateway, web: int, telegram: list[int], messages: i
     seen = tg.watch(gateway.telegram, loop) if gateway.telegram is not None else None
     async with httpx.AsyncClient(headers=headers, limits=limits, timeout=60, trust_env=False) as client:
         phase.started = time.perf_counter()
-        work = [asyncio.create_task(web_conversation(client, gateway.url, messages, phase, not kill)) for _ in range(web)]
+        work = [asyncio.create_task(web_conversation(client, [gateway.url], messages, phase, not kill)) for _ in range(web)]
         if gateway.telegram is not None and seen is not None:
             work += [asyncio.create_task(tg.conversation(gateway.telegram, seen, user, messages, phase.telegram,
                                                          phase.accepted, ANSWER_WAIT)) for user in telegram]
@@ -180,14 +115,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=200, help="conversations at once (default 200)")
     parser.add_argument("--messages", type=int, default=10, help="messages each conversation sends (default 10)")
-    parser.add_argument("--telegram-share", type=float, default=0.5,
-                        help="fraction of the conversations on Telegram, 0 to 1 (default 0.5)")
+    parser.add_argument("--telegram-share", type=float,
+                        help="fraction of the conversations on Telegram, 0 to 1 (default 0.5; none with --store)")
     parser.add_argument("--profile", type=Path, help="write a cProfile of the steady phase's gateway here")
     parser.add_argument("--steady-only", action="store_true", help="skip the SIGKILL phase")
     parser.add_argument("--keep", type=Path, help="keep the gateways' profiles (store, logs) in this new directory")
+    parser.add_argument("--store", metavar="URL",
+                        help="a postgresql:// URL: the web-chat load on --workers gateways sharing that store")
+    parser.add_argument("--workers", help="with --store: worker counts to run side by side (default 1,3)")
+    parser.add_argument("--json", action="store_true", help="with --store: a JSON summary on stdout, the text on stderr")
     args = parser.parse_args()
     if args.conversations < 1 or args.messages < 1:
         parser.error("--conversations and --messages must be at least 1")
+    if args.store is None:
+        if args.workers is not None or args.json:
+            parser.error("--workers and --json go with --store")
+        if args.telegram_share is None:
+            args.telegram_share = 0.5
+    else:
+        if args.telegram_share or args.profile or args.steady_only:
+            parser.error("--store runs the web-chat load only, once per worker count: "
+                         "drop --telegram-share, --profile and --steady-only")
+        if args.keep is not None and args.keep.exists():
+            parser.error(f"--keep: {args.keep} exists; name a new directory")
+        return workers.bench(args.store, args.workers or "1,3", args.conversations, args.messages, args.keep, args.json)
     if not 0 <= args.telegram_share <= 1:
         parser.error("--telegram-share must be between 0 and 1")
     on_telegram = round(args.conversations * args.telegram_share)

@@ -50,6 +50,8 @@ class Gateway:
     allow: list[int]
     process: subprocess.Popen[bytes] | None = None
     profile_to: Path | None = None
+    log: str = "gateway.out"
+    """The file in ``home`` its output goes to (several workers share one home)."""
 
     @property
     def url(self) -> str:
@@ -63,7 +65,7 @@ class Gateway:
         if self.telegram is not None:
             (self.home / "config.yaml").write_text(tg.config(self.telegram, self.allow))
             env["TELEGRAM_BOT_TOKEN"] = self.telegram.token
-        log = open(self.home / "gateway.out", "ab")
+        log = open(self.home / self.log, "ab")
         profiler = ["-m", "cProfile", "-o", str(self.profile_to)] if self.profile_to else []
         self.process = subprocess.Popen(
             [sys.executable, *profiler, "-m", "vigil.cli.main", "gateway", "run", "--web-port", str(self.port)],
@@ -77,7 +79,7 @@ class Gateway:
             except httpx.HTTPError:
                 pass
             if self.process.poll() is not None:
-                raise SystemExit(f"the gateway exited at start-up: {(self.home / 'gateway.out').read_text()[-2000:]}")
+                raise SystemExit(f"the gateway exited at start-up: {(self.home / self.log).read_text()[-2000:]}")
             time.sleep(0.1)
         raise SystemExit("the gateway did not come up in 60 s")
 

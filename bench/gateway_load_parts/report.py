@@ -37,9 +37,10 @@ def losses(store: dict[str, int], users: dict[str, int] | None) -> tuple[int, in
 
 
 def report(name: str, phase: Any, counts: dict[str, dict[str, int]], users: dict[str, Any] | None,
-           model_times: list[float], gateway_cpu: float, bench_cpu: float, *, killed: bool) -> None:
+           model_times: list[float], gateway_cpu: float, bench_cpu: float, *, killed: bool, gateways: int | None = None) -> None:
     """Print one phase's figures; ``killed``: the gateway was killed in it (no per-side
-    throughput then, and latencies include the restart)."""
+    throughput then, and latencies include the restart); ``gateways``: how many gateway
+    processes shared a store to run it (their CPU together; ``None``: one, with the fake Telegram)."""
     seconds = phase.ended - phase.started
     model = statistics.mean(model_times) if model_times else 0.0
     web, telegram = counts.get("web", EMPTY), counts.get("telegram", EMPTY)
@@ -79,5 +80,6 @@ def report(name: str, phase: Any, counts: dict[str, dict[str, int]], users: dict
     if phase.latencies or phase.telegram.latencies:
         print(f"            {latency(phase.latencies + phase.telegram.latencies, model)}{restart}")
     per = gateway_cpu / total["accepted"] * 1000 if total["accepted"] else float("nan")
-    print(f"  CPU: gateway process {gateway_cpu:.1f} s ({per:.1f} ms a message, start-up included), "
-          f"this process (clients + fake model + fake Telegram) {bench_cpu:.1f} s")
+    who = "gateway process" if gateways in (None, 1) else f"{gateways} gateway processes"
+    print(f"  CPU: {who} {gateway_cpu:.1f} s ({per:.1f} ms a message, start-up included), "
+          f"this process (clients + fake model{' + fake Telegram' if gateways is None else ''}) {bench_cpu:.1f} s")

@@ -71,8 +71,8 @@ def watch(fake: FakeTelegramServer, loop: asyncio.AbstractEventLoop) -> Watch:
     state = fake.state
     record = state.record
 
-    def recording(method: str, params: dict[str, Any], status: int) -> None:
-        record(method, params, status)
+    def recording(method: str, params: dict[str, Any], status: int, client: str | None = None) -> None:
+        record(method, params, status, client)
         if status == 200 and method.lower() in ANSWER_METHODS:
             key = key_of(str(params.get("text")))
             if key is not None:
