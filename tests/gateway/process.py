@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ class GatewayProcess:
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[str] | None = None
     output: list[str] = field(default_factory=list)
+    """What the gateway printed, read as it prints (a full pipe would stop a busy gateway)."""
+    _reader: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -66,10 +69,13 @@ class GatewayProcess:
             env=self.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         _STARTED.append(self.process)
+        self._reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
+        self._reader.start()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"the gateway exited: {self.process.stdout.read() if self.process.stdout else ''}")
+                self._collect()
+                raise AssertionError(f"the gateway exited: {''.join(self.output)}")
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return self
@@ -92,9 +98,15 @@ class GatewayProcess:
         self._collect()
         return code
 
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.output.append(line)
+
     def _collect(self) -> None:
-        if self.process is not None and self.process.stdout is not None:
-            self.output.append(self.process.stdout.read())
+        """Wait until everything the (ended) process printed is in :attr:`output`."""
+        if self._reader is not None:
+            self._reader.join(10)
 
     @property
     def token(self) -> str:

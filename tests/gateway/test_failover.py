@@ -27,7 +27,7 @@ from vigil.store.gateway_tables import ANSWERED, RUNNING
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(240)]
 
 WORKERS = 3
 CONVERSATIONS = 50
@@ -158,7 +158,18 @@ def test_three_workers_one_killed_mid_turn_lose_and_double_nothing(
         def all_answered() -> bool:
             counts = store.gateway.inbox_counts()
             return counts["pending"] == 0 and counts[RUNNING] == 0
-        wait_for(all_answered, timeout=120, what="every message answered")
+        try:
+            wait_for(all_answered, timeout=60, what="every message answered")
+        except AssertionError:
+            stuck = store.gateway.inbox_unfinished()
+            for worker in (workers[0], workers[2]):
+                worker.stop(signal.SIGKILL)
+            sessions = {entry.session_id or "" for entry in stuck}
+            logs = "\n".join(f"worker {n}: {line}" for n, worker in enumerate(workers)
+                             for line in "".join(worker.output).splitlines()
+                             if any(sid and sid[:8] in line for sid in sessions) or "Traceback" in line or "rror" in line)
+            raise AssertionError(f"unanswered: {stuck}\nleases: {_conversation_owners(store, sorted(s for s in sessions if s))}"
+                                 f"\nworker 1 (pid {victim_pid}) killed at {killed_at:.3f}\n{logs}") from None
         wait_for(lambda: all(job.running is None for job in CronRepo(store).list()) and
                  len(CronRepo(store).runs.list()) >= CRON_JOBS, timeout=90, what="every cron slot run")
         ended_at = time.time()

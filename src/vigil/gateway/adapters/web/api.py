@@ -59,7 +59,9 @@ class ConversationRoutes:
 
     @property
     def gateway(self) -> GatewayPort:
-        assert self.state.gateway is not None  # guarded() answers 503 before start
+        """The running gateway; ``GatewayClosed`` (a 503, see ``guarded``) once it stops."""
+        if self.state.gateway is None:
+            raise GatewayClosed("the gateway is stopping")
         return self.state.gateway
 
     async def _resolve(self, ref: str) -> str:

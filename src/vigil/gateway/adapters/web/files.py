@@ -58,10 +58,10 @@ class SentFiles:
         return found
 
     def _lookup(self, outbox_id: int) -> SentFile | None:
-        known = self._known.get(outbox_id)
-        if known is not None or self.state.gateway is None:
+        known, gateway = self._known.get(outbox_id), self.state.gateway  # None once stopping
+        if known is not None or gateway is None:
             return known
-        for entry in self.state.gateway.store.gateway.outbox_list(statuses=(SENT, PENDING), limit=LOOKBACK):
+        for entry in gateway.store.gateway.outbox_list(statuses=(SENT, PENDING), limit=LOOKBACK):
             if entry.id == outbox_id:
                 return self.remember(entry)
         return None

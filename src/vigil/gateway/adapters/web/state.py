@@ -9,7 +9,7 @@ from typing import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from vigil.gateway.adapters.base import GatewayPort
+from vigil.gateway.adapters.base import GatewayClosed, GatewayPort
 from vigil.gateway.adapters.web.auth import COOKIE_NAME, STATE_CHANGING, LoginThrottle, SessionSigner, same_origin
 from vigil.gateway.adapters.web.events import OpenPages
 
@@ -42,6 +42,9 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers={"Cache-Control": "no-store"})
 
 
+NOT_RUNNING = "the web chat is not running (the gateway is starting or stopping)"
+
+
 def guarded(state: WebState, endpoint: Endpoint, *, page: bool = False) -> Endpoint:
     """``endpoint`` for authenticated callers only, checked before the body is read: no
     cookie or token gives 401 (a page redirects to /login); a state-changing request
@@ -59,7 +62,10 @@ def guarded(state: WebState, endpoint: Endpoint, *, page: bool = False) -> Endpo
         ):
             return error(403, "refused: a cross-origin request (the Origin is not this server)")
         if state.gateway is None:
-            return error(503, "the web chat is not running (the gateway is starting or stopping)")
-        return await endpoint(request)
+            return error(503, NOT_RUNNING)
+        try:
+            return await endpoint(request)
+        except GatewayClosed:  # the gateway began to stop while the request was handled
+            return error(503, NOT_RUNNING)
 
     return checked
