@@ -166,7 +166,14 @@ async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
 
 
 async def answer_in(gateway: "Gateway", entry: InboxEntry, live: LiveConversation) -> int:
-    """:func:`_recover_one` for a conversation already at hand (call under the route's lock)."""
+    """:func:`_recover_one` for a conversation already at hand (call under the route's lock).
+    An entry never started (a message another worker stored and handed over) has no answer
+    to look for in the history, which is not read then: that read grows with the conversation."""
+    if entry.status == PENDING and entry.attempts == 0:
+        if entry.id in gateway._handling:
+            return 0
+        gateway.dispatch(entry, live, client_id=entry.external_id)  # the page's bubble is accepted
+        return 1
     answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
     if answer is not None:
         reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
@@ -177,7 +184,7 @@ async def answer_in(gateway: "Gateway", entry: InboxEntry, live: LiveConversatio
         return 1
     if entry.id in gateway._handling:
         return 0
-    gateway.dispatch(entry, live, resume=entry.status == RUNNING)
+    gateway.dispatch(entry, live, client_id=entry.external_id, resume=entry.status == RUNNING)
     return 1
 
 
