@@ -176,7 +176,7 @@ class Gateway:
         runs that conversation (told at once; call under the route's lock)."""
         target = await self._live_for_route(inbound.route, arriving=entry.id)
         if isinstance(target, Elsewhere):
-            self.handover.tell(entry)
+            self.handover.tell(entry, target.worker)
             return Receipt(entry.id, duplicate, target.session_id or None)
         if entry.id not in self._handling:  # else a take-over's catch-up handed it on already
             self.dispatch(entry, target, client_id=inbound.external_id)

@@ -82,18 +82,22 @@ class Handover:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    def tell(self, entry: InboxEntry) -> None:
-        """``entry`` waits for the worker that runs its conversation: wake it now."""
+    def tell(self, entry: InboxEntry, owner: str) -> None:
+        """``entry`` waits for ``owner``, the worker that runs its conversation: wake it now
+        (the others ignore it; should that worker be gone, their sweeps find the entry)."""
         if self._notifications is None:
             return
         try:
-            self._notifications.publish(CHANNEL, str(entry.id))
+            self._notifications.publish(CHANNEL, f"{entry.id} {owner}")
         except Exception as exc:  # its sweep finds it anyway
             log.warning("cannot announce inbox entry %d to the other workers: %s", entry.id, exc)
 
     def _heard(self, payload: str) -> None:
+        entry_id, _, owner = payload.partition(" ")
+        if owner and owner != self.gateway.worker_id:
+            return
         try:
-            self._told.add(int(payload))
+            self._told.add(int(entry_id))
         except ValueError:
             return
         self._wake.set()
