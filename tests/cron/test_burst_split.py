@@ -8,7 +8,7 @@ import asyncio
 import threading
 from collections import Counter
 
-from tests.cron.conftest import START
+from tests.cron.conftest import START, AddJob
 from vigil.clock import FakeClock
 from vigil.schedule.changes import bump_generation
 from vigil.schedule.cron.jobs import JobSpec, job_key, new_job
@@ -16,7 +16,7 @@ from vigil.schedule.cron.plan import claim_chunks
 from vigil.schedule.cron.repo import Claim, CronRepo
 from vigil.schedule.cron.runs import RunRecord
 from vigil.schedule.cron.scheduler import CronScheduler
-from vigil.store import SessionStore, open_store
+from vigil.store import SessionStore, SQLiteStore, open_store
 from vigil.store.records import MetaSwap
 
 JOBS = 300
@@ -96,3 +96,23 @@ def test_each_worker_takes_every_chunk_of_a_burst_in_an_order_of_its_own() -> No
     assert len({chunks[0][0] for chunks in orders}) == WORKERS
     assert [len(c) for c in claim_chunks(names[:201], OWNERS[0], 100)] == [67, 67, 67]
     assert claim_chunks(names[:5], OWNERS[0], 100) == [names[:5]]  # a small burst: one batch
+
+
+async def test_a_burst_bigger_than_a_chunk_costs_a_commit_per_chunk(
+    repo: CronRepo, add_job: AddJob, clock: FakeClock, store: SQLiteStore
+) -> None:
+    for n in range(25):
+        add_job(f"hourly-{n:02d}", "0 * * * *")
+    handed: list[str] = []
+
+    async def execute(claim: Claim) -> RunRecord:  # the run is left going
+        handed.append(claim.job.name)
+        return claim.record
+
+    scheduler = CronScheduler(repo, execute, clock=clock, poll_interval=0, claim_chunk=10)
+    clock.set_sync(START + 3600)
+    commits = store.group_commit.commits
+    await scheduler.tick()
+    assert sorted(handed) == [f"hourly-{n:02d}" for n in range(25)]
+    assert store.group_commit.commits == commits + 3  # chunks of 9, 8 and 8, a commit each
+    assert all(job.running is not None for job in repo.list())
