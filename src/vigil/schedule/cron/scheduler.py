@@ -11,9 +11,8 @@ occurrence and, when one comes, claims it in the store and hands the claim to th
 * Every job that comes due at one wake-up of the engine (every ``0 * * * *`` job at the top
   of the hour) is claimed in a few store transactions (chunks of
   :data:`vigil.schedule.cron.plan.CLAIM_CHUNK`), so a burst costs a commit per chunk rather
-  than two per job, and its first runs start while the rest is claimed. Each process takes
-  the chunks in an order of its own: several workers sharing the store split a burst
-  instead of racing for every job of it.
+  than two per job. Each process takes the chunks in an order of its own: several workers
+  sharing the store split a burst instead of racing for every job of it.
 * At most ``max_concurrent`` runs at a time: claims wait for a free slot to start (the run
   record's ``started_at`` says when one did); a claim still waiting when the scheduler
   stops is given back.
@@ -223,11 +222,13 @@ class CronScheduler:
         self, names: list[str], *, rearm: bool
     ) -> tuple[list[RunRecord], list[RunRecord]]:
         """Claim whatever is due for ``names``, a chunk to a store transaction in this
-        process's own order of chunks (so that workers sharing the store split a burst), and
-        run the claims of each chunk as it comes, at most ``max_concurrent`` at a time;
-        returns the finished runs and the skips."""
-        runs: list[asyncio.Future[RunRecord | None]] = []
+        process's own order of chunks (so that workers sharing the store split a burst), then
+        run the claims, at most ``max_concurrent`` at a time; returns the finished runs and
+        the skips."""
+        claims: list[tuple[str, Claim]] = []
         skipped: list[RunRecord] = []
+        # The runs start once the whole burst is claimed: started earlier, their store calls
+        # (and those of runs that end at once) queue with the claims of the next chunks.
         for chunk in claim_chunks(names, self.repo.owner, self._claim_chunk):
             results: list[DueResult] = await self._call(self.repo.claim_due_many, chunk)
             for name, result in zip(chunk, results):
@@ -243,11 +244,11 @@ class CronScheduler:
                     self.stats.not_due += int(not result.records and not result.recovered)
                     continue
                 self.stats.claims += 1
-                if rearm:
-                    self._spawn(self._run(name, result.claim, rearm=True))
-                else:
-                    runs.append(asyncio.ensure_future(self._run(name, result.claim, rearm=False)))
-        if not runs:
+                claims.append((name, result.claim))
+        runs = [self._run(name, claim, rearm=rearm) for name, claim in claims]
+        if rearm:
+            for run in runs:
+                self._spawn(run)
             return [], skipped
         records = await asyncio.gather(*runs)
         return [record for record in records if record is not None], skipped
