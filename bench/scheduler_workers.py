@@ -8,7 +8,8 @@ Per worker count, on a fresh store (a schema of its own on PostgreSQL, dropped a
 * steady: ``--cron-jobs`` ``every 1m`` jobs at random phases (jobs/60 fires a second) for
   ``--seconds``: fires/s, lateness (due time -> handed to the dispatcher) p50/p99/max;
 * burst: ``--same-second`` ``every 1h`` jobs all due on one second, claimed while the steady
-  jobs go on: lateness p50/p99/max and claims per second (due second -> the last claim);
+  jobs go on: lateness p50/p99/max, claims per second (due second -> the last claim) and how
+  many of them each worker claimed;
 * exactly once: every occurrence due in the run (steady and burst) was claimed once across
   all workers, none twice, and the store holds one finished run record for each.
 
@@ -108,6 +109,7 @@ class Run:
     burst: list[float] = field(default_factory=list)
     burst_span: float = float("nan")
     per_worker: list[int] = field(default_factory=list)
+    burst_per_worker: list[int] = field(default_factory=list)
     cpu: float = 0.0
     due: int = 0
     claimed: int = 0
@@ -136,6 +138,7 @@ class Run:
             "seconds": self.seconds, "fires_per_s": self.fires_per_s,
             "steady_lateness_s": summary(self.steady), "burst_lateness_s": summary(self.burst),
             "burst_claims_per_s": self.burst_rate, "claims_per_worker": self.per_worker,
+            "burst_claims_per_worker": self.burst_per_worker,
             "cpu_s": self.cpu, "due_occurrences": self.due, "claims": self.claimed, "doubles": self.doubles,
             "missing": self.missing, "unexpected": self.unexpected, "skipped": self.skipped,
             "finished_run_records": self.stored_ok, "exactly_once": self.exactly_once,
@@ -274,6 +277,7 @@ def run_once(store_arg: str, workers: int, jobs: int, burst: int, seconds: float
 
     claims = [(name, occurrence, handed) for r in reports for name, occurrence, handed in r["claims"]]
     run.per_worker = sorted((len(r["claims"]) for r in reports), reverse=True)
+    run.burst_per_worker = sorted((sum(name.startswith("b") for name, _, _ in r["claims"]) for r in reports), reverse=True)
     run.cpu = sum(r["cpu"] for r in reports)
     run.skipped = sum(r["skipped"] for r in reports)
     counted = Counter((name, occurrence) for name, occurrence, _ in claims)
@@ -303,7 +307,8 @@ def describe(run: Run, out: Any) -> None:
     out(f"  steady: {len(run.steady):,} fires ({run.fires_per_s:.1f}/s); lateness p50 {ms(pct(run.steady, 0.5))}, "
         f"p99 {ms(pct(run.steady, 0.99))}, max {ms(max(run.steady, default=float('nan')))}")
     out(f"  burst:  {len(run.burst):,} claimed in {ms(run.burst_span)} ({run.burst_rate:,.0f} claims/s); "
-        f"lateness p50 {ms(pct(run.burst, 0.5))}, p99 {ms(pct(run.burst, 0.99))}, max {ms(run.burst_span)}")
+        f"lateness p50 {ms(pct(run.burst, 0.5))}, p99 {ms(pct(run.burst, 0.99))}, max {ms(run.burst_span)}; "
+        f"per worker {run.burst_per_worker}")
     verdict = "yes" if run.exactly_once else "NO"
     out(f"  exactly once: {verdict} - due occurrences {run.due:,}, claimed {run.claimed:,}, twice {run.doubles}, "
         f"missing {run.missing}, unexpected {run.unexpected}, skipped {run.skipped}, "

@@ -5,12 +5,14 @@ within its grace; after a longer outage once, coalesced, when ``catch_up`` is ``
 (``catch_up: skip`` after an outage; the previous run still going; a failure back-off), or
 retire it (a one-shot past its grace). It also recovers a run whose owner died. The decision
 carries the next record; :mod:`vigil.schedule.cron.repo` swaps it in with compare-and-set.
+:func:`claim_chunks` cuts the jobs due at one moment into the batches a worker claims them in.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from vigil.schedule.cron.jobs import DONE, MISSED, CronJob, Running
 from vigil.schedule.cron.runs import (
@@ -35,6 +37,8 @@ LEASE = RUN_TIMEOUT + 600.0
 """A claim older than this is abandoned whoever holds it (its owner is gone or stuck)."""
 BACKOFF_BASE = 60.0
 BACKOFF_MAX = 3600.0
+CLAIM_CHUNK = 100
+"""Jobs due at one moment are claimed at most this many to a store transaction."""
 
 OwnerAlive = Callable[[str], bool]
 
@@ -64,6 +68,28 @@ class Decision:
 def is_abandoned(running: Running, now: float, alive: OwnerAlive) -> bool:
     """Whether a run in progress was left behind: its lease ran out or its process is gone."""
     return now >= running.lease_until or not alive(running.owner)
+
+
+def claim_chunks(names: Sequence[str], owner: str, size: int = CLAIM_CHUNK) -> list[list[str]]:
+    """``names`` (distinct: the jobs due at one moment) cut into chunks of at most ``size``,
+    in an order of ``owner``'s own.
+
+    Every worker sharing the store cuts a burst alike (by name) but takes the chunks in the
+    order of a hash of its owner token, so workers that wake up together mostly claim
+    different chunks at the same time instead of all racing for the same rows; a chunk that
+    another worker took first is then found claimed by one read, before any swap.
+    """
+    if len(names) <= size:
+        return [list(names)] if names else []
+    ordered = sorted(names)
+    count = -(-len(ordered) // size)
+    even = -(-len(ordered) // count)  # 201 jobs go in chunks of 67, not 100 + 100 + 1
+    chunks = [ordered[start : start + even] for start in range(0, len(ordered), even)]
+    return sorted(chunks, key=lambda chunk: _rank(owner, chunk[0]))
+
+
+def _rank(owner: str, first: str) -> bytes:
+    return hashlib.blake2b(f"{owner}\0{first}".encode(), digest_size=8).digest()
 
 
 def next_attempt(job: CronJob) -> float | None:

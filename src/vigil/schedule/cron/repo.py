@@ -30,6 +30,8 @@ from vigil.store import SessionNotFound, SessionStore, StoreError
 from vigil.store.records import MetaSwap
 
 _ATTEMPTS = 50
+_BATCH_ROUNDS = 3
+"""Reads and batched swaps :meth:`CronRepo.claim_due_many` tries before going job by job."""
 _PRUNE_EVERY = 25
 
 
@@ -205,22 +207,41 @@ class CronRepo:
     def claim_due_many(self, names: Sequence[str]) -> list[DueResult]:
         """:meth:`claim_due` for each of ``names`` (distinct), in order, with every job
         record and run record written in one transaction: one durable commit for all the
-        occurrences due at one moment, however many.
+        occurrences due at one moment, however many (the scheduler hands it a burst in
+        chunks, see :func:`vigil.schedule.cron.plan.claim_chunks`).
 
         Each job is still swapped in by compare-and-set, so of several processes exactly one
-        claims each occurrence. A job whose swap loses (another process got there first) or
-        that needs more than one step (a run to recover) goes through :meth:`claim_due`. A
-        job that cannot be handled gets a result with ``error`` set; this never raises.
+        claims each occurrence. The jobs whose swap lost (another process got there first)
+        are read again together and planned again, a few rounds at most; only what is still
+        undecided then, and a job that needs more than one step (a run to recover), goes
+        through :meth:`claim_due`. A job that cannot be handled gets a result with ``error``
+        set; this never raises.
         """
-        now = self.clock.now()
         results: dict[str, DueResult] = {}
         one_by_one: list[str] = []
-        planned: list[tuple[str, CronJob, cron_plan.Decision]] = []
+        pending = list(names)
+        for _ in range(_BATCH_ROUNDS):
+            if not pending:
+                break
+            pending = self._claim_round(pending, results, one_by_one)
+        for name in [*one_by_one, *pending]:
+            try:
+                results[name] = self.claim_due(name)
+            except (CronError, StoreError) as exc:
+                results[name] = DueResult(None, error=str(exc))
+        return [results[name] for name in names]
+
+    def _claim_round(self, names: list[str], results: dict[str, DueResult], one_by_one: list[str]) -> list[str]:
+        """One read and one batch of swaps for ``names``: the decided ones go in ``results``,
+        those to take alone in ``one_by_one``; returns those whose swap lost."""
+        now = self.clock.now()
         try:
             entries = self.store.get_meta_many([job_key(name) for name in names])
         except StoreError:  # e.g. one record that is not JSON at all: each alone says which
-            entries, one_by_one = {}, list(names)
-        for name in [] if one_by_one else names:
+            one_by_one.extend(names)
+            return []
+        planned: list[tuple[str, cron_plan.Decision]] = []
+        for name in names:
             entry = entries.get(job_key(name))
             if entry is None:
                 results[name] = DueResult(None)
@@ -236,7 +257,7 @@ class CronRepo:
             elif decision.interrupted is not None:
                 one_by_one.append(name)
             else:
-                planned.append((name, job, decision))
+                planned.append((name, decision))
         swaps = [
             MetaSwap(
                 job_key(name),
@@ -244,15 +265,17 @@ class CronRepo:
                 decision.job.to_json(),
                 tuple((r.key, r.to_json()) for r in (*decision.records, *filter(None, [decision.run]))),
             )
-            for name, _, decision in planned
+            for name, decision in planned
         ]
         try:
             swapped = self.store.compare_and_set_many(swaps) if swaps else []
         except StoreError:
-            swapped = [False] * len(swaps)
-        for (name, _, decision), won in zip(planned, swapped):
+            one_by_one.extend(name for name, _ in planned)
+            return []
+        lost = []
+        for (name, decision), won in zip(planned, swapped):
             if not won:
-                one_by_one.append(name)
+                lost.append(name)
                 continue
             job = decision.job
             if decision.records:
@@ -262,12 +285,7 @@ class CronRepo:
                 assert job.running is not None
                 claim = Claim(job, job.running, decision.run)
             results[name] = DueResult(job, claim, decision.records)
-        for name in one_by_one:
-            try:
-                results[name] = self.claim_due(name)
-            except (CronError, StoreError) as exc:
-                results[name] = DueResult(None, error=str(exc))
-        return [results[name] for name in names]
+        return lost
 
     def claim_manual(self, name: str) -> Claim:
         """Claim a run of ``name`` now, outside the schedule; :class:`JobBusy` if it is running."""

@@ -9,8 +9,10 @@ occurrence and, when one comes, claims it in the store and hands the claim to th
   gateway and a system crontab running ``vigil cron tick``) never run one occurrence twice.
   A claim that finds the occurrence taken just re-arms from what the store says.
 * Every job that comes due at one wake-up of the engine (every ``0 * * * *`` job at the top
-  of the hour) is claimed in one store transaction, so a burst costs one durable commit
-  rather than two per job.
+  of the hour) is claimed in a few store transactions (chunks of
+  :data:`vigil.schedule.cron.plan.CLAIM_CHUNK`), so a burst costs a commit per chunk rather
+  than two per job. Each process takes the chunks in an order of its own: several workers
+  sharing the store split a burst instead of racing for every job of it.
 * At most ``max_concurrent`` runs at a time: claims wait for a free slot to start (the run
   record's ``started_at`` says when one did); a claim still waiting when the scheduler
   stops is given back.
@@ -30,6 +32,7 @@ from vigil.clock import Clock, SystemClock
 from vigil.schedule import estop
 from vigil.schedule.changes import read_generation
 from vigil.schedule.cron.jobs import CronJob
+from vigil.schedule.cron.plan import CLAIM_CHUNK, claim_chunks
 from vigil.schedule.cron.repo import Claim, CronRepo, DueResult
 from vigil.schedule.cron.runs import RunRecord
 from vigil.schedule.engine import DueEngine
@@ -86,6 +89,7 @@ class CronScheduler:
         max_concurrent: int = MAX_CONCURRENT,
         offload: Offload | None = None,
         keep_finished: bool = False,
+        claim_chunk: int = CLAIM_CHUNK,
     ) -> None:
         self.repo = repo
         self.execute = execute
@@ -100,6 +104,7 @@ class CronScheduler:
         self._stopped = False
         self._watcher: asyncio.Task[None] | None = None
         self._keep_finished = keep_finished
+        self._claim_chunk = claim_chunk
         self._armed: set[str] = set()
         self._due_now: list[str] = []
         self._ended: list[str] = []
@@ -216,24 +221,31 @@ class CronScheduler:
     async def _claim_and_run(
         self, names: list[str], *, rearm: bool
     ) -> tuple[list[RunRecord], list[RunRecord]]:
-        """Claim whatever is due for ``names`` in one store transaction, then run the claims,
-        at most ``max_concurrent`` at a time; returns the finished runs and the skips."""
-        results: list[DueResult] = await self._call(self.repo.claim_due_many, names)
-        runs, skipped = [], []
-        for name, result in zip(names, results):
-            if result.error is not None:
-                log.warning("cannot claim the cron job %s: %s", name, result.error)
-                continue
-            self.stats.skipped += len(result.records)
-            self.stats.recovered += int(result.recovered)
-            skipped.extend(result.records)
-            if rearm:
-                self._arm(name, result.job)
-            if result.claim is None:
-                self.stats.not_due += int(not result.records and not result.recovered)
-                continue
-            self.stats.claims += 1
-            runs.append(self._run(name, result.claim, rearm=rearm))
+        """Claim whatever is due for ``names``, a chunk to a store transaction in this
+        process's own order of chunks (so that workers sharing the store split a burst), then
+        run the claims, at most ``max_concurrent`` at a time; returns the finished runs and
+        the skips."""
+        claims: list[tuple[str, Claim]] = []
+        skipped: list[RunRecord] = []
+        # The runs start once the whole burst is claimed: started earlier, their store calls
+        # (and those of runs that end at once) queue with the claims of the next chunks.
+        for chunk in claim_chunks(names, self.repo.owner, self._claim_chunk):
+            results: list[DueResult] = await self._call(self.repo.claim_due_many, chunk)
+            for name, result in zip(chunk, results):
+                if result.error is not None:
+                    log.warning("cannot claim the cron job %s: %s", name, result.error)
+                    continue
+                self.stats.skipped += len(result.records)
+                self.stats.recovered += int(result.recovered)
+                skipped.extend(result.records)
+                if rearm:
+                    self._arm(name, result.job)
+                if result.claim is None:
+                    self.stats.not_due += int(not result.records and not result.recovered)
+                    continue
+                self.stats.claims += 1
+                claims.append((name, result.claim))
+        runs = [self._run(name, claim, rearm=rearm) for name, claim in claims]
         if rearm:
             for run in runs:
                 self._spawn(run)
