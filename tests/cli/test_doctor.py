@@ -7,6 +7,8 @@ import json
 import os
 import socket
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -436,3 +438,38 @@ def test_an_unreachable_postgres_is_a_problem(vigil_home: Path, fake_model_env: 
     assert code == 1 and found["status"] == "problem" and "cannot connect to PostgreSQL" in found["detail"]
     assert "pg_isready -d postgresql://vigil@127.0.0.1:" in found["fix"]
     assert "hunter2secret" not in json.dumps(report)
+
+
+@pytest.mark.postgres
+def test_several_gateway_workers_on_postgres_are_counted_and_a_gone_one_is_a_warning(
+    vigil_home: Path, fake_model_env: FakeModelServer, pg_url: str
+) -> None:
+    from vigil.clock import SystemClock
+    from vigil.gateway.status import StatusKeeper, WorkerIdentity
+    from vigil.store.postgres import PostgresStore
+
+    _pg_config(vigil_home, pg_url)
+    store = PostgresStore(pg_url)
+    try:
+        here = socket.gethostname()
+        for worker_id in ("a" * 16, "b" * 16):
+            StatusKeeper(store, SystemClock(), lambda: {},
+                         worker=WorkerIdentity(worker_id, f"{here}:{os.getpid()}:{worker_id}", 30.0)).write()
+        code, report = doctor()
+        both = check(report, "gateway", "gateway")
+        assert code == 0 and both["status"] == "ok" and both["detail"].startswith("2 worker(s) running on the shared store")
+        # A worker that wrote its record and died without a word (as SIGKILL leaves it).
+        subprocess.run([sys.executable, "-c", (
+            "import os, socket; from vigil.clock import SystemClock; from vigil.store.postgres import PostgresStore\n"
+            "from vigil.gateway.status import StatusKeeper, WorkerIdentity\n"
+            f"store = PostgresStore({pg_url!r})\n"
+            "StatusKeeper(store, SystemClock(), lambda: {}, worker=WorkerIdentity("
+            "'c' * 16, f'{socket.gethostname()}:{os.getpid()}:c', 30.0)).write()\n"
+            "os._exit(0)"
+        )], check=True)
+        code, report = doctor()
+    finally:
+        store.close()
+    gone = check(report, "gateway", "gateway")
+    assert code == 0 and gone["status"] == "warning" and "1 gone without stopping" in gone["detail"], gone
+    assert "vigil gateway status" in gone["fix"]

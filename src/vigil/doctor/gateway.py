@@ -20,7 +20,8 @@ def check_gateway(subject: Subject) -> list[CheckResult]:
 
 
 class _MetaReader:
-    """The one store method ``read_status`` calls, answered without opening the store."""
+    """The store methods ``read_status`` and ``read_workers`` call, answered without opening
+    the store."""
 
     def __init__(self, subject: Subject) -> None:
         self.subject = subject
@@ -30,8 +31,40 @@ class _MetaReader:
 
         return read_meta(self.subject, key)
 
+    def list_meta(self, prefix: str) -> Any:
+        from vigil.doctor.store import list_meta
+
+        return list_meta(self.subject, prefix)
+
+
+def _workers(subject: Subject) -> CheckResult | None:
+    """With several gateways on a shared store: which of them run (``None``: none ever did)."""
+    from vigil.gateway.workers import read_workers
+
+    try:
+        workers = read_workers(cast(Any, _MetaReader(subject)), now=time.time())
+    except Exception:  # the store cannot be read (said above)
+        return None
+    if not workers:
+        return None
+    live = [w for w in workers if w.live]
+    gone = [w for w in workers if not w.live and w.state == "gone"]
+    named = "; ".join(f"{w.worker_id[:8]} {w.summary}" for w in live)
+    if not live:
+        return ok(AREA, "gateway", f"no worker runs on the shared store ({len(gone)} gone); {START}")
+    text = f"{len(live)} worker(s) running on the shared store: {named}"
+    if gone:
+        return warning(
+            AREA, "gateway", f"{text}; {len(gone)} gone without stopping (killed, or their machine was lost)",
+            "vigil gateway status   (the others took their work over; a gone record is pruned after an hour)",
+        )
+    return ok(AREA, "gateway", text)
+
 
 def _running(subject: Subject) -> CheckResult:
+    shared = _workers(subject)
+    if shared is not None:
+        return shared
     from vigil.gateway.lock import LockUnavailable, holder
     from vigil.gateway.status import read_status
 

@@ -110,6 +110,26 @@ def read_meta(url: str, key: str) -> MetaEntry | None:
     return MetaEntry(key, meta_value(unescape(row[0]), key), row[1])
 
 
+def list_meta(url: str, prefix: str) -> list[MetaEntry]:
+    """The ``state_meta`` entries whose key starts with ``prefix`` (none for a schema not
+    created yet)."""
+    from vigil.store.postgres.conn import parse_target
+    from vigil.store.postgres.text import unescape
+    from vigil.store.rows import meta_value
+
+    target = parse_target(url)
+    with _connection(target) as conn:
+        found = conn.execute("SELECT pg_catalog.to_regclass(%s)", (f'"{target.schema}".state_meta',)).fetchone()
+        if found is None or found[0] is None:
+            return []
+        rows = conn.execute(
+            f'SELECT key, value, updated_at FROM "{target.schema}".state_meta'
+            " WHERE left(key, length(%s)) = %s ORDER BY key",
+            (prefix, prefix),
+        ).fetchall()
+    return [MetaEntry(key, meta_value(unescape(value), key), updated) for key, value, updated in rows]
+
+
 def _kwargs() -> dict[str, Any]:
     return {"connect_timeout": CONNECT_SECONDS, "application_name": "vigil doctor", "autocommit": False}
 

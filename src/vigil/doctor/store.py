@@ -30,6 +30,17 @@ def check_store(subject: Subject) -> list[CheckResult]:
     return check_postgres(where)
 
 
+def list_meta(subject: Subject, prefix: str) -> list[MetaEntry]:
+    """The ``state_meta`` entries under ``prefix``, read without opening the store; only a
+    PostgreSQL store has any doctor lists (the records of several gateway workers)."""
+    where = location(subject)
+    if where is None or isinstance(where, Path):
+        return []
+    from vigil.doctor.postgres import list_meta as postgres_list
+
+    return postgres_list(where, prefix)
+
+
 def read_meta(subject: Subject, key: str) -> MetaEntry | None:
     """A ``state_meta`` entry read without opening (and so migrating) the store."""
     where = location(subject)
