@@ -239,6 +239,40 @@ def test_the_page_reconnects_after_a_gateway_restart_and_keeps_working(
     assert users == ["before", "after"]
 
 
+def test_messages_sent_during_a_turn_wait_below_it_and_each_shows_once_next_to_its_answer(
+    gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any,
+) -> None:
+    page = browser_page
+    fake_model_env.rule(contains="slow one", reply=Reply.text("slow answer that takes a while", chunk_delay=0.1))
+    fake_model_env.rule(contains="queued one", reply="answer one")
+    fake_model_env.rule(contains="queued two", reply="answer two")
+    _logged_in_new_conversation(page, gateway)
+    _send(page, "slow one")
+    page.wait_for_selector(".message.assistant.streaming")
+    _send(page, "queued one")
+    _send(page, "queued two")
+    page.wait_for_function("() => document.querySelectorAll('.message.user:not(.pending)').length === 3")
+    assert _rows(page)[-2:] == [("user", "queued one"), ("user", "queued two")]  # waiting below the turn
+    page.wait_for_selector(".message.assistant:not(.streaming) >> text=answer two")
+    expected = [
+        ("user", "slow one"), ("assistant", "slow answer that takes a while"),
+        ("user", "queued one"), ("assistant", "answer one"),
+        ("user", "queued two"), ("assistant", "answer two"),
+    ]
+    assert _rows(page) == expected  # each once, next to its answer, as the history has them
+    page.reload()
+    page.wait_for_selector(".message.assistant >> text=answer two")
+    assert _rows(page) == expected
+    assert page.errors == []
+
+
+def _rows(page: Any) -> list[tuple[str, str]]:
+    """(kind, text) of each row of the conversation as shown."""
+    return [tuple(row) for row in page.evaluate("""() => [...document.querySelectorAll('#messages > .message')]
+        .map(r => [r.classList.contains('user') ? 'user' : r.classList.contains('assistant') ? 'assistant' : 'notice',
+                   (r.querySelector('.bubble') || r).textContent.trim()])""")]
+
+
 def test_upload_shift_enter_and_search_from_the_page(
     gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any, tmp_path: Path,
 ) -> None:

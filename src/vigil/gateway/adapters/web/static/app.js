@@ -14,6 +14,7 @@ const state = {
   turn: null,         // the AssistantTurn being streamed
   heartbeat: null,    // the conversation's heartbeat, or null
   pending: new Map(), // client_id -> user bubble not yet accepted
+  waiting: [],        // user rows drawn live whose turn has not begun, in the order drawn
   opening: Promise.resolve(), // settles once the shown conversation's stream and history are in
   lastReply: "",      // the text of the last answer or command reply shown
   busy: false,
@@ -35,6 +36,23 @@ function append(node) {
   $("messages").appendChild(node);
   scrollToEnd();
   return node;
+}
+
+// What runs now (a turn, its tools, a command's reply) goes above the messages still waiting
+// in the queue, so the page reads as the history will: each message followed by its answer.
+function placeBeforeWaiting(node) {
+  state.waiting = state.waiting.filter((row) => row.isConnected);
+  const first = state.waiting[0];
+  if (!first) return append(node);
+  $("messages").insertBefore(node, first);
+  scrollToEnd();
+  return node;
+}
+
+// The first waiting row of a message whose turn (or command) begins now, taken off the list.
+function takeWaiting(match) {
+  const at = state.waiting.findIndex((row) => row.isConnected && match(row.querySelector(".bubble").textContent));
+  return at < 0 ? null : state.waiting.splice(at, 1)[0];
 }
 
 function showError(text) { $("composer-error").textContent = text || ""; }
@@ -88,6 +106,7 @@ function renderHistory(view) {
   const pending = [...state.pending.values()];
   box.replaceChildren();
   state.turn = null;
+  state.waiting = [...pending];
   let turn = null;
   for (const m of view.messages) {
     if (m.role === "user") {
@@ -195,14 +214,17 @@ function currentTurn() {
   if (!state.turn) {
     state.turn = new AssistantTurn();
     state.turn.row.classList.add("streaming");
-    append(state.turn.row);
+    placeBeforeWaiting(state.turn.row);
   }
   return state.turn;
 }
 
-function lastUserText() {
-  const bubbles = $("messages").querySelectorAll(".message.user .bubble");
-  return bubbles.length ? bubbles[bubbles.length - 1].textContent : null;
+// Whether the history just drawn ends with this message already (its turn began before the
+// history was read, and the page hears of that turn only now).
+function endsWithUser(text) {
+  const rows = [...$("messages").children].filter((row) => !state.waiting.includes(row));
+  const last = rows[rows.length - 1];
+  return Boolean(last && last.classList.contains("user") && last.textContent === text);
 }
 
 async function decide(id, approve, card) {
@@ -256,15 +278,19 @@ function handle(event) {
         bubble.classList.remove("pending");
         if (event.inbox_id != null) bubble.dataset.inbox = String(event.inbox_id);
       } else {
-        append(userBubble(event.text, { inbox: event.inbox_id }));
+        state.waiting.push(append(userBubble(event.text, { inbox: event.inbox_id })));
       }
       break;
     }
     case "turn_began":
       showStatus(true, Math.max(0, state.queued - (event.kind === "user" ? 1 : 0)));
       state.turn = null;
-      if (event.kind === "heartbeat") append(heartbeatMarker(event.header, event.text));
-      else if (event.text && lastUserText() !== event.text) append(userBubble(event.text));
+      if (event.kind === "heartbeat") placeBeforeWaiting(heartbeatMarker(event.header, event.text));
+      else if (event.text) {
+        const row = takeWaiting((text) => text === event.text)
+          || (endsWithUser(event.text) ? null : userBubble(event.text));
+        if (row) placeBeforeWaiting(row);
+      }
       currentTurn();
       break;
     case "delta":
@@ -291,13 +317,16 @@ function handle(event) {
       showStatus(false, state.queued);
       refreshListSoon();
       break;
-    case "command_reply":
-      append(notice(event.text, { error: event.is_error, pre: true }));
+    case "command_reply": {
+      const command = takeWaiting((text) => text.trimStart().startsWith("/"));
+      if (command) placeBeforeWaiting(command);
+      placeBeforeWaiting(notice(event.text, { error: event.is_error, pre: true }));
       state.lastReply = event.text;
       refreshListSoon();
       break;
+    }
     case "approval_request":
-      append(approvalCard(event, decide));
+      placeBeforeWaiting(approvalCard(event, decide));
       break;
     case "approval_resolved": {
       const card = $("messages").querySelector(`[data-approval="${CSS.escape(event.id)}"]`);
@@ -326,7 +355,7 @@ function handle(event) {
       loadView(state.id).catch(() => {});
       break;
     case "reply":
-      if (event.kind === "file" && event.url) { append(fileLink(event)); break; }
+      if (event.kind === "file" && event.url) { placeBeforeWaiting(fileLink(event)); break; }
       // The outbox's copy of an answer: already shown when it streamed; if this page missed
       // it (opened mid-turn, reconnected), the history has it.
       if (!state.turn && event.text && event.text.trim() !== (state.lastReply || "").trim()) {
@@ -366,12 +395,14 @@ async function send() {
   await state.opening;
   const bubble = append(userBubble(text, { pending: true }));
   state.pending.set(clientId, bubble);
+  state.waiting.push(bubble);
   try {
     await postJSON(`/api/conversations/${encodeURIComponent(id)}/messages`, { text, client_id: clientId });
   } catch (err) {
     bubble.classList.add("failed");
     bubble.appendChild(el("span", "failed-note", `not sent: ${err.message}`));
     state.pending.delete(clientId);
+    state.waiting = state.waiting.filter((row) => row !== bubble);
   }
 }
 
