@@ -158,3 +158,31 @@ async def test_a_watcher_on_one_worker_sees_the_turn_another_worker_runs_stream(
     accepted = next(item for item in seen if item["type"] == "message_accepted")
     assert accepted["client_id"] == "m2"  # the page on B marks its own bubble accepted
     watch.close()
+
+
+async def test_pages_reload_after_the_workers_lost_their_listening_connection(
+    workers: Callable[..., Awaitable[Worker]], fake_model: FakeModelServer, postgres_server: str, pg_schema: str,
+) -> None:
+    import asyncio
+
+    import psycopg
+
+    a, b = await workers(lease_seconds=3), await workers(lease_seconds=3)
+    first = await a.gateway.receive(Inbound(CHAT, "m1", "one"))
+    await eventually(lambda: a.store.gateway.inbox_counts()[ANSWERED] == 1, what="the first answer")
+    watch = b.gateway.subscribe(first.session_id)
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        killed = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'vigil listener' AND query LIKE %s",
+            [f'LISTEN "{pg_schema}.%'],
+        ).fetchall()
+    assert killed and all(ok for (ok,) in killed)
+    # Whatever was shared while it was cut off is lost: the page is told to reload its history.
+    item = await asyncio.wait_for(watch.next(), 15)
+    assert item == {"type": "stale", "session_id": first.session_id}
+    # ... and live events flow again afterwards.
+    await b.gateway.receive(Inbound(CHAT, "m2", "two"))
+    seen = [await asyncio.wait_for(watch.next(), 15) for _ in range(3)]
+    assert "message_accepted" in [event["type"] for event in seen]
+    watch.close()

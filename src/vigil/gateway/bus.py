@@ -106,6 +106,11 @@ class EventBus(Relayed):
         elif isinstance(message.get("s"), str) and isinstance(message.get("e"), dict):
             self._push(message["s"], message["e"])
 
+    def missed(self) -> None:
+        """Events shared by other workers may have been lost: every watcher reloads."""
+        for session_id in list(self._watchers):
+            self._push(session_id, {"type": "stale", "session_id": session_id})
+
     def _push(self, session_id: str, item: dict[str, Any]) -> None:
         for watch in list(self._watchers.get(session_id, ())):
             watch.push(item)

@@ -50,6 +50,7 @@ class Handover:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._told: set[int] = set()  # entries announced by another worker, not looked at yet
+        self._sweep_due = False
         self._unsubscribe: Callable[[], None] | None = None
         self._notifications: Any = None
         self.taken_over = 0
@@ -65,10 +66,14 @@ class Handover:
         self._notifications = store_notifications(self.gateway.store)
         if self._notifications is not None:
             loop = asyncio.get_running_loop()
+
+            def heard(payload: str) -> None:
+                loop.call_soon_threadsafe(self._heard, payload)
+
+            # Announcements made while the listener was cut off are lost: sweep at once.
+            heard.on_reconnect = lambda: loop.call_soon_threadsafe(self._sweep_now)  # type: ignore[attr-defined]
             try:
-                self._unsubscribe = self._notifications.subscribe(
-                    CHANNEL, lambda payload: loop.call_soon_threadsafe(self._heard, payload)
-                )
+                self._unsubscribe = self._notifications.subscribe(CHANNEL, heard)
             except Exception as exc:  # a listener that cannot start: the sweep still runs
                 log.warning("cannot listen for handed-over messages (the sweep still finds them): %s", exc)
         self._task = asyncio.create_task(self._run(), name="gateway-handover")
@@ -92,6 +97,10 @@ class Handover:
         except Exception as exc:  # its sweep finds it anyway
             log.warning("cannot announce inbox entry %d to the other workers: %s", entry.id, exc)
 
+    def _sweep_now(self) -> None:
+        self._sweep_due = True
+        self._wake.set()
+
     def _heard(self, payload: str) -> None:
         entry_id, _, owner = payload.partition(" ")
         if owner and owner != self.gateway.worker_id:
@@ -112,11 +121,12 @@ class Handover:
                 pass
             self._wake.clear()
             try:
-                if self._told and loop.time() < next_sweep:
+                if self._told and loop.time() < next_sweep and not self._sweep_due:
                     await self.look_at(self._take_told())  # one entry read each, not a sweep
                     continue
                 next_sweep = loop.time() + self.every
                 self._told.clear()
+                self._sweep_due = False
                 await self.sweep()
             except StoreError as exc:
                 log.warning("the inbox sweep failed (trying again in %g s): %s", self.every, exc)

@@ -49,6 +49,10 @@ class Relayed:
     def deliver(self, message: dict[str, Any]) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def missed(self) -> None:  # pragma: no cover - interface
+        """Shared messages may have been lost: every watcher here reloads (``stale``)."""
+        raise NotImplementedError
+
 
 class EventRelay:
     """The relay of one worker (see the module docstring)."""
@@ -72,10 +76,14 @@ class EventRelay:
             if isinstance(pages, Relayed):
                 self._parts[f"pages:{name}"] = pages
         loop = asyncio.get_running_loop()
+
+        def heard(payload: str) -> None:
+            loop.call_soon_threadsafe(self._received, payload)
+
+        # What the others shared while the listener was cut off is lost: the pages reload.
+        heard.on_reconnect = lambda: loop.call_soon_threadsafe(self._missed)  # type: ignore[attr-defined]
         try:
-            self._unsubscribe = self._notifications.subscribe(
-                CHANNEL, lambda payload: loop.call_soon_threadsafe(self._received, payload)
-            )
+            self._unsubscribe = self._notifications.subscribe(CHANNEL, heard)
         except Exception as exc:
             log.warning("cannot hear the other workers' live events (pages here see answers once they are stored): %s", exc)
             return
@@ -102,6 +110,14 @@ class EventRelay:
                 log.warning("cannot share a live event with the other workers: %s", exc)
 
         return share
+
+    def _missed(self) -> None:
+        """Tell every page here to reload its conversation's history."""
+        for part in self._parts.values():
+            try:
+                part.missed()
+            except Exception:
+                log.exception("cannot tell the pages here to reload")
 
     def _received(self, payload: str) -> None:
         try:

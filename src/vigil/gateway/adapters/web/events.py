@@ -56,6 +56,11 @@ class OpenPages(Relayed):
             targets = {sid for sid in ids if isinstance(sid, str)}
             self._offer_all(self.open_sessions() | targets if message.get("all") is True else targets, event)
 
+    def missed(self) -> None:
+        """Replies shared by other workers may have been lost: every page reloads."""
+        for session_id in self.open_sessions():
+            self._offer_all({session_id}, {"type": "stale", "session_id": session_id})
+
     def _offer_all(self, session_ids: set[str], event: dict[str, Any]) -> int:
         delivered = 0
         for session_id in session_ids:
