@@ -165,7 +165,7 @@ async def run_command(
     argv = [_shell(), "-c", command]
     if sandbox is not None:
         argv = sandbox.argv(argv)
-    proc = await asyncio.create_subprocess_exec(
+    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *argv,
         cwd=workdir,
         env=env,
@@ -173,7 +173,18 @@ async def run_command(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,  # its own process group, so a timeout can kill every child
-    )
+    ))
+    try:
+        proc = await asyncio.shield(spawn)
+    except BaseException:
+        # Stopped while the command was being started (a signal): it may run already, and
+        # nothing else would stop it. Let the start finish, then kill its group.
+        await asyncio.wait({spawn}, timeout=_DRAIN_GRACE)
+        if spawn.done() and not spawn.cancelled() and spawn.exception() is None:
+            started = spawn.result()
+            _kill_group(started.pid)
+            await asyncio.wait({asyncio.ensure_future(started.wait())}, timeout=_DRAIN_GRACE)
+        raise
     assert proc.stdout is not None
     output = CappedOutput(cap)
     reader = asyncio.create_task(_pump(proc.stdout, output))
