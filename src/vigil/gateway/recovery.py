@@ -147,13 +147,7 @@ async def catch_up(
 async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
     if entry.id in gateway._handling:
         return 0
-    answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
-    if answer is not None:
-        reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
-        await gateway.finish(entry, ANSWERED, reply)
-        return 1
-    if entry.attempts >= MAX_ATTEMPTS:
-        await _give_up(gateway, entry)
+    if await _settled_without_a_turn(gateway, entry):
         return 1
     async with gateway.route_lock(entry.route):
         if entry.id in gateway._handling:
@@ -174,13 +168,7 @@ async def answer_in(gateway: "Gateway", entry: InboxEntry, live: LiveConversatio
             return 0
         gateway.dispatch(entry, live, client_id=entry.external_id)  # the page's bubble is accepted
         return 1
-    answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
-    if answer is not None:
-        reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
-        await gateway.finish(entry, ANSWERED, reply)
-        return 1
-    if entry.attempts >= MAX_ATTEMPTS:
-        await _give_up(gateway, entry)
+    if await _settled_without_a_turn(gateway, entry):
         return 1
     if entry.id in gateway._handling:
         return 0
@@ -188,7 +176,17 @@ async def answer_in(gateway: "Gateway", entry: InboxEntry, live: LiveConversatio
     return 1
 
 
-async def _give_up(gateway: "Gateway", entry: InboxEntry) -> None:
-    note = f"⚠ vigil gave up on this message after {entry.attempts} attempts that did not finish"
-    await gateway.finish(entry, FAILED, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
-                         error="gave up after repeated attempts")
+async def _settled_without_a_turn(gateway: "Gateway", entry: InboxEntry) -> bool:
+    """Finish ``entry`` with the answer its history already holds, or give up on it after
+    :data:`MAX_ATTEMPTS`; ``False`` when it needs a turn."""
+    answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
+    if answer is not None:
+        reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
+        await gateway.finish(entry, ANSWERED, reply)
+        return True
+    if entry.attempts >= MAX_ATTEMPTS:
+        note = f"⚠ vigil gave up on this message after {entry.attempts} attempts that did not finish"
+        await gateway.finish(entry, FAILED, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
+                             error="gave up after repeated attempts")
+        return True
+    return False
