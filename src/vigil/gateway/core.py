@@ -36,7 +36,8 @@ from vigil.gateway.handover import Elsewhere, Handover
 from vigil.gateway.outbox import OutboxSender
 from vigil.gateway.recovery import catch_up
 from vigil.gateway.relay import EventRelay
-from vigil.gateway.ownership import Ownership, route_claim, store_is_shared
+from vigil.gateway.claims import Claims
+from vigil.gateway.ownership import Ownership, store_is_shared
 from vigil.gateway.routing import Router
 from vigil.gateway import fanout, settle, views
 from vigil.gateway.fanout import describe_route
@@ -105,6 +106,7 @@ class Gateway:
             store, self.clock, token=self.leases.token, seconds=self.leases.seconds, shared=store_is_shared(store)
         )
         self.handover = Handover(self)
+        self.claims = Claims(self)
         self.relay = EventRelay(self)
         self.heartbeat_repo = HeartbeatRepo(store, self.clock)
         self.router = Router(store, self.clock)
@@ -127,7 +129,6 @@ class Gateway:
         self._route_locks: dict[RouteKey, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handling: set[int] = set()  # inbox ids handed to a conversation by this process
-        self._takeovers: dict[str, asyncio.Future[None]] = {}  # conversations being taken over
         self._accepting = False
         self._closing = False
         self.answered = 0
@@ -304,7 +305,7 @@ class Gateway:
         bound = self.by_route.get(route)
         if bound is not None and not bound.closed:
             bound_id = bound.session_id
-            elsewhere, taken = await self._claim(bound_id)
+            elsewhere, taken = await self.claims.claim(bound_id)
             if elsewhere is not None:
                 return elsewhere
             try:
@@ -313,17 +314,17 @@ class Gateway:
                     await catch_up(self, bound, route, skip=arriving)
             finally:
                 if taken and bound_id is not None:
-                    self._taken_over(bound_id)
+                    self.claims.taken_over(bound_id)
             return bound
         resolved = await asyncio.to_thread(self.router.resolve, route)
         if resolved.session_id is None:
             if not self.ownership.shared:
                 return await self._new_conversation(route)
-            made = await self._new_conversation_once(route)
+            made = await self.claims.new_conversation_once(route)
             if made is not None:
                 return made
             resolved = await asyncio.to_thread(self.router.resolve, route)  # another worker's, just made
-        elsewhere, taken = await self._claim(resolved.session_id)
+        elsewhere, taken = await self.claims.claim(resolved.session_id)
         if elsewhere is not None:
             return elsewhere
         try:
@@ -334,50 +335,8 @@ class Gateway:
                 await catch_up(self, live, route, skip=arriving)
         finally:
             if taken:
-                self._taken_over(resolved.session_id)
+                self.claims.taken_over(resolved.session_id)
         return live
-
-    async def _new_conversation_once(self, route: RouteKey) -> LiveConversation | Elsewhere | None:
-        """With several workers: start the route's conversation unless another worker is
-        starting it right now (its ``Elsewhere``) or has just started it (``None``)."""
-        claim = route_claim(route)
-        holder = await asyncio.to_thread(self.ownership.claim, claim)
-        if holder is not None:
-            return Elsewhere("", holder.token)
-        try:
-            resolved = await asyncio.to_thread(self.router.resolve, route)
-            if resolved.session_id is not None:
-                return None
-            return await self._new_conversation(route)
-        finally:
-            await asyncio.to_thread(self.ownership.release, [claim])
-
-    async def _claim(self, session_id: str | None) -> tuple[Elsewhere | None, bool]:
-        """Where another worker runs ``session_id`` (``None``: it is this worker's), and
-        whether this worker has just taken it: then the caller catches up and calls
-        :meth:`_taken_over`, and every other path to the conversation waits until it has."""
-        if session_id is None or not self.ownership.shared:
-            return None, False
-        while (pending := self._takeovers.get(session_id)) is not None:
-            await asyncio.shield(pending)
-        if session_id in self.ownership.held:
-            return None, False
-        self._takeovers[session_id] = asyncio.get_running_loop().create_future()
-        try:
-            holder = await asyncio.to_thread(self.ownership.claim, session_id)
-        except BaseException:
-            self._taken_over(session_id)
-            raise
-        if holder is not None:
-            self._taken_over(session_id)
-            return Elsewhere(session_id, holder.token), False
-        return None, True
-
-    def _taken_over(self, session_id: str) -> None:
-        """The take-over of ``session_id`` is complete (or did not happen): let the others on."""
-        done = self._takeovers.pop(session_id, None)
-        if done is not None and not done.done():
-            done.set_result(None)
 
     async def live_for(self, session_id: str, route: RouteKey | None = None) -> LiveConversation:
         """The running conversation of ``session_id``, started on first use."""
@@ -547,7 +506,7 @@ class Gateway:
         """Why the heartbeat of ``session_id`` may not fire in ``live`` now (``None``: it may):
         another worker runs the conversation (the heartbeat is handed to it, which adopts
         it), or the people it answers are not authorized."""
-        elsewhere, taken = await self._claim(session_id)
+        elsewhere, taken = await self.claims.claim(session_id)
         if elsewhere is not None:
             self.heartbeats.disown(session_id)
             return f"another gateway worker ({elsewhere.worker[:8]}) runs this conversation; its heartbeat moves there"
@@ -559,7 +518,7 @@ class Gateway:
             try:
                 await catch_up(self, live, live.route)
             finally:
-                self._taken_over(session_id)
+                self.claims.taken_over(session_id)
         return await self.authorization.heartbeat_refusal(live, session_id)
 
     async def publish_heartbeat(self, session_id: str) -> None:
