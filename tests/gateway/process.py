@@ -25,6 +25,15 @@ _STARTED: list[subprocess.Popen[str]] = []
 test that fails half-way cannot leave a gateway firing heartbeats into the next tests."""
 
 
+def share_store(home: Path, url: str, *, lease: float) -> None:
+    """Make ``home`` a profile whose gateways are workers sharing the PostgreSQL store at
+    ``url``, with leases of ``lease`` seconds."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(json.dumps({
+        "store": {"url": url}, "gateway": {"lease_seconds": lease, "stop_timeout": 5},
+    }))
+
+
 def kill_leftovers() -> None:
     while _STARTED:
         process = _STARTED.pop()

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-import yaml
 
-from tests.gateway.process import GatewayProcess, new_conversation, send, wait_for
+from tests.gateway.process import GatewayProcess, new_conversation, send, share_store, wait_for
 from tests.store.conftest import pg_schema, pg_url, postgres_server  # noqa: F401 (fixtures)
 from vigil.gateway.ownership import PREFIX as CONVERSATION_LEASE
 from vigil.schedule.cron.jobs import JobSpec, new_job
@@ -50,11 +49,7 @@ def store(pg_url: str) -> Iterator[Any]:
 
 @pytest.fixture
 def workers(vigil_home: Path, pg_url: str, fake_model: FakeModelServer, store: Any) -> Iterator[list[GatewayProcess]]:
-    vigil_home.mkdir(parents=True, exist_ok=True)
-    (vigil_home / "config.yaml").write_text(yaml.safe_dump({
-        "store": {"url": pg_url},
-        "gateway": {"lease_seconds": LEASE, "stop_timeout": 5},
-    }))
+    share_store(vigil_home, pg_url, lease=LEASE)
     env = {"VIGIL_TEST_HEARTBEAT_MIN_SECONDS": "1", "VIGIL_TEST_SCHEDULE_POLL_SECONDS": "0.5"}
     started = [GatewayProcess(vigil_home, fake_model, env=env).start() for _ in range(WORKERS)]
     yield started

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-import yaml
 
-from tests.gateway.process import new_conversation, send, wait_for
+from tests.gateway.process import new_conversation, send, share_store, wait_for
 from tests.gateway.web.conftest import WebGateway, answers
 from tests.store import conftest as store_fixtures
 from vigil.gateway.ownership import PREFIX as CONVERSATION_LEASE
@@ -56,11 +55,7 @@ def store(pg_url: str) -> Iterator[Any]:
 @pytest.fixture
 def workers(vigil_home: Path, pg_url: str, fake_model: FakeModelServer, store: Any) -> Iterator[list[WebGateway]]:
     """Two `vigil gateway run` workers on one schema and one VIGIL_HOME (one login token)."""
-    vigil_home.mkdir(parents=True, exist_ok=True)
-    (vigil_home / "config.yaml").write_text(yaml.safe_dump({
-        "store": {"url": pg_url},
-        "gateway": {"lease_seconds": LEASE, "stop_timeout": 5},
-    }))
+    share_store(vigil_home, pg_url, lease=LEASE)
     started = [WebGateway(vigil_home, fake_model).start() for _ in range(2)]
     try:
         yield started
