@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.gateway.web.conftest import WebGateway
+from tests.gateway.web.page_probes import record_streaming
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
 
@@ -57,17 +58,6 @@ def _answer_after(page: Any, user_text: str) -> str | None:
     }""", user_text)
 
 
-def _record_streaming(page: Any) -> None:
-    """Keep every text the streaming answer bubble shows (to see it grow token by token)."""
-    page.evaluate("""() => {
-        window.__seen = [];
-        new MutationObserver(() => {
-            const bubble = document.querySelector('.message.assistant.streaming .bubble');
-            if (bubble) window.__seen.push(bubble.textContent);
-        }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});
-    }""")
-
-
 def test_log_in_chat_stream_heartbeat_reload_and_script_shown_as_text(
     gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any, tmp_path: Path,
 ) -> None:
@@ -86,7 +76,7 @@ def test_log_in_chat_stream_heartbeat_reload_and_script_shown_as_text(
     conversation = page.evaluate("() => location.hash.slice(1)")
 
     # A message, and its answer streamed into the bubble token by token, rendered as Markdown.
-    _record_streaming(page)
+    record_streaming(page)
     _send(page, "hi there")
     page.wait_for_selector(".message.assistant:not(.streaming) .markdown ul li")
     answer = page.locator(".message.assistant .markdown").first

@@ -15,6 +15,7 @@ import pytest
 
 from tests.gateway.process import new_conversation, send, share_store, wait_for
 from tests.gateway.web.conftest import WebGateway, answers
+from tests.gateway.web.page_probes import record_streaming
 from tests.store import conftest as store_fixtures
 from vigil.gateway.ownership import PREFIX as CONVERSATION_LEASE
 from vigil.schedule.heartbeat.lease import live_leases
@@ -110,17 +111,6 @@ def _rows(page: Any) -> list[tuple[str, str]]:
         })""")]
 
 
-def _record_streaming(page: Any) -> None:
-    """Keep every text the streaming answer bubble shows (to see it grow token by token)."""
-    page.evaluate("""() => {
-        window.__seen = [];
-        new MutationObserver(() => {
-            const bubble = document.querySelector('.message.assistant.streaming .bubble');
-            if (bubble) window.__seen.push(bubble.textContent);
-        }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});
-    }""")
-
-
 def _wait_for_answer(page: Any, text: str) -> None:
     page.wait_for_function("""(text) => [...document.querySelectorAll('.message.assistant:not(.streaming) .bubble')]
         .some(b => b.textContent === text)""", arg=text)
@@ -160,7 +150,7 @@ def test_a_page_on_one_worker_chats_in_a_conversation_the_other_runs(
     page_a = _open_page(browser, worker_a, conversation)
     for page in (page_a, page_b):
         _wait_for_answer(page, FIRST_ANSWER)
-        _record_streaming(page)
+        record_streaming(page)
     _send(page_b, "second question")
 
     # Both pages see the answer grow token by token and end rendered; A ran the turn.
