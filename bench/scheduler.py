@@ -83,6 +83,8 @@ from vigil.schedule.heartbeat.scheduler import DirectTarget, HeartbeatScheduler
 from vigil.store import SQLiteStore, StoreError
 from vigil.store.records import MetaSwap
 
+from scheduler_workers import NoOpDispatcher  # bench/ is the script's folder, first on sys.path
+
 IDLE_TARGET = 0.02  # of one core
 P99_TARGET = 1.0  # seconds
 CRON_P99_TARGET = 0.1  # seconds, issue 10: cron lateness of the 10,000-job mix
@@ -252,31 +254,18 @@ class HeartbeatRecorder:
         self.fires.record(reservation.due, fired)
 
 
-class CronRunner:
+class CronRunner(NoOpDispatcher):
     """The no-op dispatcher: notes the moment each claim is handed to it (that, minus the due
     time, is the lateness) and records the run as finished ok at once, in a background
     thread that does not hold the scheduler's slot, as a run that takes no time would."""
 
     def __init__(self, repo: CronRepo) -> None:
-        self.repo = repo
+        super().__init__(repo)
         self.fires = Fires()
-        self.pending: set[asyncio.Task[Any]] = set()
 
-    async def __call__(self, claim: Claim) -> RunRecord:
-        handed = time.time()
-        run = claim.record
-        occurrence = run.occurrence if run.occurrence is not None else run.claimed_at
+    def note(self, claim: Claim, occurrence: float, handed: float) -> None:
         kind = "expression" if claim.job.schedule.kind == "cron" else "interval"
         self.fires.record(occurrence, handed, kind, f"{claim.job.name}@{occurrence:.0f}")
-        record = run.finished("ok", self.repo.clock.now())
-        task = asyncio.create_task(asyncio.to_thread(self.repo.finish, claim, record))
-        self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
-        return record
-
-    async def drain(self) -> None:
-        while self.pending:
-            await asyncio.gather(*self.pending, return_exceptions=True)
 
 
 # -- phases ------------------------------------------------------------------------------------

@@ -52,18 +52,22 @@ CHUNK = 1000
 
 # -- the worker process ----------------------------------------------------------------------
 class NoOpDispatcher:
-    """Notes the hand-off time of each claim and records the run finished at once (in a
-    thread, not holding the scheduler's slot), as a run that takes no time would."""
+    """Notes the hand-off time of each claim (:meth:`note`) and records the run finished at
+    once (in a thread, not holding the scheduler's slot), as a run that takes no time would.
+    ``bench/scheduler.py`` uses it too."""
 
     def __init__(self, repo: CronRepo) -> None:
         self.repo = repo
         self.claims: list[tuple[str, float, float]] = []
         self.pending: set[asyncio.Task[Any]] = set()
 
+    def note(self, claim: Claim, occurrence: float, handed: float) -> None:
+        self.claims.append((claim.job.name, occurrence, handed))
+
     async def __call__(self, claim: Claim) -> RunRecord:
         handed = time.time()
         run = claim.record
-        self.claims.append((claim.job.name, run.occurrence if run.occurrence is not None else run.claimed_at, handed))
+        self.note(claim, run.occurrence if run.occurrence is not None else run.claimed_at, handed)
         record = run.finished("ok", self.repo.clock.now())
         task = asyncio.create_task(asyncio.to_thread(self.repo.finish, claim, record))
         self.pending.add(task)
