@@ -13,13 +13,13 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from vigil import safe_files
+from vigil.safe_files import write_atomic
 
 DEFAULT_CHAR_CAP = 8000
 READ_CAP = 4 << 20
@@ -122,20 +122,6 @@ def remove_entry(path: Path, old_text: str) -> str:
         rest = [*lines[: entry.start], *lines[entry.end :]]
         write_atomic(path, "\n".join(rest) + "\n" if rest else "")
         return entry.text
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` via a private temp file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _find_one(path: Path, text: str, old_text: str) -> MemoryEntry:

@@ -1,4 +1,5 @@
-"""Reading the files of a profile (config.yaml, SOUL.md, MEMORY.md, ...) without trusting them.
+"""Reading the files of a profile (config.yaml, SOUL.md, MEMORY.md, ...) without trusting them,
+and replacing one whole (:func:`write_atomic`).
 
 A profile file may be anything a user or a mishap put there: a FIFO (reading it would wait
 forever for a writer), a symlink to ``/dev/zero`` (reading it would never end), a symlink
@@ -11,10 +12,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CappedRead", "UnsafeFile", "check_regular", "describe_kind", "read_bytes", "read_text"]
+__all__ = ["CappedRead", "UnsafeFile", "check_regular", "describe_kind", "read_bytes", "read_text", "write_atomic"]
 
 
 class UnsafeFile(Exception):
@@ -135,3 +137,18 @@ def read_text(path: Path, cap: int, *, what: str = "the file") -> str | None:
     except UnicodeDecodeError as exc:
         line = read.data[: exc.start].count(b"\n") + 1
         raise UnsafeFile(path, f"is not UTF-8 text (an invalid byte on line {line})") from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` via a private (0600) temp file beside it and a rename,
+    so a reader sees the old file or the new one, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

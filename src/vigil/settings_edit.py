@@ -10,14 +10,13 @@ nothing. Edits go through ruamel.yaml's round-trip mode; reading stays with PyYA
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from vigil import yaml_strict
+from vigil.safe_files import write_atomic
 from vigil.config import RENAMED_KEYS, Settings, is_known_key, lookup, read_checked, validate_data, validate_text
 from vigil.config_errors import ConfigError
 from vigil.masking import is_text, printable
@@ -61,7 +60,7 @@ def set_value(path: Path, dotted: str, raw_value: str) -> Settings:
         except ConfigError:
             continue
         if reread == settings:
-            _write_atomically(path, new_text)
+            write_atomic(path, new_text)
             return settings
     raise ConfigError(
         f"{shown_key}: this value would not read back the same from config.yaml; "
@@ -92,7 +91,7 @@ def unset_value(path: Path, dotted: str) -> Settings:
     new_text = _removed_text(path, text, parts)
     if validate_text(new_text, path) != settings:
         raise ConfigError(f"{path}: cannot remove {shown_key} while keeping the file's layout")
-    _write_atomically(path, new_text)
+    write_atomic(path, new_text)
     return settings
 
 
@@ -203,16 +202,3 @@ def _represent_float(representer: Any, value: float) -> Any:
         exponent = exponent if exponent[0] in "+-" else "+" + exponent
         text = f"{mantissa}e{exponent}"
     return representer.represent_scalar("tag:yaml.org,2002:float", text)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".yaml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
