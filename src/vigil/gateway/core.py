@@ -37,7 +37,8 @@ from vigil.gateway.outbox import OutboxSender
 from vigil.gateway.recovery import catch_up
 from vigil.gateway.relay import EventRelay
 from vigil.gateway.claims import Claims
-from vigil.gateway.ownership import Ownership, store_is_shared
+from vigil.gateway.ownership import Ownership
+from vigil.gateway.workers import is_shared
 from vigil.gateway.routing import Router
 from vigil.gateway import fanout, settle, views
 from vigil.gateway.fanout import describe_route
@@ -103,7 +104,7 @@ class Gateway:
         self.leases: LeaseBook = self.heartbeats.leases or LeaseBook(store, self.clock, kind=GATEWAY)
         """This worker's heartbeat leases; their holder token is the worker's id in the store."""
         self.ownership = Ownership(
-            store, self.clock, token=self.leases.token, seconds=self.leases.seconds, shared=store_is_shared(store)
+            store, self.clock, token=self.leases.token, seconds=self.leases.seconds, shared=is_shared(store)
         )
         self.handover = Handover(self)
         self.claims = Claims(self)

@@ -38,12 +38,6 @@ def route_claim(route: RouteKey) -> str:
     return "route:" + json.dumps([route.adapter, route.chat, route.thread, route.user])
 
 
-def store_is_shared(store: SessionStore) -> bool:
-    """Whether several gateways may share ``store`` (PostgreSQL), so conversations need
-    owners; a SQLite store belongs to the one gateway holding the profile's lock."""
-    return type(store).__module__.startswith("vigil.store.postgres")
-
-
 class Ownership:
     """This worker's conversation leases (all methods block: call them in a worker thread)."""
 
