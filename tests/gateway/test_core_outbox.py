@@ -26,7 +26,10 @@ async def test_a_reply_waiting_for_its_retry_keeps_its_place_in_the_chat(make_ga
         await record(adapter, message)
 
     adapter.send = send_refusing_the_first_once  # type: ignore[method-assign]
-    h.fake.queue("first answer", "second answer", "other chat answer")
+    # By content: the two chats' turns run at once, so their model calls come in either order.
+    h.fake.rule(contains="one", reply="first answer")
+    h.fake.rule(contains="two", reply="second answer")
+    h.fake.rule(contains="elsewhere", reply="other chat answer")
     await h.gateway.receive(Inbound(CHAT, "1", "one"))
     await eventually(lambda: refused, what="the first reply refused")
     await h.gateway.receive(Inbound(CHAT, "2", "two"))
