@@ -120,16 +120,20 @@ def test_listing_commands_import_only_what_they_use(
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_one_shot_chat_imports_only_its_own_sdk(
+def test_one_shot_chat_imports_only_what_its_provider_needs(
     provider: str, fake_model: FakeModelServer, vigil_home: Path, tmp_path: Path
 ) -> None:
+    # OpenAI-compatible endpoints are spoken to over httpx alone (vigil.models.openai_wire):
+    # the official SDK's import costs more than the rest of a one-shot chat.
     fake_model.queue("Hello there.")
     ran = run_fresh("chat", "-q", "hello", home=vigil_home, tmp_path=tmp_path, env=_chat_env(fake_model, provider))
     assert ran.code == 0, ran.stderr
     assert ran.stdout == "Hello there.\n"
-    other = "anthropic" if provider == "openai" else "openai"
-    assert ran.loaded(provider)
-    assert ran.loaded(other, "prompt_toolkit", "starlette", "uvicorn", "psycopg", "psycopg_pool") == []
+    sdks = {"openai": (), "anthropic": ("anthropic",)}[provider]
+    assert ran.loaded(*SDKS) == [m for m in ran.loaded(*SDKS) if m.split(".")[0] in sdks]
+    if sdks:
+        assert ran.loaded(*sdks)
+    assert ran.loaded("prompt_toolkit", "starlette", "uvicorn", "psycopg", "psycopg_pool") == []
 
 
 def test_profile_option_works_on_commands_loaded_on_demand(vigil_home: Path, tmp_path: Path) -> None:

@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx2
-import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+import httpx
 
 from vigil.config import ModelSettings
 from vigil.masking import mask_secrets
@@ -23,6 +21,7 @@ from vigil.models.base import (
     ModelStreamInterrupted,
     TextCallback,
 )
+from vigil.models.openai_wire import ChatWire, WireConnectionError, WireError, WireStatusError, WireStreamError
 from vigil.models.retry import (
     Endpoint,
     Retryable,
@@ -42,7 +41,7 @@ from vigil.usage import Usage
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 API_NAME = "OpenAI-compatible"
 
-# What parsing an answer of the wrong shape raises (the SDK builds its models unvalidated).
+# What parsing an answer of the wrong shape raises (answers are read as plain JSON data).
 _SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
 
 
@@ -104,17 +103,26 @@ def usage_from(raw: Any) -> Usage:
     """``Usage`` from an OpenAI ``usage`` object; cached prompt tokens are split out of the input."""
     if raw is None:
         return Usage()
-    prompt = raw.prompt_tokens or 0
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
+    prompt = _count(raw.get("prompt_tokens"))
+    details = raw.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if details else 0
     # OpenRouter reports cache writes here too; they are part of prompt_tokens like cache reads.
-    written = (getattr(details, "cache_write_tokens", None) or 0) if details else 0
+    written = _count(details.get("cache_write_tokens")) if details else 0
     return Usage(
         input_tokens=max(0, prompt - cached - written),
         cache_read_tokens=cached,
         cache_write_tokens=written,
-        output_tokens=raw.completion_tokens or 0,
+        output_tokens=_count(raw.get("completion_tokens")),
     )
+
+
+def _count(value: Any) -> int:
+    """A token count from an answer: a whole number, or 0 when absent."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a token count of type {type(value).__name__}")
+    return int(value)
 
 
 def stop_reason(finish_reason: str | None, has_tool_calls: bool) -> str:
@@ -147,16 +155,17 @@ class _StreamState:
     chunks: int = 0
 
     def add_call_delta(self, delta: Any, position: int) -> None:
-        index = delta.index if getattr(delta, "index", None) is not None else position
+        index = delta.get("index")
+        index = position if index is None else index
         call = self.calls.setdefault(index, _PartialCall())
-        if delta.id:
-            call.id = delta.id
-        function = delta.function
+        if delta.get("id"):
+            call.id = _text(delta["id"])
+        function = delta.get("function")
         if function is not None:
-            if function.name:
-                call.name += function.name
-            if function.arguments:
-                call.arguments.append(function.arguments)
+            if function.get("name"):
+                call.name += _text(function["name"])
+            if function.get("arguments"):
+                call.arguments.append(_text(function["arguments"]))
 
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(
@@ -190,12 +199,7 @@ class OpenAIClient:
         # OpenAI's own models reject max_tokens; most compatible servers only know max_tokens.
         host = urlsplit(self.base_url).hostname or ""
         self._token_limit_field = "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=self.base_url,
-            timeout=settings.timeout,
-            max_retries=0,
-        )
+        self._wire = ChatWire(base_url=self.base_url, api_key=api_key, timeout=settings.timeout)
 
     def request_body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The exact arguments ``complete`` sends for ``request``."""
@@ -219,37 +223,28 @@ class OpenAIClient:
 
         async def attempt() -> list[str]:
             try:
-                page = await self._client.models.list()
-                return [m.id for m in page.data]
-            except openai.APIError as exc:
+                page = await self._wire.get_json("models")
+            except WireError as exc:
                 raise self._translate(exc) from exc
+            try:
+                return [_text(m["id"]) for m in page["data"]]  # type: ignore[index]
+            except _SHAPE_ERRORS as exc:
+                raise self._malformed(f"{describe_cause(exc)} in a model list {dumped(page)}") from exc
 
         return await call_with_retries(attempt, self.retry)
 
     async def aclose(self) -> None:
-        await self._client.close()
-
-    async def _post(self, body: dict[str, Any]) -> Any:
-        """``POST /chat/completions`` through the SDK (its auth, retries of the connection,
-        response and stream parsing), without ``chat.completions.create``'s request
-        transformation: the body is plain JSON already, and walking a long history through
-        the SDK's typed-dict transform cost more CPU than the rest of a gateway turn."""
-        if body.get("stream"):
-            return await self._client.post(
-                "/chat/completions", body=body, cast_to=ChatCompletion, stream=True,
-                stream_cls=openai.AsyncStream[ChatCompletionChunk],
-            )
-        return await self._client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+        await self._wire.aclose()
 
     async def _complete_once(self, body: dict[str, Any]) -> ModelResponse:
         try:
-            completion = await self._post(body)
-        except openai.APIError as exc:
+            completion = await self._wire.post_json("chat/completions", body)
+        except WireError as exc:
             raise self._translate(exc) from exc
         except json.JSONDecodeError as exc:
             raise self._malformed(f"the body is not JSON: {snippet(exc.doc)}") from exc
         if isinstance(completion, str):
-            # The SDK hands back the text of a body that was not JSON (an HTML page, say).
+            # The text of a body that was not JSON (an HTML page, say).
             raise self._malformed(f"HTTP 200 with {snippet(completion)}")
         try:
             return self._response_from(completion)
@@ -257,42 +252,47 @@ class OpenAIClient:
             raise self._malformed(f"{describe_cause(exc)} in {dumped(completion)}") from exc
 
     def _response_from(self, completion: Any) -> ModelResponse:
-        if not completion.choices:
+        if not completion.get("choices"):
             raise self._malformed(f"an answer without choices: {dumped(completion)}")
-        choice = completion.choices[0]
-        message = choice.message
+        choice = completion["choices"][0]
+        message = choice["message"]
         calls = tuple(
-            ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments or "")
-            for i, c in enumerate(message.tool_calls or ())
-            if getattr(c, "function", None) is not None
+            ToolCall(
+                id=_text(c.get("id")) or f"call_{i}",
+                name=_text(c["function"]["name"]),
+                arguments=_text(c["function"].get("arguments")),
+            )
+            for i, c in enumerate(message.get("tool_calls") or ())
+            if c.get("function") is not None
         )
         return ModelResponse(
-            content=message.content or None,
+            content=_text(message.get("content")) or None,
             tool_calls=calls,
-            usage=usage_from(completion.usage),
-            stop_reason=stop_reason(choice.finish_reason, bool(calls)),
-            model=completion.model or self.model,
+            usage=usage_from(completion.get("usage")),
+            stop_reason=stop_reason(choice.get("finish_reason"), bool(calls)),
+            model=_text(completion.get("model")) or self.model,
         )
 
     async def _stream_once(self, body: dict[str, Any], on_text: TextCallback) -> ModelResponse:
         state = _StreamState()
         try:
-            stream = await self._post(body)
-        except openai.APIError as exc:
+            stream = await self._wire.post_stream("chat/completions", body)
+        except WireError as exc:
             raise self._translate(exc) from exc
+        chunk: Any = None
         try:
-            content_type = stream.response.headers.get("content-type", "")
+            content_type = stream.headers.get("content-type", "")
             if content_type.startswith("text/html"):
-                page = await stream.response.aread()
+                page = await stream.read_text()
                 raise self._malformed(f"HTTP 200 with a web page instead of a stream: {snippet(page)}")
-            iterator = stream.__aiter__()
+            iterator = stream.events().__aiter__()
             while True:
                 try:
                     chunk = await iterator.__anext__()
                     texts = self._absorb(chunk, state)
                 except StopAsyncIteration:
                     break
-                except (openai.APIError, httpx2.HTTPError) as exc:
+                except (WireError, httpx.HTTPError) as exc:
                     raise self._stream_failure(exc, state) from exc
                 except json.JSONDecodeError as exc:
                     raise self._stream_failure(exc, state, f"a stream line is not JSON: {snippet(exc.doc)}") from exc
@@ -304,8 +304,8 @@ class OpenAIClient:
                     if inspect.isawaitable(result):
                         await result
         finally:
-            with contextlib.suppress(openai.APIError, httpx2.HTTPError):
-                await stream.close()
+            with contextlib.suppress(httpx.HTTPError):
+                await stream.aclose()
         if state.finish_reason is None:
             if not state.chunks:
                 detail = f"HTTP 200 without a single stream event (content-type {content_type or 'none'!r})"
@@ -327,25 +327,26 @@ class OpenAIClient:
         """Take one chunk into ``state``; returns the text deltas to pass on."""
         state.chunks += 1
         texts: list[str] = []
-        if chunk.model:
-            state.model = chunk.model
-        if getattr(chunk, "usage", None) is not None:
-            state.usage = chunk.usage
-        for choice in chunk.choices or ():
-            if choice.index not in (0, None):
+        if chunk.get("model"):
+            state.model = _text(chunk["model"])
+        if chunk.get("usage") is not None:
+            state.usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if choice.get("index") not in (0, None):
                 continue
-            delta = choice.delta
+            delta = choice.get("delta")
             if delta is not None:
-                for position, call_delta in enumerate(delta.tool_calls or ()):
+                for position, call_delta in enumerate(delta.get("tool_calls") or ()):
                     state.add_call_delta(call_delta, position)
-                if delta.content:
-                    if not isinstance(delta.content, str):
-                        raise TypeError(f"text delta of type {type(delta.content).__name__}")
-                    state.text.append(delta.content)
+                content = delta.get("content")
+                if content:
+                    if not isinstance(content, str):
+                        raise TypeError(f"text delta of type {type(content).__name__}")
+                    state.text.append(content)
                     state.delivered = True
-                    texts.append(delta.content)
-            if choice.finish_reason:
-                state.finish_reason = choice.finish_reason
+                    texts.append(content)
+            if choice.get("finish_reason"):
+                state.finish_reason = _text(choice["finish_reason"])
         return texts
 
     def _malformed(self, detail: str) -> Exception:
@@ -368,24 +369,28 @@ class OpenAIClient:
             return interrupted
         if malformed is not None:
             return self._malformed(malformed)
-        if isinstance(exc, openai.APIStatusError):
+        if isinstance(exc, WireStatusError):
             return self._translate(exc)
-        if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc, WireStreamError):
             # An error event before any text: the provider failed this answer; asking again may work.
             return Retryable(ModelError(f"the model endpoint {self.shown_url} failed: {reason}"))
         return Retryable(interrupted)
 
-    def _translate(self, exc: openai.APIError) -> Exception:
-        if isinstance(exc, openai.APIConnectionError):
-            return connection_failure(
-                exc,
-                self._endpoint,
-                timed_out=isinstance(exc, openai.APITimeoutError),
-                timeout=self.settings.timeout,
-            )
-        if isinstance(exc, openai.APIStatusError):
+    def _translate(self, exc: WireError) -> Exception:
+        if isinstance(exc, WireConnectionError):
+            return connection_failure(exc, self._endpoint, timed_out=exc.timed_out, timeout=self.settings.timeout)
+        if isinstance(exc, WireStatusError):
             message = provider_message(exc.body, exc.message)
-            return status_failure(exc.status_code, message, exc.response.headers, self._endpoint)
+            return status_failure(exc.status_code, message, exc.headers, self._endpoint)
         # An error event inside a stream, or a response that did not parse.
         message = mask_secrets(provider_message(exc.body, exc.message))
         return ModelError(f"the model endpoint {self.shown_url} failed: {message}")
+
+
+def _text(value: Any) -> str:
+    """A string field of an answer: the string, or "" when absent."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"a text field of type {type(value).__name__}")
+    return value

@@ -1,0 +1,163 @@
+"""OpenAI-compatible chat completions over plain HTTP: the request, the JSON answer, the event stream.
+
+vigil sends a body that is plain JSON already and reads answers as plain data, so it needs
+none of the official SDK's typed models; importing them costs more CPU than a whole one-shot
+``vigil chat -q`` is allowed (``bench/startup.py``). This module is the part of the SDK vigil
+used: bearer auth, one POST, the parsed answer or Server-Sent Events, and errors that say
+what went wrong (status and body, a connection that failed, an error event inside a stream).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+
+
+class WireError(Exception):
+    """Something the endpoint answered (or failed to) that is not a usable answer."""
+
+    def __init__(self, message: str, *, body: object = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.body = body
+
+
+class WireStatusError(WireError):
+    """The endpoint answered with an HTTP error status."""
+
+    def __init__(self, status_code: int, body: object, headers: Mapping[str, str]) -> None:
+        super().__init__(f"Error code: {status_code} - {body}", body=body)
+        self.status_code = status_code
+        self.headers = headers
+
+
+class WireConnectionError(WireError):
+    """No answer: the connection was refused, broke, or timed out (``timed_out``)."""
+
+    def __init__(self, cause: BaseException, *, timed_out: bool) -> None:
+        super().__init__("Connection error." if not timed_out else "Request timed out.")
+        self.timed_out = timed_out
+        self.__cause__ = cause
+
+
+class WireStreamError(WireError):
+    """An ``error`` event inside a stream: the provider failed the answer after it began."""
+
+
+def _parsed_body(response: httpx.Response, text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class EventStream:
+    """One streamed answer: ``headers``, then the JSON of each event until ``[DONE]``.
+
+    A ``data:`` line that is not JSON raises ``json.JSONDecodeError``; an event carrying an
+    ``error`` raises ``WireStreamError``; a broken connection raises ``httpx.HTTPError``.
+    """
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.headers = response.headers
+
+    async def read_text(self) -> str:
+        """The rest of the body as text (a web page answered instead of a stream)."""
+        return (await self.response.aread()).decode("utf-8", errors="replace")
+
+    async def events(self) -> AsyncIterator[Any]:
+        event: str | None = None
+        data: list[str] = []
+        async for line in self.response.aiter_lines():
+            if line:
+                field, _, value = line.partition(":")
+                value = value[1:] if value.startswith(" ") else value
+                if field == "data":
+                    data.append(value)
+                elif field == "event":
+                    event = value
+                continue
+            if not data:
+                event = None
+                continue
+            payload = "\n".join(data)
+            data, kind, event = [], event, None
+            if payload.startswith("[DONE]"):
+                return
+            parsed = json.loads(payload)
+            if isinstance(parsed, Mapping) and parsed.get("error") is not None:
+                error = parsed["error"]
+                message = error.get("message") if isinstance(error, Mapping) else None
+                raise WireStreamError(str(message or error), body=error)
+            if kind not in (None, "message", "error"):
+                continue  # an event kind chat completions do not define (a keep-alive, say)
+            yield parsed
+
+    async def aclose(self) -> None:
+        await self.response.aclose()
+
+
+class ChatWire:
+    """An HTTP client for one OpenAI-compatible ``base_url`` with a bearer ``api_key``."""
+
+    def __init__(self, *, base_url: str, api_key: str, timeout: float) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/") + "/",
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+        )
+
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> object:
+        """POST ``body``; the parsed JSON answer, or its text when it is not JSON."""
+        response = await self._send("POST", path, body, stream=False)
+        text = response.text
+        if "json" in response.headers.get("content-type", ""):
+            return json.loads(text)  # a JSON answer that does not parse is malformed, said so
+        return _parsed_body(response, text)
+
+    async def get_json(self, path: str) -> object:
+        """GET ``path``; the parsed JSON answer (or its text)."""
+        response = await self._send("GET", path, None, stream=False)
+        return _parsed_body(response, response.text)
+
+    async def post_stream(self, path: str, body: Mapping[str, Any]) -> EventStream:
+        """POST ``body`` asking for a stream; the caller closes the ``EventStream``."""
+        return EventStream(await self._send("POST", path, body, stream=True))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, method: str, path: str, body: Mapping[str, Any] | None, *, stream: bool) -> httpx.Response:
+        content = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        if stream:
+            headers = {**(headers or {}), "Accept": "text/event-stream"}
+        request = self._http.build_request(method, path.lstrip("/"), content=content, headers=headers)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise WireConnectionError(exc, timed_out=True) from exc
+        except httpx.HTTPError as exc:
+            raise WireConnectionError(exc, timed_out=False) from exc
+        try:
+            if response.status_code >= 400:
+                text = (await response.aread()).decode("utf-8", errors="replace")
+                raise WireStatusError(response.status_code, _parsed_body(response, text), response.headers)
+            if not stream:
+                await response.aread()
+        except httpx.TimeoutException as exc:
+            await response.aclose()
+            raise WireConnectionError(exc, timed_out=True) from exc
+        except httpx.HTTPError as exc:
+            await response.aclose()
+            raise WireConnectionError(exc, timed_out=False) from exc
+        except BaseException:
+            await response.aclose()
+            raise
+        if not stream:
+            await response.aclose()
+        return response
