@@ -391,7 +391,9 @@ class Conversation:
             await attempt.give_back(failed=True)  # held off: tried again later, not at once
             self._refunded(attempt, denied)
             return
-        await self._turn(HEARTBEAT, text, attempt)
+        # The slot this turn fires, kept with its question: one slot, one stored turn.
+        slot = {"due": reservation.due, "reserved_at": heartbeat.last_fire}
+        await self._turn(HEARTBEAT, text, attempt, meta={"heartbeat_slot": slot})
 
     def _refusal(self, session_id: str) -> str | None:
         """Why this conversation may not run the heartbeat of ``session_id`` now (``None``:
