@@ -136,7 +136,8 @@ def save(home: Path, models: list[ModelFile]) -> None:
 
 
 def find(models: list[ModelFile], ref: str) -> ModelFile:
-    """The catalog entry whose path, file name, name or SHA-256 prefix (8+) is ``ref``."""
+    """The catalog entry whose path, file name, name or SHA-256 prefix (8+) is ``ref``; failing
+    those, the one whose file name or name starts with ``ref``, ignoring case ("smollm2")."""
     resolved = os.path.abspath(os.path.expanduser(ref)) if "/" in ref else None
     matches = [
         m
@@ -146,6 +147,12 @@ def find(models: list[ModelFile], ref: str) -> ModelFile:
         or (m.name is not None and m.name == ref)
         or (len(ref) >= 8 and m.sha256.startswith(ref.lower()))
     ]
+    if not matches and ref.strip() and resolved is None:
+        folded = ref.casefold()
+        matches = [
+            m for m in models
+            if Path(m.path).name.casefold().startswith(folded) or (m.name or "").casefold().startswith(folded)
+        ]
     if not matches:
         raise CatalogError(f"no known model matches '{ref}' (see `vigil models list`)")
     if len(matches) > 1:

@@ -40,6 +40,8 @@ def test_add_from_a_package_reads_the_header_and_can_become_the_model(vigil_home
     assert shown["native_tool_calls"] is False and shown["architecture"] == "llama"
     human = run_cli("models", "show", "SmolLM2-135M-Instruct.Q4_1.gguf").output
     assert "context length: 8,192" in human and "read from text" in human
+    # The start of its name or file name, in any case, is enough when it names one model.
+    assert run_cli("models", "show", "smollm2", "--json").output == run_cli("models", "show", added["sha256"][:12], "--json").output
 
     removed = run_cli("models", "remove", "SmolLM2-135M-Instruct.Q4_1.gguf")
     assert removed.exit_code == 0 and "still model.path" in removed.output
