@@ -6,6 +6,7 @@ gateway's side of it. Claiming a conversation another live worker runs gives its
 taker has caught up with what was left unfinished there (:func:`vigil.gateway.recovery.catch_up`)
 every other path of this worker to that conversation waits. Two workers receiving the first
 messages of a platform conversation at once start one session (a short route claim).
+A heartbeat fires only in the worker that holds its conversation (:meth:`Claims.heartbeat_refusal`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from vigil.gateway.handover import Elsewhere
 from vigil.gateway.ownership import route_claim
+from vigil.gateway.recovery import catch_up
 from vigil.store.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
@@ -72,3 +74,23 @@ class Claims:
         done = self._takeovers.pop(session_id, None)
         if done is not None and not done.done():
             done.set_result(None)
+
+    async def heartbeat_refusal(self, live: "LiveConversation", session_id: str) -> str | None:
+        """Why the heartbeat of ``session_id`` may not fire in ``live`` now (``None``: it may):
+        another worker runs the conversation (the heartbeat is handed to it, which adopts
+        it), or the people it answers are not authorized."""
+        gateway = self.gateway
+        elsewhere, taken = await self.claim(session_id)
+        if elsewhere is not None:
+            gateway.heartbeats.disown(session_id)
+            return f"another gateway worker ({elsewhere.worker[:8]}) runs this conversation; its heartbeat moves there"
+        if taken:
+            # Not under the route's lock: a message of that route may be waiting for this
+            # take-over while holding it (the take-over itself keeps everything else out).
+            # What the catch-up queues goes first: the heartbeat's re-check just before it
+            # executes sees the queue and gives the slot back until the conversation is idle.
+            try:
+                await catch_up(gateway, live, live.route)
+            finally:
+                self.taken_over(session_id)
+        return await gateway.authorization.heartbeat_refusal(live, session_id)

@@ -12,7 +12,8 @@ them once at the next start.
 A route leads to its live conversation while that runs (:attr:`Gateway.by_route`), whatever
 the stored route says meanwhile, so messages sent right after ``/new`` or ``/stop`` follow the
 conversation's queue; conversation moves are in :mod:`vigil.gateway.moves`, the fan-out of
-live events in :mod:`vigil.gateway.fanout`, closing idle ones in :mod:`vigil.gateway.idle`.
+live events in :mod:`vigil.gateway.fanout`, closing idle ones in :mod:`vigil.gateway.idle`,
+starting and stopping in :mod:`vigil.gateway.lifecycle`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from vigil.gateway.claims import Claims
 from vigil.gateway.ownership import Ownership
 from vigil.gateway.workers import is_shared
 from vigil.gateway.routing import Router
-from vigil.gateway import fanout, settle, views
+from vigil.gateway import fanout, lifecycle, settle, views
 from vigil.gateway.fanout import describe_route
 from vigil.gateway.idle import IDLE_CLOSE, IdleCloser
 from vigil.models.base import ModelClient
@@ -64,11 +65,6 @@ SOLE_WORKER = "gateway"
 
 FINISH_RETRY_DELAYS: tuple[float, ...] = (0.05, 0.25, 1.0, 4.0, 15.0, 60.0)
 """Real-time pauses between tries to finish an answered inbox entry while the store fails."""
-
-SETTLE_GRACE = 5.0
-"""Seconds the stopping gateway gives the turns that finished to be marked answered and
-their replies queued, before it stops waiting (they are then finished at the next start)."""
-
 
 class Gateway:
     """Implements :class:`~vigil.gateway.adapters.base.GatewayPort` for the running process."""
@@ -223,22 +219,8 @@ class Gateway:
     # -- life cycle -------------------------------------------------------------------------
     async def start(self) -> None:
         """Re-arm heartbeats, answer what a crash left unanswered, start the outbox and the
-        adapters, then take input."""
-        from vigil.gateway.recovery import recover
-
-        self.heartbeats.adopt(self._adopted, self.ownership.adoptable if self.ownership.shared else None)
-        await self.heartbeats.start()
-        armed = len(self.heartbeats.engine)
-        if armed:
-            self.say(f"vigil gateway: {armed} heartbeat(s) armed from the store")
-        self.relay.start()
-        self._accepting = True
-        await recover(self)
-        self.outbox.start()
-        self.idle.start()
-        self.handover.start()
-        for adapter in self.adapters.values():
-            await adapter.start(self)
+        adapters, then take input (see :mod:`vigil.gateway.lifecycle`)."""
+        await lifecycle.start(self)
 
     async def stop(self, grace: float) -> None:
         """Stop taking input, let running turns finish within ``grace`` seconds (then they
@@ -246,53 +228,15 @@ class Gateway:
         a turn that finished is marked answered and its reply sent (or queued) first."""
         self._accepting = False
         self._closing = True
-        await self.idle.stop()
-        for adapter in self.adapters.values():
-            try:
-                await adapter.stop()
-            except Exception:
-                log.exception("adapter %s did not stop cleanly", adapter.name)
-        await self.heartbeats.stop()
-        if self.ownership.shared:
-            # Stopping the heartbeats retired the holder record the conversation leases share:
-            # renew it, so that nobody takes over a turn still finishing here (the hand-over
-            # sweep keeps renewing until the end).
-            try:
-                await asyncio.to_thread(self.ownership.book.keep_alive)
-            except StoreError as exc:
-                log.warning("cannot renew the conversation leases while stopping: %s", exc)
-        lives = self.all_live()
-        for live in lives:
-            live.conversation.drop_queued()
-        running = [live for live in lives if live.conversation.busy]
-        if running:
-            self.say(f"vigil gateway: waiting up to {grace:g} s for {len(running)} running turn(s)")
-            waits = [asyncio.ensure_future(live.conversation.wait_idle()) for live in running]
-            _done, pending = await asyncio.wait(waits, timeout=grace)
-            for task in pending:
-                task.cancel()
-            for live in running:
-                live.conversation.interrupt()
-        settling = [task for task in self._tasks if not task.done()]
-        if settling:
-            await asyncio.wait(settling, timeout=SETTLE_GRACE)
-        for live in self.all_live():
-            await live.close()
-        await self.handover.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        try:
-            await asyncio.wait_for(self.outbox.drain(), 5.0)
-        except (asyncio.TimeoutError, StoreError) as exc:
-            log.warning("outbox not drained at shutdown (sent at the next start): %s", exc)
-        await self.outbox.stop()
-        self.relay.stop()
-        self.bus.close_all()
-        try:
-            await asyncio.to_thread(self.ownership.close)
-        except StoreError as exc:
-            log.warning("cannot release the conversation leases (they lapse by themselves): %s", exc)
+        await lifecycle.stop(self, grace)
+
+    def open_for_input(self) -> None:
+        """From now on ``receive`` takes messages (start-up, once heartbeats are armed)."""
+        self._accepting = True
+
+    def background_tasks(self) -> set[asyncio.Task[Any]]:
+        """The tasks :meth:`spawn` started that are still known (finishing turns, say)."""
+        return self._tasks
 
     def all_live(self) -> list[LiveConversation]:
         """Every live conversation once (one stopped by ``/stop`` is known by its route only)."""
@@ -424,7 +368,7 @@ class Gateway:
     def _newest(self, ref: str) -> str:
         return self.store.newest_continuation(self.store.resolve_session(ref))
 
-    def _adopted(self, session_id: str) -> LiveConversation:
+    def adopted(self, session_id: str) -> LiveConversation:
         """The heartbeat target of a conversation this gateway adopts (its lease was free):
         a live conversation, started when its heartbeat first comes due."""
         live = self.live.get(session_id)
@@ -502,25 +446,6 @@ class Gateway:
             self.failed += 1
         if queued is not None:
             self.outbox.wake()
-
-    async def heartbeat_refusal(self, live: LiveConversation, session_id: str) -> str | None:
-        """Why the heartbeat of ``session_id`` may not fire in ``live`` now (``None``: it may):
-        another worker runs the conversation (the heartbeat is handed to it, which adopts
-        it), or the people it answers are not authorized."""
-        elsewhere, taken = await self.claims.claim(session_id)
-        if elsewhere is not None:
-            self.heartbeats.disown(session_id)
-            return f"another gateway worker ({elsewhere.worker[:8]}) runs this conversation; its heartbeat moves there"
-        if taken:
-            # Not under the route's lock: a message of that route may be waiting for this
-            # take-over while holding it (the take-over itself keeps everything else out).
-            # What the catch-up queues goes first: the heartbeat's re-check just before it
-            # executes sees the queue and gives the slot back until the conversation is idle.
-            try:
-                await catch_up(self, live, live.route)
-            finally:
-                self.claims.taken_over(session_id)
-        return await self.authorization.heartbeat_refusal(live, session_id)
 
     async def publish_heartbeat(self, session_id: str) -> None:
         await fanout.publish_heartbeat(self, session_id)

@@ -68,7 +68,7 @@ class LiveConversation:
         self.conversation = Conversation(self.controller, scheduler=gateway.heartbeats)
         self.conversation.listeners.append(self._on_event)
         self.conversation.on_refund = self._on_refund
-        self.conversation.authorize_heartbeat = lambda sid: gateway.heartbeat_refusal(self, sid)
+        self.conversation.authorize_heartbeat = lambda sid: gateway.claims.heartbeat_refusal(self, sid)
         self.lock = asyncio.Lock()
         """Held while inputs are handed to the queue, so they enter it in the order received."""
         self._started = False
