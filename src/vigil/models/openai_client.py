@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from vigil.config import ModelSettings
 from vigil.masking import mask_secrets
 from vigil.models.base import (
@@ -21,7 +19,14 @@ from vigil.models.base import (
     ModelStreamInterrupted,
     TextCallback,
 )
-from vigil.models.openai_wire import ChatWire, WireConnectionError, WireError, WireStatusError, WireStreamError
+from vigil.models.openai_wire import (
+    ChatWire,
+    TransportError,
+    WireConnectionError,
+    WireError,
+    WireStatusError,
+    WireStreamError,
+)
 from vigil.models.retry import (
     Endpoint,
     Retryable,
@@ -292,7 +297,7 @@ class OpenAIClient:
                     texts = self._absorb(chunk, state)
                 except StopAsyncIteration:
                     break
-                except (WireError, httpx.HTTPError) as exc:
+                except (WireError, TransportError) as exc:
                     raise self._stream_failure(exc, state) from exc
                 except json.JSONDecodeError as exc:
                     raise self._stream_failure(exc, state, f"a stream line is not JSON: {snippet(exc.doc)}") from exc
@@ -304,7 +309,7 @@ class OpenAIClient:
                     if inspect.isawaitable(result):
                         await result
         finally:
-            with contextlib.suppress(httpx.HTTPError):
+            with contextlib.suppress(TransportError):
                 await stream.aclose()
         if state.finish_reason is None:
             if not state.chunks:

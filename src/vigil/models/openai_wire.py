@@ -10,10 +10,19 @@ what went wrong (status and body, a connection that failed, an error event insid
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import httpx
+# httpx's package imports its command-line client (rich.syntax, pygments: ~40 ms of CPU)
+# whenever click and rich are installed, as they are with vigil, which never runs it. A None
+# module entry makes that optional import fail the way httpx expects when they are missing.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+import httpx  # noqa: E402
+
+
+TransportError = httpx.HTTPError
+"""What a connection that breaks while a stream is read raises."""
 
 
 class WireError(Exception):

@@ -14,7 +14,6 @@ from vigil.agent.events import EventCallback
 from vigil.agent.turn import Agent, BeforeExecution, TurnResult
 from vigil.config import Settings
 from vigil.profiles import Profile
-from vigil.runtime.commands import build_registry
 from vigil.runtime.slash import CommandRegistry, CommandReply
 from vigil.schedule.heartbeat.record import Heartbeat
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
@@ -35,12 +34,21 @@ class ConversationController:
     ) -> None:
         self.agent = agent
         self.store: SessionStore = agent.store
-        self.registry = registry or build_registry()
+        self._registry = registry
         self.heartbeats = HeartbeatRepo(agent.store, agent.clock)
         self.cleared_heartbeat: Heartbeat | None = None
         """The heartbeat the last conversation boundary (/new, /resume other, /stop) cleared."""
         self._session_id = session_id
         install_heartbeat_mover(agent, self.heartbeats)
+
+    @property
+    def registry(self) -> CommandRegistry:
+        """The slash commands, built on first use: a one-shot turn never needs them."""
+        if self._registry is None:
+            from vigil.runtime.commands import build_registry
+
+            self._registry = build_registry()
+        return self._registry
 
     # -- ConversationControl ----------------------------------------------------------------
     @property
@@ -122,7 +130,7 @@ class ConversationController:
 
     # -- input ------------------------------------------------------------------------------
     def is_command(self, text: str) -> bool:
-        return self.registry.is_command(text)
+        return (self._registry or CommandRegistry).is_command(text)
 
     async def command(self, text: str) -> CommandReply:
         """Run a slash command typed in this conversation."""

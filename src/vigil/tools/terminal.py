@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from vigil.store.sqlite import SQLiteStore
-from vigil.tools import danger
 from vigil.tools.sandbox import Sandbox, database_files, for_run, protected_homes
 from vigil.tools.base import (
     Tool,
@@ -109,6 +108,8 @@ class TerminalTool(Tool):
         limit = ctx.settings.tools.terminal.timeout
         requested = args.get("timeout")
         timeout = min(float(requested), limit) if requested and requested > 0 else limit
+
+        from vigil.tools import danger  # the command parser: loaded when a command runs
 
         reason = danger.check(command)
         if reason:
