@@ -134,6 +134,9 @@ def test_one_shot_chat_imports_only_what_its_provider_needs(
     if sdks:
         assert ran.loaded(*sdks)
     assert ran.loaded("prompt_toolkit", "starlette", "uvicorn", "psycopg", "psycopg_pool") == []
+    # Nor what a one-shot answer without a tool call never runs: the slash commands, the
+    # command parser of the approval gate, httpx's own command-line client.
+    assert ran.loaded("vigil.runtime.commands", "vigil.tools.shell", "vigil.tools.danger", "pygments") == []
 
 
 def test_profile_option_works_on_commands_loaded_on_demand(vigil_home: Path, tmp_path: Path) -> None:
