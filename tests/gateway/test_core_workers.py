@@ -11,7 +11,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import pytest
 
 from tests.gateway.conftest import RecordingAdapter, _no_sleep, eventually
-from tests.store.conftest import pg_schema, pg_url, postgres_server  # noqa: F401 (fixtures)
+from tests.store.conftest import pg_schema, pg_url, postgres_server, terminate_listeners  # noqa: F401 (fixtures)
 from vigil.config import ModelSettings, Settings
 from vigil.gateway.adapters.base import Inbound
 from vigil.gateway.core import Gateway
@@ -165,19 +165,12 @@ async def test_pages_reload_after_the_workers_lost_their_listening_connection(
 ) -> None:
     import asyncio
 
-    import psycopg
-
     a, b = await workers(lease_seconds=3), await workers(lease_seconds=3)
     first = await a.gateway.receive(Inbound(CHAT, "m1", "one"))
     await eventually(lambda: a.store.gateway.inbox_counts()[ANSWERED] == 1, what="the first answer")
     watch = b.gateway.subscribe(first.session_id)
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        killed = admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = 'vigil listener' AND query LIKE %s",
-            [f'LISTEN "{pg_schema}.%'],
-        ).fetchall()
-    assert killed and all(ok for (ok,) in killed)
+    killed = terminate_listeners(postgres_server, f'LISTEN "{pg_schema}.%')
+    assert killed and all(killed)
     # Whatever was shared while it was cut off is lost: the page is told to reload its history.
     item = await asyncio.wait_for(watch.next(), 15)
     assert item == {"type": "stale", "session_id": first.session_id}

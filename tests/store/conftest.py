@@ -65,6 +65,20 @@ def drop_schema(url: str, schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def terminate_listeners(url: str, listen: str) -> list[bool]:
+    """Cut the store's listening connections whose last statement matches ``listen`` (a LIKE
+    pattern such as ``LISTEN "schema.%``), as a lost connection would; one result each."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'vigil listener' AND query LIKE %s",
+            [listen],
+        ).fetchall()
+    return [ok for (ok,) in rows]
+
+
 @pytest.fixture
 def pg_schema(postgres_server: str) -> Iterator[str]:
     """A schema name no other test uses; dropped (if created) after the test."""

@@ -13,7 +13,7 @@ from vigil.store import SQLiteStore, StoreError
 from vigil.store.notify import MAX_PAYLOAD, Notifications
 from vigil.store.postgres import PostgresStore
 
-from .conftest import drop_schema, with_schema
+from .conftest import drop_schema, terminate_listeners, with_schema
 
 pytestmark = pytest.mark.postgres
 WAIT = 10.0  # a guard against a hang; nothing here is timed
@@ -137,20 +137,12 @@ def test_closing_the_store_sends_what_is_queued_and_stops_the_threads(open_store
 
 
 def test_a_killed_listener_connection_comes_back(open_store, postgres_server: str) -> None:  # type: ignore[no-untyped-def]
-    import psycopg
-
     sender, receiver = open_store(), open_store()
     inbox = Inbox()
     notifications(receiver).subscribe("schedule", inbox)
     channel = notifications(receiver).channel_name("schedule")  # type: ignore[attr-defined]
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        # The listener's last statement was its LISTEN on this test's own schema.
-        killed = admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = 'vigil listener' AND query = %s",
-            [f'LISTEN "{channel}"'],
-        ).fetchall()
-    assert killed == [(True,)]
+    # The listener's last statement was its LISTEN on this test's own schema.
+    assert terminate_listeners(postgres_server, f'LISTEN "{channel}"') == [True]
     assert inbox.reconnects.wait(WAIT)  # listening again: the subscriber may catch up once
     notifications(sender).publish("schedule", "after the outage")
     assert inbox.take(1) == ["after the outage"]

@@ -284,7 +284,6 @@ class OpenAIClient:
             stream = await self._wire.post_stream("chat/completions", body)
         except WireError as exc:
             raise self._translate(exc) from exc
-        chunk: Any = None
         try:
             content_type = stream.headers.get("content-type", "")
             if content_type.startswith("text/html"):

@@ -46,17 +46,16 @@ class WireStatusError(WireError):
 class WireConnectionError(WireError):
     """No answer: the connection was refused, broke, or timed out (``timed_out``)."""
 
-    def __init__(self, cause: BaseException, *, timed_out: bool) -> None:
+    def __init__(self, *, timed_out: bool) -> None:
         super().__init__("Connection error." if not timed_out else "Request timed out.")
         self.timed_out = timed_out
-        self.__cause__ = cause
 
 
 class WireStreamError(WireError):
     """An ``error`` event inside a stream: the provider failed the answer after it began."""
 
 
-def _parsed_body(response: httpx.Response, text: str) -> object:
+def _parsed_body(text: str) -> object:
     try:
         return json.loads(text)
     except ValueError:
@@ -126,12 +125,12 @@ class ChatWire:
         text = response.text
         if "json" in response.headers.get("content-type", ""):
             return json.loads(text)  # a JSON answer that does not parse is malformed, said so
-        return _parsed_body(response, text)
+        return _parsed_body(text)
 
     async def get_json(self, path: str) -> object:
         """GET ``path``; the parsed JSON answer (or its text)."""
         response = await self._send("GET", path, None, stream=False)
-        return _parsed_body(response, response.text)
+        return _parsed_body(response.text)
 
     async def post_stream(self, path: str, body: Mapping[str, Any]) -> EventStream:
         """POST ``body`` asking for a stream; the caller closes the ``EventStream``."""
@@ -146,26 +145,19 @@ class ChatWire:
         if stream:
             headers = {**(headers or {}), "Accept": "text/event-stream"}
         request = self._http.build_request(method, path.lstrip("/"), content=content, headers=headers)
+        response: httpx.Response | None = None
         try:
             response = await self._http.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise WireConnectionError(exc, timed_out=True) from exc
-        except httpx.HTTPError as exc:
-            raise WireConnectionError(exc, timed_out=False) from exc
-        try:
             if response.status_code >= 400:
                 text = (await response.aread()).decode("utf-8", errors="replace")
-                raise WireStatusError(response.status_code, _parsed_body(response, text), response.headers)
+                raise WireStatusError(response.status_code, _parsed_body(text), response.headers)
             if not stream:
                 await response.aread()
-        except httpx.TimeoutException as exc:
-            await response.aclose()
-            raise WireConnectionError(exc, timed_out=True) from exc
-        except httpx.HTTPError as exc:
-            await response.aclose()
-            raise WireConnectionError(exc, timed_out=False) from exc
-        except BaseException:
-            await response.aclose()
+        except BaseException as exc:
+            if response is not None:
+                await response.aclose()
+            if isinstance(exc, httpx.HTTPError):
+                raise WireConnectionError(timed_out=isinstance(exc, httpx.TimeoutException)) from exc
             raise
         if not stream:
             await response.aclose()
