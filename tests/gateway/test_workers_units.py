@@ -263,3 +263,35 @@ def test_a_postgresql_store_is_shared(pg_url: str) -> None:
         assert is_shared(store)
     finally:
         store.close()
+
+
+# -- conversation leases ---------------------------------------------------------------------
+
+def test_a_conversation_claimed_while_the_leases_are_renewed_is_not_let_go(store: SQLiteStore, clock: FakeClock) -> None:
+    """The renewal runs in a worker thread while a message claims a conversation in another:
+    the one just claimed must not read as taken over by someone else (the worker would close
+    it under the turn it was starting)."""
+    from vigil.gateway.ownership import Ownership
+
+    ours = Ownership(store, clock, token="a" * 16, seconds=30, shared=True)
+    other = Ownership(store, clock, token="b" * 16, seconds=30, shared=True)
+    assert ours.claim("first") is None
+    renew_reads = ours.book._read
+    claimed_meanwhile: list[object] = []
+
+    def read_while_a_message_claims(session_ids: list[str]) -> Any:
+        ours.book._read = renew_reads  # type: ignore[method-assign]
+        claimed_meanwhile.append(ours.claim("second"))  # the message's thread, mid-renewal
+        return renew_reads(session_ids)
+
+    ours.book._read = read_while_a_message_claims  # type: ignore[method-assign]
+    assert ours.still_held() == set()
+    assert claimed_meanwhile == [None] and ours.held == {"first", "second"}
+    assert ours.still_held() == set() and ours.held == {"first", "second"}
+    elsewhere = other.claim("second")
+    assert elsewhere is not None and elsewhere.token == "a" * 16
+
+    # A conversation really taken over (our lease lapsed while this worker stalled) is lost.
+    later(clock, 31)
+    assert other.claim("first") is None
+    assert ours.still_held() == {"first"} and ours.held == {"second"}

@@ -53,6 +53,7 @@ class Handover:
         self._sweep_due = False
         self._unsubscribe: Callable[[], None] | None = None
         self._notifications: Any = None
+        self._letting_go: set[str] = set()
         self.taken_over = 0
         """Entries this worker answered for a conversation it took over or was handed."""
 
@@ -142,7 +143,7 @@ class Handover:
         gateway = self.gateway
         lost = await asyncio.to_thread(gateway.ownership.still_held)
         for session_id in lost:
-            await self._let_go(session_id)
+            self._let_go_soon(session_id)
         entries = await asyncio.to_thread(gateway.store.gateway.inbox_unfinished, limit=SWEEP_LIMIT)
         handled = 0
         for entry in entries:
@@ -173,14 +174,39 @@ class Handover:
         self.taken_over += handled
         return handled
 
+    def _let_go_soon(self, session_id: str) -> None:
+        """Let go of ``session_id`` in a task of its own: waiting for its turn to end must
+        not hold up the sweeps, which answer what the other conversations are owed."""
+        if session_id in self._letting_go:
+            return
+        self._letting_go.add(session_id)
+
+        async def let_go() -> None:
+            try:
+                await self._let_go(session_id)
+            finally:
+                self._letting_go.discard(session_id)
+        self.gateway.spawn(let_go())
+
     async def _let_go(self, session_id: str) -> None:
-        """Another worker runs ``session_id`` now: close it here once its turn is over."""
+        """Another worker runs ``session_id`` now: close it here once it is idle, with no
+        message being handed to it (under its routes' locks), unless this worker has taken it
+        back meanwhile (a message claimed it again once the other worker's lease lapsed)."""
         gateway = self.gateway
         live = gateway.live.get(session_id)
         if live is None:
             return
         gateway.say(f"vigil gateway: conversation {session_id[:8]} is run by another worker now")
-        await live.conversation.wait_idle()
-        async with gateway.routes_held(live):
-            gateway.forget(live)
-            await live.close()
+        while True:
+            await live.conversation.wait_idle()
+            async with gateway.routes_held(live):
+                if live.closed or gateway.live.get(session_id) is not live:
+                    return
+                if session_id in gateway.ownership.held:
+                    gateway.say(f"vigil gateway: conversation {session_id[:8]} is back in this worker")
+                    return
+                if live.conversation.idle:
+                    gateway.forget(live)
+                    await live.close()
+                    return
+            # a message was handed to it while the locks were awaited: let that one finish

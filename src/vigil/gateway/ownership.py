@@ -73,9 +73,12 @@ class Ownership:
             if self.shared:
                 self.book.keep_alive()
             return set()
-        ours = self.book.renew(self.held)
-        lost = self.held - ours
-        self.held &= ours
+        # A snapshot: a conversation claimed (in another thread) while the renewal runs is
+        # not in it, and must not read as lost.
+        renewing = set(self.held)
+        ours = self.book.renew(renewing)
+        lost = renewing - ours
+        self.held -= lost
         return lost
 
     def elsewhere(self, session_ids: list[str]) -> dict[str, Lease]:
