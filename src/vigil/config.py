@@ -12,19 +12,14 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-import annotated_types
-import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
-
-from vigil import yaml_strict
 from vigil.config_errors import ConfigError
 from vigil.gateway_settings import GatewaySettings
 from vigil.platform_settings import SlackSettings, TelegramSettings
 from vigil.masking import mask_secrets, printable
 from vigil.safe_files import UnsafeFile, read_text
+from vigil.settings_schema import Problem, Section, SettingsInvalid, Spec, ValueProblem, setting, validates
 from vigil.store_location import store_location
 from vigil.tool_names import BUILTIN_TOOL_NAMES
 
@@ -45,10 +40,6 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
-
-
 def _text(value: str | None, what: str) -> str | None:
     """Refuse control characters (a pasted newline or NUL) in a one-line setting."""
     if value is not None and _CONTROL.search(value):
@@ -56,66 +47,66 @@ def _text(value: str | None, what: str) -> str | None:
     return value
 
 
-class LocalModelSettings(_Section):
+class LocalModelSettings(Section):
     """The in-process llama.cpp engine of ``model.provider: local`` (``pip install 'vigil[local]'``)."""
 
-    threads: int = Field(0, ge=0, le=1024, description="CPU threads for the engine (0: every core)")
-    context: int = Field(
+    threads: int = setting(0, ge=0, le=1024, description="CPU threads for the engine (0: every core)")
+    context: int = setting(
         8192, ge=512, le=1_048_576, description="tokens of context per slot (model.context_window follows it)"
     )
-    slots: int = Field(1, ge=1, le=64, description="conversations the engine serves at the same time")
-    shared: bool = Field(
+    slots: int = setting(1, ge=1, le=64, description="conversations the engine serves at the same time")
+    shared: bool = setting(
         False,
         description="one engine per profile in its own process, reused by every vigil process "
         "(the prompt cache survives a restart of vigil)",
     )
-    idle_stop: float = Field(
+    idle_stop: float = setting(
         900.0, gt=0, le=604_800, allow_inf_nan=False, description="seconds a shared engine waits idle before it stops"
     )
 
 
-class ModelSettings(_Section):
+class ModelSettings(Section):
     """Which model to talk to and how."""
 
-    provider: Literal["openai", "anthropic", "local"] | None = Field(
+    provider: Literal["openai", "anthropic", "local"] | None = setting(
         None,
         description="API style: openai (any OpenAI-compatible endpoint), anthropic, or local "
         "(a GGUF file run inside vigil)",
     )
-    name: str | None = Field(None, max_length=256, description="model name sent to the provider")
-    base_url: str | None = Field(
+    name: str | None = setting(None, max_length=256, description="model name sent to the provider")
+    base_url: str | None = setting(
         None, max_length=2048, description="endpoint URL (default: the provider's own)"
     )
-    api_key_env: str | None = Field(
+    api_key_env: str | None = setting(
         None, description="environment variable holding the API key (default per provider)"
     )
-    api_key: str | None = Field(None, max_length=4096, description="API key (prefer api_key_env)")
-    context_window: int = Field(
+    api_key: str | None = setting(None, max_length=4096, description="API key (prefer api_key_env)")
+    context_window: int = setting(
         128_000, ge=1024, le=100_000_000, description="tokens the model accepts"
     )
-    max_output_tokens: int = Field(4096, ge=1, le=10_000_000, description="answer length limit")
-    temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)
-    timeout: float = Field(
+    max_output_tokens: int = setting(4096, ge=1, le=10_000_000, description="answer length limit")
+    temperature: float | None = setting(None, ge=0, le=2, allow_inf_nan=False)
+    timeout: float = setting(
         120.0, gt=0, le=86_400, allow_inf_nan=False, description="seconds per request"
     )
-    max_retries: int = Field(3, ge=0, le=10, description="retries on 429/5xx/connection errors")
-    cache_ttl: Literal["5m", "1h"] = Field("5m", description="Anthropic prompt cache lifetime")
-    path: str | None = Field(
+    max_retries: int = setting(3, ge=0, le=10, description="retries on 429/5xx/connection errors")
+    cache_ttl: Literal["5m", "1h"] = setting("5m", description="Anthropic prompt cache lifetime")
+    path: str | None = setting(
         None, max_length=4096, description="GGUF model file for provider local (or VIGIL_LOCAL_MODEL)"
     )
-    local: LocalModelSettings = Field(default_factory=LocalModelSettings)
-    text_tool_calls: Literal["auto", "on", "off"] = Field(
+    local: LocalModelSettings = setting(default_factory=LocalModelSettings)
+    text_tool_calls: Literal["auto", "on", "off"] = setting(
         "auto",
         description="turn tool calls the model writes as text into real ones: auto (a local model "
         "whose chat template has no native tool calls), on (any endpoint), off",
     )
 
-    @field_validator("name", "api_key")
+    @validates("name", "api_key")
     @classmethod
     def _one_line(cls, value: str | None) -> str | None:
         return _text(value, "the value")
 
-    @field_validator("path")
+    @validates("path")
     @classmethod
     def _model_file(cls, value: str | None) -> str | None:
         if not value:
@@ -131,7 +122,7 @@ class ModelSettings(_Section):
             return self.local.context
         return self.context_window
 
-    @field_validator("base_url")
+    @validates("base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if not value:
@@ -146,7 +137,7 @@ class ModelSettings(_Section):
             )
         return value
 
-    @field_validator("api_key_env")
+    @validates("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
         if value is not None and not _ENV_NAME.match(value):
@@ -157,11 +148,11 @@ class ModelSettings(_Section):
         return value
 
 
-class AgentSettings(_Section):
+class AgentSettings(Section):
     """The tool loop and compression."""
 
-    max_iterations: int = Field(30, ge=1, le=500, description="model calls allowed per turn")
-    compression_threshold: float = Field(
+    max_iterations: int = setting(30, ge=1, le=500, description="model calls allowed per turn")
+    compression_threshold: float = setting(
         0.75,
         gt=0.1,
         lt=1.0,
@@ -170,40 +161,45 @@ class AgentSettings(_Section):
     )
 
 
-class TerminalSettings(_Section):
+class TerminalSettings(Section):
     """The terminal tool: limits, and the sandbox for commands nobody is there to approve."""
 
-    timeout: float = Field(
+    timeout: float = setting(
         120.0, gt=0, le=86_400, allow_inf_nan=False, description="seconds before a command is killed"
     )
-    output_cap: int = Field(20_000, ge=256, le=10_000_000, description="characters of output kept")
-    sandbox: Literal["unattended", "always", "never"] = Field(
+    output_cap: int = setting(20_000, ge=256, le=10_000_000, description="characters of output kept")
+    sandbox: Literal["unattended", "always", "never"] = setting(
         "unattended",
         description="run commands in a bubblewrap sandbox: in unattended runs (cron, heartbeats, "
         "-q without a terminal), always, or never",
     )
-    network: bool = Field(True, description="whether sandboxed commands may use the network")
+    network: bool = setting(True, description="whether sandboxed commands may use the network")
 
 
-def _known_tool(name: str) -> str:
-    if name not in BUILTIN_TOOL_NAMES:
-        raise ValueError(
-            f"unknown tool '{printable(name)}' (known tools: {', '.join(BUILTIN_TOOL_NAMES)})"
-        )
-    return name
+def _known_tools(names: list[str]) -> list[str]:
+    for index, name in enumerate(names):
+        if name not in BUILTIN_TOOL_NAMES:
+            raise ValueProblem(
+                f"unknown tool '{printable(name)}' (known tools: {', '.join(BUILTIN_TOOL_NAMES)})", at=(index,)
+            )
+    return names
 
 
-class ToolSettings(_Section):
+class ToolSettings(Section):
     """Built-in tools."""
 
-    enabled: list[Annotated[str, AfterValidator(_known_tool)]] | None = Field(
+    enabled: list[str] | None = setting(
         None, max_length=100, description="tool names to offer (default: all)"
     )
-    terminal: TerminalSettings = Field(default_factory=TerminalSettings)
+    terminal: TerminalSettings = setting(default_factory=TerminalSettings)
 
-    @model_validator(mode="before")
+    @validates("enabled")
     @classmethod
-    def _legacy_terminal_keys(cls, data: Any) -> Any:
+    def _known(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else _known_tools(value)
+
+    @classmethod
+    def prepare(cls, data: Any) -> Any:
         """``terminal_timeout`` / ``terminal_output_cap`` predate the ``terminal`` section."""
         if isinstance(data, dict) and ("terminal_timeout" in data or "terminal_output_cap" in data):
             data = dict(data)
@@ -216,24 +212,24 @@ class ToolSettings(_Section):
         return data
 
 
-class PromptSettings(_Section):
+class PromptSettings(Section):
     """System prompt building."""
 
-    max_file_chars: int = Field(20_000, ge=256, le=1_000_000, description="cap per source file")
-    context_files: bool = Field(True, description="include AGENTS.md and friends")
+    max_file_chars: int = setting(20_000, ge=256, le=1_000_000, description="cap per source file")
+    context_files: bool = setting(True, description="include AGENTS.md and friends")
 
 
-class StoreSettings(_Section):
+class StoreSettings(Section):
     """Where sessions are kept."""
 
-    url: str | None = Field(
+    url: str | None = setting(
         None,
         max_length=4096,
         description="postgresql://... to use PostgreSQL, or an absolute path / sqlite:///path "
         "for an SQLite file; empty = state.db in the profile",
     )
 
-    @field_validator("url")
+    @validates("url")
     @classmethod
     def _known_store(cls, value: str | None) -> str | None:
         if not value:
@@ -242,22 +238,22 @@ class StoreSettings(_Section):
         return value
 
 
-class Settings(_Section):
+class Settings(Section):
     """The whole validated config.yaml of a profile."""
 
-    model: ModelSettings = Field(default_factory=ModelSettings)
-    agent: AgentSettings = Field(default_factory=AgentSettings)
-    tools: ToolSettings = Field(default_factory=ToolSettings)
-    prompt: PromptSettings = Field(default_factory=PromptSettings)
-    store: StoreSettings = Field(default_factory=StoreSettings)
-    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
-    slack: SlackSettings = Field(default_factory=SlackSettings)
-    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
-    timezone: str | None = Field(
+    model: ModelSettings = setting(default_factory=ModelSettings)
+    agent: AgentSettings = setting(default_factory=AgentSettings)
+    tools: ToolSettings = setting(default_factory=ToolSettings)
+    prompt: PromptSettings = setting(default_factory=PromptSettings)
+    store: StoreSettings = setting(default_factory=StoreSettings)
+    gateway: GatewaySettings = setting(default_factory=GatewaySettings)
+    slack: SlackSettings = setting(default_factory=SlackSettings)
+    telegram: TelegramSettings = setting(default_factory=TelegramSettings)
+    timezone: str | None = setting(
         None, max_length=128, description="IANA zone for schedules (default: system)"
     )
 
-    @field_validator("timezone")
+    @validates("timezone")
     @classmethod
     def _known_zone(cls, value: str | None) -> str | None:
         if value is not None:
@@ -304,8 +300,8 @@ def validate_data(data: dict[str, Any]) -> Settings:
     """Validate a mapping that has no file yet (an edit about to be written)."""
     try:
         return Settings.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc.errors()[0])) from None
+    except SettingsInvalid as exc:
+        raise ConfigError(_describe(exc.problems[0])) from None
 
 
 def is_known_key(dotted: str) -> bool:
@@ -323,6 +319,12 @@ def _read_file(path: Path) -> str:
 
 
 def _parse(text: str, path: Path) -> dict[str, Any]:
+    if not text.strip(" \r\n"):
+        return {}  # no file (or a blank one): the YAML parser is not even loaded
+    import yaml
+
+    from vigil import yaml_strict
+
     try:
         data = yaml_strict.load(text)
     except yaml.YAMLError as exc:
@@ -337,59 +339,62 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
 def _validate(data: dict[str, Any], path: Path, text: str) -> Settings:
     try:
         return Settings.model_validate(data)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = tuple(error["loc"])
-        line = yaml_strict.line_of(text, loc)
+    except SettingsInvalid as exc:
+        from vigil import yaml_strict
+
+        error = exc.problems[0]
+        line = yaml_strict.line_of(text, error.loc)
         where = f"{path}:{line}" if line else str(path)
-        more = len(exc.errors()) - 1
+        more = len(exc.problems) - 1
         suffix = f" (and {more} more problem(s))" if more else ""
         raise ConfigError(f"{where}: {_describe(error)}{suffix}") from None
 
 
-def _describe(error: Any) -> str:
-    """One pydantic error as ``dotted.key: reason (allowed: ...)``."""
-    loc = tuple(error["loc"])
+def _describe(error: Problem) -> str:
+    """One problem as ``dotted.key: reason (allowed: ...)``."""
+    loc = error.loc
     dotted = ".".join(printable(str(part)) for part in loc)
-    if error["type"] == "extra_forbidden":
+    if error.type == "extra_forbidden":
         return f"unknown setting '{dotted}' (see `vigil config show`)"
-    if error["type"] == "invalid_key":
+    if error.type == "invalid_key":
         return f"{dotted}: setting names must be text"
-    message = str(error["msg"]).removeprefix("Value error, ")
-    if error["type"] in ("int_type", "float_type") and isinstance(error.get("input"), bool):
+    message = error.msg.removeprefix("Value error, ")
+    if error.type in ("int_type", "float_type") and isinstance(error.input, bool):
         message = "true/false is not a number"
     allowed = _allowed(loc)
     return f"{dotted}: {message}" + (f" (allowed: {allowed})" if allowed else "")
 
 
-def _field(loc: tuple[Any, ...]) -> FieldInfo | None:
-    model: Any = Settings
-    info: FieldInfo | None = None
+def _field(loc: tuple[Any, ...]) -> Spec | None:
+    section: type[Section] | None = Settings
+    spec: Spec | None = None
     for part in loc:
-        fields = getattr(model, "model_fields", None)
-        if not isinstance(part, str) or fields is None or part not in fields:
+        specs = section.specs() if section is not None else None
+        if not isinstance(part, str) or specs is None or part not in specs:
             return None
-        info = fields[part]
-        model = info.annotation
-    return info
+        spec = specs[part]
+        section = spec.section
+    return spec
 
 
 def _allowed(loc: tuple[Any, ...]) -> str:
     """The range a numeric setting accepts, in words (``""`` for other settings)."""
-    info = _field(loc)
-    if info is None or info.annotation not in (int, float, float | None, int | None):
+    spec = _field(loc)
+    if spec is None or spec.base not in (int, float):
         return ""
-    kind = "a whole number" if info.annotation in (int, int | None) else "a number"
+    kind = "a whole number" if spec.base is int else "a number"
     low = high = ""
-    for rule in info.metadata:
-        if isinstance(rule, annotated_types.Ge):
-            low = f"from {rule.ge:,}"
-        elif isinstance(rule, annotated_types.Gt):
-            low = f"above {rule.gt:,}"
-        elif isinstance(rule, annotated_types.Le):
-            high = f"to {rule.le:,}" if low.startswith("from") else f"at most {rule.le:,}"
-        elif isinstance(rule, annotated_types.Lt):
-            high = f"below {rule.lt:,}"
+    for rule, bound in (("ge", spec.ge), ("gt", spec.gt), ("le", spec.le), ("lt", spec.lt)):
+        if bound is None:
+            continue
+        if rule == "ge":
+            low = f"from {bound:,}"
+        elif rule == "gt":
+            low = f"above {bound:,}"
+        elif rule == "le":
+            high = f"to {bound:,}" if low.startswith("from") else f"at most {bound:,}"
+        else:
+            high = f"below {bound:,}"
     bounds = " ".join(part for part in (low, high) if part)
     if low and high and not low.startswith("from"):
         bounds = f"{low} and {high}"

@@ -1,4 +1,4 @@
-"""The config error, apart from the config models: the CLI catches it without importing pydantic."""
+"""The config error, apart from the config models: the CLI catches it without loading them."""
 
 from __future__ import annotations
 

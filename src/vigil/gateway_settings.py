@@ -4,26 +4,21 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from vigil.settings_schema import Section, setting, validates
 
 
-class _Strict(BaseModel):
-    # The same rules as every config section: unknown keys and loose types are errors.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
-
-
-class WebSettings(_Strict):
+class WebSettings(Section):
     """The gateway's HTTP server: the web chat, webhooks, /healthz and /metrics."""
 
-    host: str = Field(
+    host: str = setting(
         "127.0.0.1",
         max_length=255,
         description="address to listen on; anything but loopback also needs --bind on the command line",
     )
-    port: int = Field(8787, ge=1, le=65_535, description="port of the web chat and webhooks")
-    enabled: bool = Field(True, description="serve the web chat")
+    port: int = setting(8787, ge=1, le=65_535, description="port of the web chat and webhooks")
+    enabled: bool = setting(True, description="serve the web chat")
 
-    @field_validator("host")
+    @validates("host")
     @classmethod
     def _one_word(cls, value: str) -> str:
         if not value or any(ch.isspace() or ord(ch) < 32 for ch in value):
@@ -31,28 +26,28 @@ class WebSettings(_Strict):
         return value
 
 
-class GatewaySettings(_Strict):
+class GatewaySettings(Section):
     """The long-running process (``vigil gateway run``)."""
 
-    web: WebSettings = Field(default_factory=WebSettings)
-    busy: Literal["queue", "interrupt"] = Field(
+    web: WebSettings = setting(default_factory=WebSettings)
+    busy: Literal["queue", "interrupt"] = setting(
         "queue", description="a message arriving during a turn waits (queue) or stops the turn (interrupt)"
     )
-    stop_timeout: float = Field(
+    stop_timeout: float = setting(
         30.0, ge=0, le=3_600, allow_inf_nan=False,
         description="seconds running turns may take to finish on SIGTERM before they are interrupted",
     )
-    approval_timeout: float = Field(
+    approval_timeout: float = setting(
         120.0, gt=0, le=86_400, allow_inf_nan=False,
         description="seconds to wait for a dangerous command's approval; no answer means denied",
     )
-    upload_max_bytes: int = Field(
+    upload_max_bytes: int = setting(
         25 * 1024 * 1024, ge=1, le=2**34, description="largest file accepted into a conversation's working directory"
     )
-    outbox_attempts: int = Field(
+    outbox_attempts: int = setting(
         8, ge=1, le=100, description="tries to deliver a reply before it is marked failed"
     )
-    lease_seconds: float = Field(
+    lease_seconds: float = setting(
         30.0, ge=1, le=600, allow_inf_nan=False,
         description=(
             "with several gateways on one PostgreSQL store: how long a dead worker's conversations, "

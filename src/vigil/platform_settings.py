@@ -10,16 +10,11 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from vigil.settings_schema import Section, setting, validates
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _USER_ID = re.compile(r"^[A-Za-z0-9_.@:+-]{1,64}$")
 _SLASH_NAME = re.compile(r"^/?[a-z0-9][a-z0-9_-]{0,31}$")
-
-
-class _Strict(BaseModel):
-    # The same rules as every config section: unknown keys and loose types are errors.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
 def _env_name(value: str) -> str:
@@ -43,40 +38,40 @@ def _http_url(value: str | None) -> str | None:
     return value.rstrip("/")
 
 
-class SlackSettings(_Strict):
+class SlackSettings(Section):
     """The Slack adapter (``pip install 'vigil[slack]'``)."""
 
-    enabled: bool = Field(False, description="serve Slack (Events API at /slack/events, or Socket Mode)")
-    api_url: str | None = Field(
+    enabled: bool = setting(False, description="serve Slack (Events API at /slack/events, or Socket Mode)")
+    api_url: str | None = setting(
         None, max_length=2048, description="base URL of the Slack Web API (default https://slack.com/api)"
     )
-    command: str = Field("/vigil", max_length=33, description="the app's slash command that carries vigil's commands")
-    allow: list[str] = Field(default_factory=list, max_length=10_000, description="Slack user ids allowed to talk to the agent")
-    socket_mode: bool = Field(False, description="connect out over Socket Mode instead of receiving HTTP events")
-    bot_token_env: str = Field("SLACK_BOT_TOKEN", max_length=128, description="environment variable holding the bot token (xoxb-...)")
-    signing_secret_env: str = Field(
+    command: str = setting("/vigil", max_length=33, description="the app's slash command that carries vigil's commands")
+    allow: list[str] = setting(default_factory=list, max_length=10_000, description="Slack user ids allowed to talk to the agent")
+    socket_mode: bool = setting(False, description="connect out over Socket Mode instead of receiving HTTP events")
+    bot_token_env: str = setting("SLACK_BOT_TOKEN", max_length=128, description="environment variable holding the bot token (xoxb-...)")
+    signing_secret_env: str = setting(
         "SLACK_SIGNING_SECRET", max_length=128, description="environment variable holding the request signing secret"
     )
-    app_token_env: str = Field(
+    app_token_env: str = setting(
         "SLACK_APP_TOKEN", max_length=128, description="environment variable holding the app-level token (xapp-...) for Socket Mode"
     )
 
-    @field_validator("bot_token_env", "signing_secret_env", "app_token_env")
+    @validates("bot_token_env", "signing_secret_env", "app_token_env")
     @classmethod
     def _env(cls, value: str) -> str:
         return _env_name(value)
 
-    @field_validator("allow")
+    @validates("allow")
     @classmethod
     def _allow(cls, value: list[str]) -> list[str]:
         return _user_ids(value)
 
-    @field_validator("api_url")
+    @validates("api_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         return _http_url(value)
 
-    @field_validator("command")
+    @validates("command")
     @classmethod
     def _slash(cls, value: str) -> str:
         if not _SLASH_NAME.match(value):
@@ -84,35 +79,35 @@ class SlackSettings(_Strict):
         return value if value.startswith("/") else "/" + value
 
 
-class TelegramSettings(_Strict):
+class TelegramSettings(Section):
     """The Telegram adapter (``pip install 'vigil[telegram]'``)."""
 
-    enabled: bool = Field(False, description="serve Telegram")
-    api_url: str | None = Field(
+    enabled: bool = setting(False, description="serve Telegram")
+    api_url: str | None = setting(
         None, max_length=2048, description="base URL of the Bot API (default https://api.telegram.org)"
     )
-    allow: list[str] = Field(default_factory=list, max_length=10_000, description="Telegram user ids allowed to talk to the agent")
-    mode: Literal["polling", "webhook"] = Field("polling", description="long polling, or a webhook at /telegram/webhook")
-    webhook_url: str | None = Field(
+    allow: list[str] = setting(default_factory=list, max_length=10_000, description="Telegram user ids allowed to talk to the agent")
+    mode: Literal["polling", "webhook"] = setting("polling", description="long polling, or a webhook at /telegram/webhook")
+    webhook_url: str | None = setting(
         None, max_length=2048, description="public URL Telegram posts updates to (mode: webhook)"
     )
-    group_per_user: bool = Field(True, description="in a group, each person has their own conversation")
-    token_env: str = Field("TELEGRAM_BOT_TOKEN", max_length=128, description="environment variable holding the bot token")
-    webhook_secret_env: str = Field(
+    group_per_user: bool = setting(True, description="in a group, each person has their own conversation")
+    token_env: str = setting("TELEGRAM_BOT_TOKEN", max_length=128, description="environment variable holding the bot token")
+    webhook_secret_env: str = setting(
         "TELEGRAM_WEBHOOK_SECRET", max_length=128, description="environment variable holding the webhook secret token"
     )
 
-    @field_validator("token_env", "webhook_secret_env")
+    @validates("token_env", "webhook_secret_env")
     @classmethod
     def _env(cls, value: str) -> str:
         return _env_name(value)
 
-    @field_validator("allow")
+    @validates("allow")
     @classmethod
     def _allow(cls, value: list[str]) -> list[str]:
         return _user_ids(value)
 
-    @field_validator("api_url", "webhook_url")
+    @validates("api_url", "webhook_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         return _http_url(value)

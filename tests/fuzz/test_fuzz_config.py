@@ -44,11 +44,11 @@ timezone: Europe/Berlin
 
 
 def _dotted_keys(model: Any = Settings, prefix: str = "") -> Iterator[str]:
-    for name, info in model.model_fields.items():
+    for name, spec in model.specs().items():
         key = f"{prefix}{name}"
         yield key
-        if isinstance(info.annotation, type) and hasattr(info.annotation, "model_fields"):
-            yield from _dotted_keys(info.annotation, key + ".")
+        if spec.section is not None:
+            yield from _dotted_keys(spec.section, key + ".")
 
 
 VALID_KEYS = sorted(_dotted_keys())
