@@ -12,9 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
-from vigil import yaml_strict
 from vigil.safe_files import UnsafeFile, read_text
 
 log = logging.getLogger(__name__)
@@ -142,6 +140,10 @@ def parse_front_matter(text: str) -> tuple[dict[str, object], str]:
             break
     else:
         raise FrontMatterError("the front matter opened with '---' is never closed")
+    import yaml  # only once a skill's front matter is read
+
+    from vigil import yaml_strict
+
     try:
         data = yaml_strict.load(raw)
     except yaml.YAMLError as exc:

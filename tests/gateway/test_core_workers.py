@@ -153,7 +153,8 @@ async def test_a_watcher_on_one_worker_sees_the_turn_another_worker_runs_stream(
         seen.append(item)
     assert first.session_id not in b.gateway.live  # the turn ran on A
     deltas = "".join(item.get("text") or "" for item in seen if item["type"] == "delta")
-    assert deltas == "streamed in many small pieces" and len([i for i in seen if i["type"] == "delta"]) > 1
+    assert deltas == "streamed in many small pieces" and len([i for i in seen if i["type"] == "delta"]) > 1, \
+        [(item["type"], item.get("text")) for item in seen]
     assert [i["type"] for i in seen].index("message_accepted") < [i["type"] for i in seen].index("turn_began")
     accepted = next(item for item in seen if item["type"] == "message_accepted")
     assert accepted["client_id"] == "m2"  # the page on B marks its own bubble accepted

@@ -7,7 +7,7 @@ behaves identically everywhere.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from vigil.agent.compression import CompressionResult
 from vigil.agent.events import EventCallback
@@ -15,11 +15,13 @@ from vigil.agent.turn import Agent, BeforeExecution, TurnResult
 from vigil.config import Settings
 from vigil.profiles import Profile
 from vigil.runtime.slash import CommandRegistry, CommandReply
-from vigil.schedule.heartbeat.record import Heartbeat
-from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.skills import discover_skills
 from vigil.store import SessionStore
 from vigil.tools.registry import default_tool_names
+
+if TYPE_CHECKING:
+    from vigil.schedule.heartbeat.record import Heartbeat
+    from vigil.schedule.heartbeat.repo import HeartbeatRepo
 
 
 class ConversationController:
@@ -35,11 +37,21 @@ class ConversationController:
         self.agent = agent
         self.store: SessionStore = agent.store
         self._registry = registry
-        self.heartbeats = HeartbeatRepo(agent.store, agent.clock)
+        self._heartbeats: HeartbeatRepo | None = None
         self.cleared_heartbeat: Heartbeat | None = None
         """The heartbeat the last conversation boundary (/new, /resume other, /stop) cleared."""
         self._session_id = session_id
-        install_heartbeat_mover(agent, self.heartbeats)
+        install_heartbeat_mover(agent, lambda: self.heartbeats)
+
+    @property
+    def heartbeats(self) -> HeartbeatRepo:
+        """This conversation's heartbeat records, opened on first use (a one-shot turn that
+        is not compressed never reads them)."""
+        if self._heartbeats is None:
+            from vigil.schedule.heartbeat.repo import HeartbeatRepo
+
+            self._heartbeats = HeartbeatRepo(self.agent.store, self.agent.clock)
+        return self._heartbeats
 
     @property
     def registry(self) -> CommandRegistry:
@@ -176,14 +188,14 @@ class ConversationController:
 class _HeartbeatMover:
     """Compression hook: the heartbeat follows the conversation into its continuation."""
 
-    def __init__(self, repo: HeartbeatRepo) -> None:
+    def __init__(self, repo: Callable[[], HeartbeatRepo]) -> None:
         self.repo = repo
 
     async def __call__(self, parent_id: str, child_id: str) -> None:
-        await asyncio.to_thread(self.repo.move, parent_id, child_id)
+        await asyncio.to_thread(self.repo().move, parent_id, child_id)
 
 
-def install_heartbeat_mover(agent: Agent, repo: HeartbeatRepo) -> None:
+def install_heartbeat_mover(agent: Agent, repo: Callable[[], HeartbeatRepo]) -> None:
     """Register the heartbeat mover on ``agent.compression_hooks`` once per agent."""
     hooks = getattr(agent, "compression_hooks", None)
     if hooks is None:

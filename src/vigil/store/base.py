@@ -7,12 +7,9 @@ Times are Unix epoch seconds (UTC floats).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol, Sequence, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, Union, runtime_checkable
 
 from vigil.store.deletions import Deleted
-from vigil.store.gateway_tables import GatewayTables
-from vigil.store.notify import Notifications
-from vigil.store.pairing_tables import PairingTables
 from vigil.store.records import (
     ConversationHead,
     MessageRecord,
@@ -22,6 +19,11 @@ from vigil.store.records import (
     SearchHit,
     SessionRecord,
 )
+
+if TYPE_CHECKING:  # only named in annotations: a one-shot chat never loads the gateway's tables
+    from vigil.store.gateway_tables import GatewayTables
+    from vigil.store.notify import Notifications
+    from vigil.store.pairing_tables import PairingTables
 
 ConfigUpdate = Callable[[dict[str, Any]], dict[str, Any]]
 """A function from the stored model configuration to the new one, applied inside the write

@@ -6,7 +6,7 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from vigil.clock import Clock, SystemClock
 from vigil.store.base import UNSET, ConfigUpdate, ModelConfigChange
@@ -49,10 +49,12 @@ from vigil.store.rows import (
 )
 from vigil.store.sqlite import meta
 from vigil.store.sqlite.conn import Database, is_busy, new_sidecars, prepare_file, sidecar_names
-from vigil.store.sqlite.gateway_tables import SQLiteGatewayTables
-from vigil.store.sqlite.pairing_tables import SQLitePairingTables
 from vigil.store.sqlite.group import GroupCommit
 from vigil.store.sqlite.migrations import LATEST_VERSION, applied_version, migrate
+
+if TYPE_CHECKING:
+    from vigil.store.sqlite.gateway_tables import SQLiteGatewayTables
+    from vigil.store.sqlite.pairing_tables import SQLitePairingTables
 
 _SESSION_COLUMNS = (
     "id, source, title, parent_id, end_reason, started_at, ended_at, updated_at, model, "
@@ -93,8 +95,8 @@ class SQLiteStore:
         before = sidecar_names(self.path)
         self._db = Database(self.path, durable=durable)
         self._group = GroupCommit(self._db)
-        self._gateway = SQLiteGatewayTables(self._db, self._group)
-        self._pairing = SQLitePairingTables(self._db, self._group)
+        self._gateway: SQLiteGatewayTables | None = None  # made on first use: a chat needs neither
+        self._pairing: SQLitePairingTables | None = None
         try:
             self._open_schema(self._db.connection())
         except BaseException as exc:
@@ -140,11 +142,19 @@ class SQLiteStore:
     @property
     def gateway(self) -> SQLiteGatewayTables:
         """The gateway's routes, inbox and outbox in this file (see ``store.gateway_tables``)."""
+        if self._gateway is None:
+            from vigil.store.sqlite.gateway_tables import SQLiteGatewayTables
+
+            self._gateway = SQLiteGatewayTables(self._db, self._group)
         return self._gateway
 
     @property
     def pairing(self) -> SQLitePairingTables:
         """Pairing codes and paired platform users in this file (see ``store.pairing_tables``)."""
+        if self._pairing is None:
+            from vigil.store.sqlite.pairing_tables import SQLitePairingTables
+
+            self._pairing = SQLitePairingTables(self._db, self._group)
         return self._pairing
 
     def schema_version(self) -> int:
