@@ -116,6 +116,7 @@ def test_listing_commands_import_only_what_they_use(
         assert shows in ran.stdout, (args, ran.stdout)
         assert ran.loaded(*HEAVY) == [], args
         assert ran.loaded(*CHAT_MACHINERY) == [], args
+        assert ran.loaded("pydantic") == [], args
     assert run_fresh("sessions", "list", home=vigil_home, tmp_path=tmp_path).loaded("vigil.prompt", "ruamel") == []
 
 
@@ -135,8 +136,14 @@ def test_one_shot_chat_imports_only_what_its_provider_needs(
         assert ran.loaded(*sdks)
     assert ran.loaded("prompt_toolkit", "starlette", "uvicorn", "psycopg", "psycopg_pool") == []
     # Nor what a one-shot answer without a tool call never runs: the slash commands, the
-    # command parser of the approval gate, httpx's own command-line client.
+    # command parser of the approval gate, httpx's own command-line client; nor, in a profile
+    # without a config.yaml or skills, a YAML parser; nor the gateway's tables, the heartbeat
+    # records, or pydantic (the config has its own schema; the Anthropic SDK uses pydantic).
     assert ran.loaded("vigil.runtime.commands", "vigil.tools.shell", "vigil.tools.danger", "pygments") == []
+    assert ran.loaded("yaml", "vigil.store.gateway_tables", "vigil.store.pairing_tables",
+                      "vigil.schedule.heartbeat") == []
+    if provider == "openai":
+        assert ran.loaded("pydantic", "pydantic_core") == []
 
 
 def test_profile_option_works_on_commands_loaded_on_demand(vigil_home: Path, tmp_path: Path) -> None:
