@@ -128,3 +128,29 @@ async def test_what_a_dead_worker_claimed_is_sent_by_the_other_once_its_claims_l
     check_once_and_in_order(log, queued)
     assert len(log) == 300 and {worker for worker, _ in log[100:]} == {"worker-b"}
     assert stores[1].gateway.outbox_counts() == {PENDING: 0, SENT: 300, FAILED: 0}
+
+
+async def test_what_a_worker_found_gone_had_claimed_is_sent_at_once_by_another(stores: list[SessionStore]) -> None:
+    clock = FakeClock()
+    log: list[tuple[str, OutboxEntry]] = []
+    dying = Platform("worker-a", log, dies_after=100)
+    queued = queue(stores[0], clock, 10)
+    first = sender(stores[0], dying, clock)
+    first.start()
+    first.wake()
+    await eventually(lambda: len(dying.mine()) == 100 and dying.hung, what="the first worker hung mid-send")
+    await first.stop()
+    # Releasing nobody's, or a live worker's that holds nothing, changes nothing.
+    assert stores[1].gateway.outbox_release([]) == 0 and stores[1].gateway.outbox_release(["worker-b"]) == 0
+    for bad in ("", None):
+        with pytest.raises((TypeError, ValueError)):
+            stores[1].gateway.outbox_release([bad])  # type: ignore[list-item]
+
+    # Its process is gone: the other worker releases its claims and sends at once, in order.
+    assert stores[1].gateway.outbox_release(["worker-a"]) == 200
+    other = sender(stores[1], Platform("worker-b", log), clock)
+    await other.drain()
+    check_once_and_in_order(log, queued)
+    assert len(log) == 300 and {worker for worker, _ in log[100:]} == {"worker-b"}
+    assert stores[1].gateway.outbox_counts() == {PENDING: 0, SENT: 300, FAILED: 0}
+    assert stores[0].gateway.outbox_release(["worker-a"]) == 0  # nothing pending is claimed any more

@@ -134,11 +134,36 @@ def test_a_dead_remote_workers_cron_run_is_interrupted_and_a_due_occurrence_left
 
 # -- the watch a live worker keeps -----------------------------------------------------------
 
+async def test_a_worker_whose_process_is_gone_on_this_host_is_known_to_have_exited(
+    store: SQLiteStore, clock: FakeClock
+) -> None:
+    """Only then may its reply claims be released at once: a silent worker elsewhere may
+    still be sending them."""
+    from vigil.schedule.heartbeat.lease import this_host
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    calls: list[tuple[list[str], list[str]]] = []
+
+    async def recover(dead: list[str], first: bool, exited: list[str]) -> None:
+        calls.append((sorted(dead), exited))
+
+    watch = WorkerWatch(store, clock, "me", recover)
+    far_worker(store, "elsewhere", updated_at=clock.now() - 10, lease=3)  # silent, on another host
+    store.set_meta(worker_key("killed"), {
+        "pid": int(done.stdout), "host": this_host(), "started_at": clock.now(), "updated_at": clock.now(),
+        "interval": 1, "lease": 3, "state": "running", "worker_id": "killed",
+        "owner": f"{this_host()}:{int(done.stdout)}:killed",
+    })
+    assert sorted(await watch.look()) == ["elsewhere", "killed"]
+    assert calls == [(["elsewhere", "killed"], ["killed"])]
+
+
 async def test_a_survivor_recovers_once_per_death_and_prunes_long_gone_records(store: SQLiteStore, clock: FakeClock) -> None:
     calls: list[list[str]] = []
 
-    async def recover(dead: list[str], first: bool) -> None:
+    async def recover(dead: list[str], first: bool, exited: list[str]) -> None:
         calls.append(dead)
+        assert exited == []  # a worker on another machine is silent, not known to have exited
 
     watch = WorkerWatch(store, clock, "me", recover, keep_gone=600)
     far_worker(store, "me", updated_at=clock.now(), lease=3)  # its own record is never judged

@@ -69,6 +69,24 @@ def test_sent_retry_and_fail_clear_the_claim(store: SessionStore) -> None:
     assert tables.outbox_counts() == {PENDING: 1, SENT: 1, FAILED: 1}
 
 
+def test_releasing_a_gone_workers_claims_makes_its_pending_replies_claimable_now(store: SessionStore) -> None:
+    tables = store.gateway
+    for route, text in ((WEB, "one"), (SLACK, "two"), (TELEGRAM_GROUP, "three")):
+        tables.outbox_add(NewOutbound(route, text), now=1.0)
+    sent, *_ = tables.outbox_claim("worker-a", 2.0, limit=10, hold=100.0)
+    tables.outbox_sent(sent.id, now=3.0)
+    assert tables.outbox_claim("worker-b", 4.0, limit=10, hold=100.0) == []  # held by worker-a
+    assert tables.outbox_release(["worker-c", "worker-a"]) == 2
+    taken = tables.outbox_claim("worker-b", 4.0, limit=10, hold=100.0)
+    assert texts(taken) == ["two", "three"] and {e.claimed_by for e in taken} == {"worker-b"}
+    assert tables.outbox_release(["worker-a"]) == 0  # worker-b's claims are its own
+    before = tables.outbox_list()
+    for bad in ([""], [None], [3]):
+        with pytest.raises((TypeError, ValueError)):
+            tables.outbox_release(bad)  # type: ignore[arg-type]
+    assert tables.outbox_list() == before
+
+
 def test_a_chats_replies_are_claimed_in_order_by_one_worker(store: SessionStore) -> None:
     """One chat's replies never go out of order, whichever worker sends them: a reply waits
     while an older one to its chat is claimed by another worker or waits for its retry."""

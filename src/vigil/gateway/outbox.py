@@ -10,9 +10,11 @@ platform took is not sent again because the store failed to record that.
 
 Gateways sharing one store ("workers") each send only the entries they claimed
 (``outbox_claim``): a reply is sent by one of them, and a chat's replies by one at a time, in
-order. A worker that dies mid-send leaves its claims to lapse after :attr:`OutboxSender.hold`;
-then another sends those replies (so a reply the dead worker had handed over may go twice,
-as after a crash of a lone gateway).
+order. A worker whose process is found gone (on the same machine as a live worker) has its
+claims released by that worker at once (:mod:`vigil.gateway.workers`); one that only went
+silent (another machine, a stall) leaves its claims to lapse after :attr:`OutboxSender.hold`.
+Then another sends those replies (so a reply the dead worker had handed over may go twice, as
+after a crash of a lone gateway).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ try (retried) instead of holding up its chat's replies."""
 
 CLAIM_HOLD = 2.0
 """A claim on entries to send holds for this many send timeouts (2 minutes by default): the
-longest a dead worker's unsent replies wait for another worker."""
+longest a silent worker's unsent replies wait for another worker."""
 TRY_NEEDS = 1.25
 """Send timeouts of its claim an entry must have left for a try to start: the try ends, or
 is given up, with a quarter of a timeout to spare for marking it sent and for clocks of

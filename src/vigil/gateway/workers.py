@@ -76,18 +76,25 @@ def join_as_worker(gateway: "Gateway", adapters: Mapping[str, Any], clock: Clock
 def recovery(gateway: "Gateway", cron_repo: "CronRepo", cron: "CronScheduler", say: Callable[[str], None]) -> "Recover":
     """What a worker does when it finds other processes of the store dead: refund their
     heartbeat reservations and mark their cron runs interrupted (the liveness check now calls
-    them dead), then have every scheduler re-read the schedule."""
+    them dead), release the reply claims of those whose process has exited, then have every
+    scheduler re-read the schedule."""
 
-    async def recover(dead: list[str], first: bool) -> None:
+    async def recover(dead: list[str], first: bool, exited: list[str]) -> None:
         refunded = await asyncio.to_thread(gateway.heartbeats.repo.refund_orphans)
         interrupted = await asyncio.to_thread(cron_repo.recover_abandoned)
+        # Replies a worker whose process is gone had claimed are sent now, not once the claims
+        # lapse; a worker that only went silent (another machine) may still be sending them.
+        released = await asyncio.to_thread(gateway.store.gateway.outbox_release, exited) if exited else 0
+        if released:
+            gateway.outbox.wake()
         if refunded or interrupted:
             await asyncio.to_thread(bump_generation, cron_repo.store)
             await cron.resync()
-        if refunded or interrupted or not first:
+        if refunded or interrupted or released or not first:
             names = ", ".join(dead[:3]) + (f" and {len(dead) - 3} more" if len(dead) > 3 else "")
             say(f"vigil gateway: {len(dead)} process(es) sharing the store stopped running ({names}): "
-                f"{len(refunded)} heartbeat reservation(s) refunded, {len(interrupted)} cron run(s) marked interrupted")
+                f"{len(refunded)} heartbeat reservation(s) refunded, {len(interrupted)} cron run(s) marked interrupted, "
+                f"{released} reply claim(s) released")
 
     return recover
 
@@ -158,9 +165,10 @@ def _float(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-Recover = Callable[[list[str], bool], Awaitable[None]]
-"""Called with the names of processes newly found dead (worker ids, lease holder tokens), and
-whether this is the watch's first look (which also meets records long gone)."""
+Recover = Callable[[list[str], bool, list[str]], Awaitable[None]]
+"""Called with the names of processes newly found dead (worker ids, lease holder tokens),
+whether this is the watch's first look (which also meets records long gone), and those of them
+known to have exited (on this host, their pid is gone), not merely silent."""
 
 
 class WorkerWatch:
@@ -194,6 +202,7 @@ class WorkerWatch:
         )
         now = self.clock.now()
         dead: dict[str, float] = {}
+        exited: set[str] = set()
         prune: list[MetaEntry] = []
         for entry in workers:
             judged = _judge(entry, now)
@@ -204,6 +213,8 @@ class WorkerWatch:
                 continue
             if not seen.stopped:
                 dead[worker_id] = seen.expires_at
+                if seen.host == this_host() and not pid_running(seen.host, seen.pid):
+                    exited.add(worker_id)
             last = _float(entry.value.get("updated_at"))
             if now - max(last, seen.expires_at) > self.keep_gone:
                 prune.append(entry)
@@ -216,7 +227,7 @@ class WorkerWatch:
         new = [name for name, expires in dead.items() if self._handled.get(name) != expires]
         if new:
             self.recoveries += 1
-            await self.recover(new, self.looks == 1)
+            await self.recover(new, self.looks == 1, [name for name in new if name in exited])
             self._handled.update((name, dead[name]) for name in new)
         for name in [name for name in self._handled if name not in dead]:
             del self._handled[name]  # pruned, swept, or alive again

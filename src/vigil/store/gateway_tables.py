@@ -222,6 +222,15 @@ class GatewayTables(Protocol):
         when that claim lapses if that is later."""
         ...
 
+    def outbox_release(self, workers: Sequence[str]) -> int:
+        """Clear every claim ``workers`` hold on ``pending`` entries (they were found dead:
+        their sends ended with them) and return how many were cleared, so that another
+        worker sends those replies now rather than when the claims would lapse. A reply the
+        dead worker had handed to its platform just before it died may go out twice, as it
+        would after the lapse. Each worker must be a non-empty string (``TypeError`` or
+        ``ValueError``, nothing written)."""
+        ...
+
     # outbox_sent, outbox_retry and outbox_fail raise ``KeyError`` for an unknown id and leave
     # an entry that is no longer ``pending`` as it is (a late answer of a given-up try). Each
     # clears the entry's claim, whoever holds it.

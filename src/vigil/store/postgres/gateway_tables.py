@@ -79,6 +79,10 @@ _RELEASE_LATER = (
     "UPDATE {s}.gateway_outbox SET claimed_by = NULL, claim_until = NULL WHERE status = 'pending' AND id > %s"
     f" AND claimed_by IS NOT NULL AND ({ROUTE_COLUMNS}) = (SELECT {ROUTE_COLUMNS} FROM {{s}}.gateway_outbox WHERE id = %s)"
 )
+_RELEASE_WORKERS = (
+    "UPDATE {s}.gateway_outbox SET claimed_by = NULL, claim_until = NULL"
+    " WHERE status = 'pending' AND claimed_by = ANY(%s)"
+)
 _INSERT_OUTBOX = (
     f"INSERT INTO {{s}}.gateway_outbox ({ROUTE_COLUMNS}, kind, text, session_id, inbox_id, meta,"
     " created_at, next_attempt_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -256,6 +260,14 @@ class PostgresGatewayTables:
             rows = self._db.query(_NEXT_CLAIMABLE, (check_text(worker, "worker", empty=False),))
         value = rows[0][0]
         return None if value is None else float(value)
+
+    def outbox_release(self, workers: Sequence[str]) -> int:
+        names = [check_text(worker, "worker", empty=False) for worker in workers]
+        if not names:
+            return 0
+        with self._db.write() as conn:
+            cursor = self._db.run(conn, _RELEASE_WORKERS, (names,))
+            return int(cursor.rowcount)
 
     def outbox_sent(self, entry_id: int, *, now: float) -> None:
         self._outbox_update(entry_id, "status = 'sent', sent_at = %s", (now,))

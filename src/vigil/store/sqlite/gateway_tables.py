@@ -259,6 +259,15 @@ class SQLiteGatewayTables:
         value = rows[0][0]
         return None if value is None else float(value)  # type: ignore[arg-type]
 
+    def outbox_release(self, workers: Sequence[str]) -> int:
+        names = [check_text(worker, "worker", empty=False) for worker in workers]
+        if not names:
+            return 0
+        marks = ", ".join("?" * len(names))
+        statement = (f"UPDATE gateway_outbox SET claimed_by = NULL, claim_until = NULL"
+                     f" WHERE status = 'pending' AND claimed_by IN ({marks})")
+        return int(self._group.run(lambda conn: conn.execute(statement, names).rowcount))
+
     def outbox_sent(self, entry_id: int, *, now: float) -> None:
         self._outbox_update(entry_id, "status = 'sent', sent_at = ?", (now,))
 
