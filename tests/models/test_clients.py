@@ -65,6 +65,23 @@ async def test_streamed_answer_delivers_each_delta(
     assert fake_model.last_request is not None and fake_model.last_request.stream
 
 
+async def test_consecutive_calls_reuse_one_connection(make_client: ClientFactory, fake_model: FakeModelServer) -> None:
+    """A streamed answer read to its end leaves the connection for the next call: a new one
+    each turn would cost a connection (to an https endpoint, a TLS handshake) every time."""
+    client = make_client()
+
+    async def on_text(delta: str) -> None:
+        pass
+
+    for n in range(3):
+        fake_model.queue(Reply.text(["streamed ", f"answer {n}"]))
+        await client.complete(ask(f"question {n}"), on_text=on_text)
+    fake_model.queue(Reply.text("a plain one"))
+    await client.complete(ask("no stream"))
+    peers = [request.peer for request in fake_model.requests]
+    assert len(peers) == 4 and all(peers) and len(set(peers)) == 1, peers
+
+
 async def test_plain_callbacks_work_too(make_client: ClientFactory, fake_model: FakeModelServer) -> None:
     fake_model.queue(Reply.text("sync callback"))
     deltas: list[str] = []

@@ -9,6 +9,7 @@ what went wrong (status and body, a connection that failed, an error event insid
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import ssl
@@ -95,7 +96,8 @@ class EventStream:
     async def events(self) -> AsyncIterator[Any]:
         event: str | None = None
         data: list[str] = []
-        async for line in self.response.aiter_lines():
+        lines = self.response.aiter_lines()
+        async for line in lines:
             if line:
                 field, _, value = line.partition(":")
                 value = value[1:] if value.startswith(" ") else value
@@ -110,6 +112,7 @@ class EventStream:
             payload = "\n".join(data)
             data, kind, event = [], event, None
             if payload.startswith("[DONE]"):
+                await _finish(lines)
                 return
             parsed = json.loads(payload)
             if isinstance(parsed, Mapping) and parsed.get("error") is not None:
@@ -122,6 +125,23 @@ class EventStream:
 
     async def aclose(self) -> None:
         await self.response.aclose()
+
+
+DRAIN_SECONDS = 0.05
+DRAIN_LINES = 16
+
+
+async def _finish(lines: AsyncIterator[str]) -> None:
+    """Read what follows ``[DONE]`` (the end of the chunked body, at most a few lines) so that
+    the connection goes back to the pool for the next call: one closed unread costs every turn
+    a new connection (and, to an https endpoint, a TLS handshake). A server that keeps sending
+    or lingers is left to close with the response."""
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            for _ in range(DRAIN_LINES):
+                await anext(lines)
+    except (StopAsyncIteration, TimeoutError, httpx.HTTPError):
+        pass
 
 
 class ChatWire:

@@ -51,7 +51,9 @@ class FakeModelApp:
         api = _MODEL_ROUTES.get(path) or ("anthropic" if "anthropic-version" in headers else "openai")
         if method == "POST" and path in _MODEL_ROUTES:
             body = await _read_body(receive)
-            outcome = self.engine.model_call(api, path, body, headers)
+            client = scope.get("client")
+            peer = f"{client[0]}:{client[1]}" if client else ""
+            outcome = self.engine.model_call(api, path, body, headers, peer=peer)
         elif method == "GET" and path == "/v1/models":
             outcome = self.engine.list_models(api, headers)
         else:

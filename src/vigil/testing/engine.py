@@ -117,8 +117,11 @@ class FakeModelEngine:
         body = dialect.error_body(404, f"Invalid URL ({method} {path})")
         return _json_outcome(404, body, self._id_header(dialect))
 
-    def model_call(self, api: str, path: str, raw_body: bytes, headers: Mapping[str, str]) -> Outcome:
-        """Serve one ``POST`` to a model endpoint of dialect ``api``."""
+    def model_call(
+        self, api: str, path: str, raw_body: bytes, headers: Mapping[str, str], *, peer: str = ""
+    ) -> Outcome:
+        """Serve one ``POST`` to a model endpoint of dialect ``api`` (``peer``: the client's
+        ``host:port``, one per connection)."""
         dialect = DIALECTS[api]
         body = _parse(raw_body)
         model = str(body.get("model", "")) if body is not None else ""
@@ -129,6 +132,7 @@ class FakeModelEngine:
             "stream": body is not None and dialect.is_stream(body),
             "body": body if body is not None else {},
             "headers": {k: v for k, v in headers.items() if k not in _SECRET_HEADERS},
+            "peer": peer,
         }
         if not self.authorized(headers):
             return self._refuse(dialect, 401, _AUTH_MESSAGES[api], seen)

@@ -32,6 +32,8 @@ class RecordedRequest:
     body: dict[str, Any]
     headers: dict[str, str]
     """Request headers, lower-cased, without the credentials."""
+    peer: str
+    """The client's ``host:port``: calls made over one kept-alive connection share it."""
     last_user_text: str
     segments: tuple[bytes, ...]
     segment_tokens: tuple[int, ...]
