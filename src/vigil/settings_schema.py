@@ -136,6 +136,21 @@ _TYPE_WORDS = {int: ("int_type", "a valid integer"), float: ("float_type", "a va
                list: ("list_type", "a valid list")}
 
 
+_NOT_UNICODE = "Input should be a valid string, unable to parse raw data as a unicode string"
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is real Unicode text: a lone surrogate (YAML's ``"\\ud800"``) cannot
+    be written to a file, a request or a terminal."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _number(value: float) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else repr(value)
 
@@ -182,11 +197,17 @@ def _check_value(spec: Spec, value: Any, loc: Loc, out: list[Problem]) -> Any:
         kind, words = _TYPE_WORDS[base]  # type: ignore[index]
         out.append(Problem(loc, kind, f"Input should be {words}", value))
         return _BAD
+    if base is str and not _encodable(value):
+        out.append(Problem(loc, "string_unicode", _NOT_UNICODE, value))
+        return _BAD
     if base is list:
         bad = False
         for index, item in enumerate(value):
             if type(item) is not str:
                 out.append(Problem((*loc, index), "string_type", "Input should be a valid string", item))
+                bad = True
+            elif not _encodable(item):
+                out.append(Problem((*loc, index), "string_unicode", _NOT_UNICODE, item))
                 bad = True
         if bad:
             return _BAD

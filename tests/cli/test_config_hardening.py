@@ -252,6 +252,22 @@ def test_a_huge_number_written_by_hand_is_refused_at_load(vigil_home: Path) -> N
     assert "config.yaml:2: invalid YAML: a number written with 5,000 characters" in result.stderr
 
 
+@pytest.mark.parametrize(("key", "value"), [
+    ("model.name", '"\\ud800"'), ("tools.enabled", '[terminal, "\\udfff"]'), ("slack.allow", '["U1\\ud800"]'),
+])
+def test_a_lone_surrogate_is_not_text_and_is_refused(vigil_home: Path, key: str, value: str) -> None:
+    """YAML can write one (``"\\ud800"``), but no file, request or terminal can take it."""
+    result = run_cli("config", "set", key, value)
+    assert result.exit_code == 1 and "unable to parse raw data as a unicode string" in result.output
+    assert not (vigil_home / "config.yaml").exists()
+    vigil_home.mkdir(parents=True, exist_ok=True)
+    section, name = key.split(".")
+    (vigil_home / "config.yaml").write_text(f"{section}:\n  {name}: {value}\n")
+    shown = run_vigil("config", "show", home=vigil_home)
+    assert shown.returncode == 1 and "Traceback" not in shown.stderr
+    assert f"config.yaml:2: {key}" in shown.stderr and "unicode string" in shown.stderr
+
+
 def test_sensible_numbers_are_still_accepted(vigil_home: Path) -> None:
     _configure(
         ("model.timeout", "600"),
