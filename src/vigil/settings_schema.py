@@ -200,6 +200,10 @@ def _check_value(spec: Spec, value: Any, loc: Loc, out: list[Problem]) -> Any:
     if base is str and not _encodable(value):
         out.append(Problem(loc, "string_unicode", _NOT_UNICODE, value))
         return _BAD
+    if base is list and spec.max_length is not None and len(value) > spec.max_length:
+        out.append(Problem(loc, "too_long", f"List should have at most {spec.max_length:,} items after "
+                                            f"validation, not {len(value):,}", value))
+        return _BAD  # its items are not looked at: one problem, not one per item
     if base is list:
         bad = False
         for index, item in enumerate(value):
@@ -215,12 +219,8 @@ def _check_value(spec: Spec, value: Any, loc: Loc, out: list[Problem]) -> Any:
     if base in (int, float) and (outside := _outside(spec, value)) is not None:
         out.append(Problem(loc, outside[0], outside[1], value))
         return _BAD
-    if spec.max_length is not None and base in (str, list) and len(value) > spec.max_length:
-        if base is str:
-            out.append(Problem(loc, "string_too_long", f"String should have at most {spec.max_length:,} characters", value))
-        else:
-            out.append(Problem(loc, "too_long", f"List should have at most {spec.max_length:,} items after "
-                                                f"validation, not {len(value):,}", value))
+    if spec.max_length is not None and base is str and len(value) > spec.max_length:
+        out.append(Problem(loc, "string_too_long", f"String should have at most {spec.max_length:,} characters", value))
         return _BAD
     for check in spec.checks:
         try:

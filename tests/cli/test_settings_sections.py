@@ -57,3 +57,10 @@ def test_every_problem_is_listed_in_the_order_of_the_settings() -> None:
         (("agent",), "model_type"),
         (("zzz",), "extra_forbidden"),
     ]
+
+
+def test_a_list_too_long_is_one_problem_whatever_its_items() -> None:
+    with pytest.raises(SettingsInvalid) as caught:
+        Settings.model_validate({"tools": {"enabled": [3] * 101}})
+    assert [(p.loc, p.type) for p in caught.value.problems] == [(("tools", "enabled"), "too_long")]
+    assert caught.value.problems[0].msg == "List should have at most 100 items after validation, not 101"
