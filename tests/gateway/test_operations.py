@@ -144,7 +144,7 @@ def test_gateway_status_while_it_runs_and_after_sigterm(gateway: GatewayProcess,
     text = vigil(gateway, "gateway", "status")
     assert text.returncode == 0
     assert f"running (pid {gateway.process.pid}" in text.stdout
-    assert f"web chat:" in text.stdout and gateway.url in text.stdout
+    assert "web chat:" in text.stdout and gateway.url in text.stdout
     assert "web connected" in text.stdout
     rows = {name.strip(): value.strip() for name, _, value in
             (line.partition(":") for line in text.stdout.splitlines()[1:])}

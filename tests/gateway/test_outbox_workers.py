@@ -83,6 +83,22 @@ def check_once_and_in_order(log: list[tuple[str, OutboxEntry]], queued: list[Out
     assert all(ids == sorted(ids) for ids in by_chat.values())
 
 
+async def worker_dies_mid_send(
+    stores: list[SessionStore], clock: FakeClock, log: list[tuple[str, OutboxEntry]]
+) -> tuple[list[OutboxEntry], OutboxSender]:
+    """300 replies queued; worker-a claims them, sends 100, hangs on the next and dies: its
+    claims on the 200 it did not send stay behind. Returns the queued replies and its sender."""
+    dying = Platform("worker-a", log, dies_after=100)
+    queued = queue(stores[0], clock, 10)
+    first = sender(stores[0], dying, clock)
+    first.start()
+    first.wake()
+    await eventually(lambda: len(dying.mine()) == 100 and dying.hung, what="the first worker hung mid-send")
+    await first.stop()
+    assert stores[1].gateway.outbox_counts()[PENDING] == 200
+    return queued, first
+
+
 async def test_two_workers_send_each_reply_once_and_each_chat_in_order(stores: list[SessionStore]) -> None:
     clock = FakeClock()
     log: list[tuple[str, OutboxEntry]] = []
@@ -111,14 +127,7 @@ async def test_what_a_dead_worker_claimed_is_sent_by_the_other_once_its_claims_l
 ) -> None:
     clock = FakeClock()
     log: list[tuple[str, OutboxEntry]] = []
-    dying = Platform("worker-a", log, dies_after=100)
-    queued = queue(stores[0], clock, 10)
-    first = sender(stores[0], dying, clock)
-    first.start()
-    first.wake()
-    await eventually(lambda: len(dying.mine()) == 100 and dying.hung, what="the first worker hung mid-send")
-    await first.stop()  # it dies: its claims on the 200 replies it did not send stay behind
-    assert stores[1].gateway.outbox_counts()[PENDING] == 200
+    queued, first = await worker_dies_mid_send(stores, clock, log)
 
     other = sender(stores[1], Platform("worker-b", log), clock)
     await other.drain()
@@ -133,13 +142,7 @@ async def test_what_a_dead_worker_claimed_is_sent_by_the_other_once_its_claims_l
 async def test_what_a_worker_found_gone_had_claimed_is_sent_at_once_by_another(stores: list[SessionStore]) -> None:
     clock = FakeClock()
     log: list[tuple[str, OutboxEntry]] = []
-    dying = Platform("worker-a", log, dies_after=100)
-    queued = queue(stores[0], clock, 10)
-    first = sender(stores[0], dying, clock)
-    first.start()
-    first.wake()
-    await eventually(lambda: len(dying.mine()) == 100 and dying.hung, what="the first worker hung mid-send")
-    await first.stop()
+    queued, _first = await worker_dies_mid_send(stores, clock, log)
     # Releasing nobody's, or a live worker's that holds nothing, changes nothing.
     assert stores[1].gateway.outbox_release([]) == 0 and stores[1].gateway.outbox_release(["worker-b"]) == 0
     for bad in ("", None):
