@@ -22,11 +22,12 @@ importing it and building the models cost about a fifth of a one-shot chat's CPU
 from __future__ import annotations
 
 import math
+import operator
 import sys
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping, Self
+from typing import Any, Callable, ClassVar, Literal, Mapping, Self
 
 _MISSING: Any = object()
 _BAD: Any = object()  # a value that failed its check (its problem is recorded)
@@ -86,13 +87,6 @@ class Spec:
     def initial(self) -> Any:
         return self.factory() if self.factory is not None else self.default
 
-    def bounds(self) -> Iterable[tuple[str, float]]:
-        """The bounds set, as (``ge``/``gt``/``le``/``lt``, value) in that order."""
-        for kind in ("gt", "ge", "lt", "le"):
-            value = getattr(self, kind)
-            if value is not None:
-                yield kind, value
-
 
 def setting(
     default: Any = _MISSING,
@@ -130,10 +124,14 @@ class _Check:
         self.method = method
 
 
-_WORDS = {"gt": "greater than", "ge": "greater than or equal to", "lt": "less than", "le": "less than or equal to"}
-_TYPE_WORDS = {int: ("int_type", "a valid integer"), float: ("float_type", "a valid number"),
-               bool: ("bool_type", "a valid boolean"), str: ("string_type", "a valid string"),
-               list: ("list_type", "a valid list")}
+_BOUNDS = (
+    ("gt", operator.gt, "greater_than", "greater than"),
+    ("ge", operator.ge, "greater_than_equal", "greater than or equal to"),
+    ("lt", operator.lt, "less_than", "less than"),
+    ("le", operator.le, "less_than_equal", "less than or equal to"),
+)
+_TYPE_WORDS = {int: ("int_type", "a valid integer"), bool: ("bool_type", "a valid boolean"),
+               str: ("string_type", "a valid string"), list: ("list_type", "a valid list")}
 
 
 _NOT_UNICODE = "Input should be a valid string, unable to parse raw data as a unicode string"
@@ -156,11 +154,11 @@ def _number(value: float) -> str:
 
 
 def _outside(spec: Spec, value: float) -> tuple[str, str] | None:
-    for kind, bound in spec.bounds():
-        if (kind == "gt" and not value > bound) or (kind == "ge" and not value >= bound) \
-                or (kind == "lt" and not value < bound) or (kind == "le" and not value <= bound):
-            name = {"gt": "greater_than", "ge": "greater_than_equal", "lt": "less_than", "le": "less_than_equal"}[kind]
-            return name, f"Input should be {_WORDS[kind]} {_number(bound)}"
+    """(problem type, reason) of the first bound ``value`` breaks, or ``None``."""
+    for kind, holds, name, words in _BOUNDS:
+        bound = getattr(spec, kind)
+        if bound is not None and not holds(value, bound):
+            return name, f"Input should be {words} {_number(bound)}"
     return None
 
 
@@ -197,13 +195,16 @@ def _check_value(spec: Spec, value: Any, loc: Loc, out: list[Problem]) -> Any:
         kind, words = _TYPE_WORDS[base]  # type: ignore[index]
         out.append(Problem(loc, kind, f"Input should be {words}", value))
         return _BAD
+    if spec.max_length is not None and base in (str, list) and len(value) > spec.max_length:
+        if base is str:
+            reason = f"String should have at most {spec.max_length:,} characters"
+        else:  # its items are not looked at: one problem, not one per item
+            reason = f"List should have at most {spec.max_length:,} items after validation, not {len(value):,}"
+        out.append(Problem(loc, "string_too_long" if base is str else "too_long", reason, value))
+        return _BAD
     if base is str and not _encodable(value):
         out.append(Problem(loc, "string_unicode", _NOT_UNICODE, value))
         return _BAD
-    if base is list and spec.max_length is not None and len(value) > spec.max_length:
-        out.append(Problem(loc, "too_long", f"List should have at most {spec.max_length:,} items after "
-                                            f"validation, not {len(value):,}", value))
-        return _BAD  # its items are not looked at: one problem, not one per item
     if base is list:
         bad = False
         for index, item in enumerate(value):
@@ -218,9 +219,6 @@ def _check_value(spec: Spec, value: Any, loc: Loc, out: list[Problem]) -> Any:
         value = list(value)
     if base in (int, float) and (outside := _outside(spec, value)) is not None:
         out.append(Problem(loc, outside[0], outside[1], value))
-        return _BAD
-    if spec.max_length is not None and base is str and len(value) > spec.max_length:
-        out.append(Problem(loc, "string_too_long", f"String should have at most {spec.max_length:,} characters", value))
         return _BAD
     for check in spec.checks:
         try:
@@ -298,8 +296,7 @@ class Section:
         checked = self._fill(values, (), problems)
         if problems:
             raise SettingsInvalid(type(self).__name__, problems)
-        object.__setattr__(self, "_fields_set", set(values))
-        self.__dict__.update(checked)
+        self._hold(values, checked)
 
     # -- checking ---------------------------------------------------------------------------
     @classmethod
@@ -329,9 +326,13 @@ class Section:
         if len(out) > before:
             return _BAD
         made = object.__new__(cls)
-        object.__setattr__(made, "_fields_set", {key for key in data if key in cls._specs})
-        made.__dict__.update(values)
+        made._hold(data, values)
         return made
+
+    def _hold(self, given: Mapping[Any, Any], values: dict[str, Any]) -> None:
+        """Take checked ``values``; those named in ``given`` count as set explicitly."""
+        object.__setattr__(self, "_fields_set", {key for key in given if key in self._specs})
+        self.__dict__.update(values)
 
     @classmethod
     def _fill(cls, data: Mapping[Any, Any], loc: Loc, out: list[Problem]) -> dict[str, Any]:
