@@ -86,6 +86,12 @@ class Platforms:
             rows = db.execute("SELECT status FROM gateway_inbox WHERE adapter = ? AND text = ?", (adapter, text))
             return [status for (status,) in rows]
 
+    def previews_recorded(self, adapter: str) -> int:
+        """Streamed previews the gateway has recorded for its next start."""
+        with sqlite3.connect(self.gateway.home / "state.db") as db:
+            (count,) = db.execute("SELECT COUNT(*) FROM state_meta WHERE key LIKE ?", (f"{adapter}.preview.%",)).fetchone()
+            return int(count)
+
     def start(self) -> None:
         self.gateway.start()
         processes._STARTED.remove(self.gateway.process)  # this module stops it, not each test
@@ -207,6 +213,9 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
     settled(lambda: p.slack.state.texts(LATE_DM, "") == [WORKING], "Slack's working indicator")
     settled(lambda: any(t.startswith("Half of an answer") for t in p.telegram.texts(GROUP, TOPIC)),
             "the streamed preview in the topic")
+    # The preview's id is recorded once Telegram has answered its sendMessage: a SIGKILL
+    # between the two would orphan it (Telegram has no idempotency key to find it by).
+    settled(lambda: p.previews_recorded("telegram") >= 1, "the preview recorded")
     p.gateway.kill()
     fires = p.fires()
     assert p.slack_answers(LATE_DM) == [] and p.telegram.texts(FRIEND) == []  # not answered yet

@@ -88,11 +88,22 @@ def cluster(
         pg_fixtures.drop_schema(postgres_server, schema)
 
 
+def _diagnosis(workers: list[GatewayProcess]) -> str:
+    """Each worker's exit code (None: running) and the end of its output, for a failure."""
+    return "\n".join(
+        f"worker {n} (exit {w.process.poll() if w.process else None}):\n" + "".join(w.output[-25:])
+        for n, w in enumerate(workers)
+    )
+
+
 def test_both_workers_run_and_exactly_one_polls(cluster: Cluster) -> None:
     workers, telegram = cluster.workers, cluster.telegram
     pids = {w.process.pid for w in workers if w.process is not None}
-    status = wait_for(lambda: (s := _status(workers[0]))["running"] and {w["pid"] for w in s["workers"] if w["live"]} == pids
-                      and s, what="both workers listed")
+    try:
+        status = wait_for(lambda: (s := _status(workers[0]))["running"] and {w["pid"] for w in s["workers"] if w["live"]} == pids
+                          and s, what="both workers listed")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_diagnosis(workers)}") from None
     assert len(status["workers"]) == 2 and all(w["state"] == "running" for w in status["workers"])
     wait_for(lambda: sorted(_telegram(w).split(" ")[0] for w in _status(workers[0])["workers"]) == ["polling", "sending"],
              what="one worker polling, the other sending")
@@ -158,7 +169,10 @@ def test_the_survivor_takes_polling_over_when_the_poller_is_killed(
     answered = len(telegram.texts(OWNER))
     poller.kill()
     telegram.message(OWNER, OWNER, "are you still there")
-    wait_for(lambda: len(telegram.texts(OWNER)) == answered + 1, timeout=4 * LEASE + 10, what="the answer after the kill")
+    try:
+        wait_for(lambda: len(telegram.texts(OWNER)) == answered + 1, timeout=4 * LEASE + 10, what="the answer after the kill")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_diagnosis(workers)}") from None
     status = _status(survivor)
     mine = _by_pid(status)
     assert _telegram(mine[survivor.process.pid]).startswith("polling")
