@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Literal
 
-from vigil.settings_schema import Section, setting, validates
+from vigil.masking import printable
+from vigil.settings_schema import Section, ValueProblem, setting, validates
+
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"^(?=.{{1,254}}$){_LABEL}(?:\.{_LABEL})*\.?$")
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text[1:-1] if text.startswith("[") and text.endswith("]") else text)
+    except ValueError:
+        return False
+    return True
 
 
 class WebSettings(Section):
@@ -17,12 +31,30 @@ class WebSettings(Section):
     )
     port: int = setting(8787, ge=1, le=65_535, description="port of the web chat and webhooks")
     enabled: bool = setting(True, description="serve the web chat")
+    allowed_hosts: list[str] = setting(
+        default_factory=list, max_length=100,
+        description=(
+            "further host names the HTTP server answers to (a proxy's or load balancer's public name, "
+            "for webhooks too); localhost, loopback and the address a request arrives at always work"
+        ),
+    )
 
     @validates("host")
     @classmethod
     def _one_word(cls, value: str) -> str:
         if not value or any(ch.isspace() or ord(ch) < 32 for ch in value):
             raise ValueError("host must be an address or a host name without spaces")
+        return value
+
+    @validates("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        for index, name in enumerate(value):
+            if not (_HOST_NAME.match(name) or _is_address(name)):
+                raise ValueProblem(
+                    f"'{printable(name)}' is not a host name: write the name alone, without scheme, "
+                    "port or path (for example chat.example.org)", at=(index,),
+                )
         return value
 
 

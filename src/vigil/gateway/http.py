@@ -2,7 +2,8 @@
 
 The gateway owns the process's signals, so uvicorn is kept from installing its own handlers.
 The listening socket is bound before anything starts, so a port in use is a clear error at
-start-up rather than a failure in the background.
+start-up rather than a failure in the background. Every request passes :class:`HostCheck`
+first, whatever its route (the web chat, webhooks, ``/healthz``, ``/metrics``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import contextlib
 import errno
 import ipaddress
 import logging
+import re
 import socket
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +55,100 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-class HttpServer:
-    """Serves a starlette app on an already bound socket until :meth:`stop`."""
+HOSTS_SETTING = "gateway.web.allowed_hosts"
 
-    def __init__(self, app: Any, sock: socket.socket) -> None:
+# A Host header: a name or an IPv4 address, or an IPv6 address in brackets; an optional port.
+_HOST_HEADER = re.compile(r"^(?:\[(?P<ip6>[0-9a-fA-F:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::[0-9]{1,5})?$")
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def host_name(header: str) -> str | None:
+    """The name or address a ``Host`` header names, lower-case, without port or brackets;
+    ``None`` when the header is not a host."""
+    match = _HOST_HEADER.match(header)
+    if match is None:
+        return None
+    return _canonical(match.group("ip6") or match.group("name"))
+
+
+def _canonical(name: str) -> str:
+    """A host name or address as compared: lower-case, without the root's dot, an address in
+    its shortest form."""
+    address = _address(name)
+    return str(address) if address is not None else name.lower().removesuffix(".")
+
+
+def _address(text: str) -> IpAddress | None:
+    try:
+        address = ipaddress.ip_address(text[1:-1] if text.startswith("[") and text.endswith("]") else text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped  # an IPv4 client of a dual-stack socket
+    return address
+
+
+class HostCheck:
+    """ASGI middleware: a request whose ``Host`` header names another server is answered 421
+    and goes no further.
+
+    This is the defence against DNS rebinding: a page under an attacker's name, made to
+    resolve to this machine, reaches the server with the attacker's name in ``Host``. Allowed:
+    ``localhost``, a loopback address, the address the request arrived at (the bound address;
+    with a wildcard bind, whichever of the machine's addresses it came in on: an IP address in
+    ``Host`` cannot be rebound), and the names in ``allowed``, with or without a port. A request
+    without ``Host`` (HTTP/1.0) passes: every browser sends one."""
+
+    def __init__(self, app: Any, allowed: Iterable[str] = ()) -> None:
+        self.app = app
+        self.names = frozenset(_canonical(name) for name in allowed)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            hosts = [value.decode("latin-1") for key, value in scope.get("headers", ()) if key == b"host"]
+            if hosts and not (len(hosts) == 1 and self.allows(hosts[0], scope.get("server"))):
+                await _refuse(scope, receive, send, host_name(hosts[0]) if len(hosts) == 1 else None)
+                return
+        await self.app(scope, receive, send)
+
+    def allows(self, header: str, server: Sequence[Any] | None) -> bool:
+        """Whether a request with this ``Host`` header, arriving at the local address
+        ``server`` (``(host, port)``), is for this server."""
+        name = host_name(header)
+        if name is None:
+            return False
+        if name == "localhost" or name in self.names:
+            return True
+        address = _address(name)
+        if address is None:
+            return False
+        return address.is_loopback or (bool(server) and _address(str(server[0])) == address)
+
+
+async def _refuse(scope: dict[str, Any], receive: Any, send: Any, name: str | None) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    from starlette.responses import JSONResponse
+
+    if name is None:
+        message = "refused: the Host header does not name one host (a name or an address, and a port)"
+    else:  # the name matched the header's pattern: it holds nothing but letters, digits and .-_:
+        message = (
+            f"refused: this server does not answer to the host name '{name}' (a defence against DNS "
+            "rebinding). If it is your name for this server (behind a proxy or a load balancer, for "
+            f"Slack or Telegram webhooks too), add it to the list {HOSTS_SETTING} (the first name: "
+            f"vigil config set {HOSTS_SETTING} '[{name}]') and restart the gateway"
+        )
+    response = JSONResponse({"error": message}, status_code=421, headers={"Cache-Control": "no-store"})
+    await response(scope, receive, send)
+
+
+class HttpServer:
+    """Serves a starlette app on an already bound socket until :meth:`stop`, to requests
+    that pass :class:`HostCheck` with the host names ``allowed_hosts``."""
+
+    def __init__(self, app: Any, sock: socket.socket, *, allowed_hosts: Iterable[str] = ()) -> None:
         import uvicorn
 
         class _Server(uvicorn.Server):
@@ -68,7 +160,10 @@ class HttpServer:
         host, port = sock.getsockname()[:2]
         self.host, self.port = host, port
         self._server = _Server(
-            uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=3)
+            uvicorn.Config(
+                HostCheck(app, allowed_hosts), log_level="warning", lifespan="off", access_log=False,
+                timeout_graceful_shutdown=3,
+            )
         )
         self._task: asyncio.Task[None] | None = None
 

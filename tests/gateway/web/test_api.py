@@ -144,6 +144,13 @@ def test_an_upload_lands_in_the_working_directory_with_a_safe_name(gateway: WebG
     assert path.parent == Path(again["path"]).parent and stat.S_IMODE(path.stat().st_mode) == 0o600
     hidden = api.post(f"/api/conversations/{conversation}/files", files={"file": (".env", b"x")})
     assert hidden.json()["name"] == "env"
+    # U+202E shows "invoice\u202etxt.exe" as "invoiceexe.txt": bidirectional controls are dropped,
+    # the other controls (C1 too) become _ as C0 ones do
+    for raw, safe in [("invoice\u202etxt.exe", "invoicetxt.exe"), ("\u2066a\u200eb\u061c\u2069.pdf", "ab.pdf"),
+                      ("c\x85d\u2028e\u009b.txt", "c_d_e_.txt")]:
+        named = api.post(f"/api/conversations/{conversation}/files", files={"file": (raw, b"x")})
+        assert named.status_code == 201 and named.json()["name"] == safe, (raw, named.text)
+        assert Path(named.json()["path"]).name == safe
 
 
 def test_an_upload_over_the_configured_cap_is_413_and_leaves_no_file(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vigil.gateway.adapters.web.auth import COOKIE_MAX_AGE, LoginThrottle, SessionSigner, same_origin
+from vigil.gateway.adapters.web.auth import COOKIE_MAX_AGE, LoginThrottle, SessionSigner, cross_origin, same_origin
 
 
 def test_a_cookie_is_valid_under_its_token_for_thirty_days_only() -> None:
@@ -56,3 +56,20 @@ def test_the_login_throttle_blocks_after_too_many_failures_in_its_window() -> No
     assert throttle.blocked()
     now[0] += 61
     assert not throttle.blocked()
+
+
+def test_a_request_is_from_another_site_when_the_browser_says_so() -> None:
+    own = {"scheme": "http", "host": "127.0.0.1:8787"}
+    for site in ("cross-site", "same-site", "Cross-Site"):
+        assert cross_origin(site, None, None, **own), site
+        assert cross_origin(site, "http://127.0.0.1:8787", None, **own), site  # the browser's word wins
+    for site in ("none", "same-origin"):  # typed, a bookmark, a terminal's link; this server's page
+        assert not cross_origin(site, None, None, **own), site
+        assert not cross_origin(site, "http://evil.example", "http://evil.example/", **own), site
+    # a browser without Sec-Fetch-*: the Origin, else the Referer
+    assert cross_origin(None, "http://evil.example", None, **own)
+    assert cross_origin(None, "null", None, **own)
+    assert cross_origin(None, None, "http://evil.example/lure.html", **own)
+    assert not cross_origin(None, "http://127.0.0.1:8787", None, **own)
+    assert not cross_origin(None, None, "http://127.0.0.1:8787/login", **own)
+    assert not cross_origin(None, None, None, **own)  # curl: counted as the owner's tries

@@ -4,7 +4,8 @@ Routes (all but ``/login``, ``/healthz`` and ``/static/*`` need the session cook
 ``Authorization: Bearer <token>``; state-changing requests by cookie must come from the page's
 own origin):
 
-* ``GET /login`` (form; ``?token=`` logs in at once), ``POST /login``, ``POST /logout``
+* ``GET /login`` (form; ``?token=`` logs in at once, or fills the form in when another site's
+  page opened the link), ``POST /login`` (refused from another site's page), ``POST /logout``
 * ``GET /`` the page, ``GET /static/...`` its files
 * ``GET|POST /api/conversations``, ``GET /api/conversations/{id}``,
   ``POST /api/conversations/{id}/messages``, ``GET /api/conversations/{id}/events`` (SSE),

@@ -15,6 +15,7 @@ from vigil.gateway.adapters.base import GatewayClosed, GatewayPort, Inbound
 from vigil.gateway.adapters.web.events import event_stream
 from vigil.gateway.adapters.web.state import Endpoint, WebState, error, guarded
 from vigil.gateway.adapters.web.uploads import UploadError, save_upload
+from vigil.masking import is_text
 from vigil.store import AmbiguousSession, SessionNotFound
 from vigil.store.gateway_tables import RouteKey
 
@@ -41,11 +42,31 @@ async def _json_body(request: Request) -> dict[str, Any]:
             raise _BadRequest(413, "the request body is too large")
     try:
         value = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise _BadRequest(400, "the body is not valid JSON") from None
     if not isinstance(value, dict):
         raise _BadRequest(400, "the body must be a JSON object")
+    if not _only_text(value):
+        raise _BadRequest(400, "the body holds text that is not valid Unicode (a lone surrogate such as \\ud800)")
     return value
+
+
+def _only_text(value: Any) -> bool:
+    """Whether every string in a parsed JSON value, keys too, is valid Unicode: JSON can write
+    a lone surrogate (``"\\ud800"``), which no store, log or page can hold. A loop, not
+    recursion: the body may nest as deep as the parser allows."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if not is_text(item):
+                return False
+        elif isinstance(item, dict):
+            pending += item.keys()
+            pending += item.values()
+        elif isinstance(item, list):
+            pending += item
+    return True
 
 
 class ConversationRoutes:

@@ -1,4 +1,5 @@
-"""Who may use the web chat: the login token, the signed session cookie, the Origin check.
+"""Who may use the web chat: the login token, the signed session cookie, the Origin check,
+and whether a request was made by another site's page.
 
 The cookie is ``v1.<issued>.<signature>``: the issue time (Unix seconds) signed with
 HMAC-SHA256 under a key derived from the login token. Nothing about the cookie is stored, so it
@@ -21,6 +22,9 @@ COOKIE_MAX_AGE = 30 * 24 * 3600
 _VERSION = "v1"
 _KEY_LABEL = b"vigil web chat session cookie v1"
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+OWN_FETCHES = frozenset({"same-origin", "none"})
+"""``Sec-Fetch-Site`` values of a request this server's page made, or the browser made for
+no page at all (a typed URL, a bookmark, a link opened from a terminal)."""
 
 
 def _cookie_key(token: str) -> bytes:
@@ -85,6 +89,18 @@ def same_origin(origin: str | None, referer: str | None, *, scheme: str, host: s
         return False
     own = _origin_of(f"{scheme}://{host}")
     return own is not None and _origin_of(claimed) == own
+
+
+def cross_origin(fetch_site: str | None, origin: str | None, referer: str | None, *, scheme: str, host: str) -> bool:
+    """Whether a browser says another origin's page made this request: ``Sec-Fetch-Site``
+    other than :data:`OWN_FETCHES` (``cross-site``, ``same-site``), or, from a browser too old
+    to send it, an ``Origin`` (else ``Referer``) that is not ``scheme://host``. A request with
+    none of them (a script, curl) is not: it cannot be told apart from the owner's."""
+    if fetch_site:  # a page cannot forge it, and a script that does only refuses itself
+        return fetch_site.strip().lower() not in OWN_FETCHES
+    if not (origin or referer):
+        return False
+    return not same_origin(origin, referer, scheme=scheme, host=host)
 
 
 @dataclass

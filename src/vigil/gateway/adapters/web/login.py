@@ -1,4 +1,13 @@
-"""The login page, logging in with the token (form or the printed URL) and logging out."""
+"""The login page, logging in with the token (form or the printed URL) and logging out.
+
+A login attempt another site's page made (an ``<img>`` or a link to ``/login?token=...``, a
+form posted from elsewhere, see :func:`cross_origin`) is never checked against the token, so
+it never counts towards the throttle that would lock the owner out. A link to the login URL
+opened from another site (a webmail, a chat) shows the login form with its token filled in:
+one press of *Log in*, from this server's own page, logs in. Checking such a request's token
+instead would give every page, and any script that claims to be one, guesses the throttle
+never sees: a redirect or a 401 tells them apart.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +19,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from vigil.gateway.adapters.web.auth import COOKIE_MAX_AGE, COOKIE_NAME
+from vigil.gateway.adapters.web.auth import COOKIE_MAX_AGE, COOKIE_NAME, cross_origin
 from vigil.gateway.adapters.web.pages import security_headers
 from vigil.gateway.adapters.web.state import WebState, guarded
 
 MAX_FORM_BYTES = 4096
+_MAX_FILLED = 256
+"""Longest token from a link that is filled into the form (the real one is 43 characters)."""
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -32,7 +43,7 @@ _PAGE = """<!doctype html>
 {message}
 <form method="post" action="/login">
 <label for="token">Token</label>
-<input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
+<input id="token" name="token" type="password" autocomplete="current-password" required autofocus{value}>
 <button type="submit" class="primary">Log in</button>
 </form>
 </main>
@@ -43,7 +54,22 @@ _PAGE = """<!doctype html>
 
 def login_page(message: str = "", status: int = 200) -> HTMLResponse:
     note = f'<p class="login-error" role="alert">{html.escape(message)}</p>' if message else ""
-    return HTMLResponse(_PAGE.format(message=note), status_code=status, headers=security_headers())
+    return HTMLResponse(_PAGE.format(message=note, value=""), status_code=status, headers=security_headers())
+
+
+def confirm_page(token: str) -> HTMLResponse:
+    """The login form with ``token`` filled in, for a login link another site's page opened."""
+    note = "<p>This login link was opened from another site. Press <b>Log in</b> to continue.</p>"
+    value = f' value="{html.escape(token, quote=True)}"' if len(token) <= _MAX_FILLED else ""
+    return HTMLResponse(_PAGE.format(message=note, value=value), headers=security_headers())
+
+
+def _from_elsewhere(request: Request) -> bool:
+    headers = request.headers
+    return cross_origin(
+        headers.get("sec-fetch-site"), headers.get("origin"), headers.get("referer"),
+        scheme=request.url.scheme, host=headers.get("host", ""),
+    )
 
 
 def login_routes(state: WebState) -> list[Route]:
@@ -70,9 +96,13 @@ def login_routes(state: WebState) -> list[Route]:
             if state.authenticated_by(request) is not None:
                 return RedirectResponse("/", status_code=303)
             return login_page()
+        if _from_elsewhere(request):
+            return confirm_page(token)
         return await try_token(request, token)
 
     async def post_login(request: Request) -> Response:
+        if _from_elsewhere(request):
+            return login_page("Refused: this login form was sent from another site. Log in here instead.", 403)
         body = b""
         async for chunk in request.stream():
             body += chunk
