@@ -142,7 +142,7 @@ async def serve(
             routes += http_routes(
                 metrics, store_check(store), authorized=lambda request: bearer_matches(request, run.extra["token"])
             )
-            http = HttpServer(routes_app(routes), sock)
+            http = HttpServer(routes_app(routes), sock, allowed_hosts=(host, *settings.gateway.web.allowed_hosts))
             run.url = http.url
         worker = join_as_worker(gateway, adapters, clock) if is_shared(store) else None
         keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler), worker=worker)

@@ -88,10 +88,6 @@ def test_a_request_for_another_host_name_reaches_no_route(gateway: WebGateway) -
     assert logged_in.status_code == 303 and logged_in.cookies["vigil_session"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "gateway/run.py does not pass gateway.web.allowed_hosts to HttpServer yet; once it does this "
-    "passes: remove this mark"
-))
 def test_a_name_in_allowed_hosts_is_served(fake_model_env: FakeModelServer, vigil_home: Path) -> None:
     vigil_home.mkdir(parents=True, exist_ok=True)
     (vigil_home / "config.yaml").write_text("gateway:\n  web:\n    allowed_hosts: [chat.example.org]\n")
