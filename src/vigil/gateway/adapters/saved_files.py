@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import IO
 
 MAX_NAME = 200
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:]+")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/\\:]+")  # C0 and C1 controls, line separators
+_BIDI_CONTROLS = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
 
 
 class NoFreeName(OSError):
@@ -18,9 +19,10 @@ class NoFreeName(OSError):
 
 
 def safe_name(raw: str) -> str:
-    """A file name with no directory part, no path separators, no control characters and no
-    leading dots; ``upload`` when nothing is left."""
-    base = raw.replace("\\", "/").rsplit("/", 1)[-1]
+    """A file name with no directory part, no path separators, no control characters, no
+    bidirectional controls (which make ``invoice<U+202E>txt.exe`` read as ``invoiceexe.txt``)
+    and no leading dots; ``upload`` when nothing is left."""
+    base = raw.translate(_BIDI_CONTROLS).replace("\\", "/").rsplit("/", 1)[-1]
     base = unicodedata.normalize("NFC", base)
     base = _UNSAFE.sub("_", base).strip().lstrip(".").strip()
     if len(base) > MAX_NAME:

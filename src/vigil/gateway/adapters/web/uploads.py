@@ -6,7 +6,6 @@ a large upload never sits in memory; past the cap the partial file is removed.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, AsyncIterator
@@ -16,17 +15,6 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from vigil.gateway.adapters.saved_files import NoFreeName, open_new, safe_name
 
 FIELD = "file"
-
-_BIDI_CONTROLS = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
-_OTHER_CONTROLS = re.compile(r"[\x80-\x9f\u2028\u2029]+")  # C1 controls, line and paragraph separators
-
-
-def upload_name(raw: str) -> str:
-    """:func:`safe_name` of the name a browser sent, without bidirectional controls (which make
-    ``invoice<U+202E>txt.exe`` read as ``invoiceexe.txt``) and with C1 controls and line
-    separators as ``_``, as ``safe_name`` writes C0 controls."""
-    return safe_name(_OTHER_CONTROLS.sub("_", raw.translate(_BIDI_CONTROLS)))
-
 
 class UploadError(Exception):
     """A refused upload: ``status`` is the HTTP status to answer with."""
@@ -82,7 +70,7 @@ class _FileReceiver:
         if options.get(b"name") != FIELD.encode() or b"filename" not in options or self.path is not None:
             return
         raw = options[b"filename"].decode("utf-8", "replace")
-        self.path, self._out = _open_new(self.directory, upload_name(raw))
+        self.path, self._out = _open_new(self.directory, safe_name(raw))
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         if self._out is None:
