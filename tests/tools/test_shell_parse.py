@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vigil.tools.shell.parse import parse
-from vigil.tools.shell.words import HOME, ParseFailure
+from vigil.tools.shell.words import HOME, ParseFailure, Word
 
 
 def _names(line: str) -> list[str]:
@@ -44,6 +44,30 @@ def test_variables_and_cd_earlier_on_the_line_are_followed() -> None:
     *_, command = parse("d=/usr; cd /tmp; for f in a b; do rm -rf $d/$f; done")
     assert command.words[-1].values == ("/usr/a", "/usr/b")
     assert command.cwd == "/tmp"
+
+
+def test_a_function_call_walks_its_body_with_the_call_arguments() -> None:
+    *_, call, body = parse('f(){ shred -n 1 "$1" "$@"; }; f /dev/sda -v')
+    assert call.calls_function and [w.value for w in call.words] == ["f", "/dev/sda", "-v"]
+    assert [w.value for w in body.words] == ["shred", "-n", "1", "/dev/sda", "/dev/sda", "-v"]
+
+
+def test_shift_and_set_move_the_arguments() -> None:
+    *_, body = parse('f(){ shift 2; wipefs "$1"; }; f a b /dev/sdb')
+    assert body.words[-1].value == "/dev/sdb"
+    *_, last = parse('set -- x /dev/sdc; shift; echo "$1"')
+    assert last.words[-1].value == "/dev/sdc"
+
+
+def test_a_body_is_walked_without_arguments_where_it_is_defined() -> None:
+    # `"$@"` as the command is left to each call; a function calling itself is walked once per call
+    assert _names('run(){ "$@"; echo done; }') == ["echo"]
+    assert _names("f(){ f; }; f") == ["f", "f", "f"]
+
+
+def test_known_arguments_of_a_string_another_shell_runs_are_its_positional_parameters() -> None:
+    (command,) = parse('shred "$1"', nested=True, positional=(Word.literal("/dev/sda"),))
+    assert command.words[-1].value == "/dev/sda"
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tools.shell_corpus import BENIGN, DOCUMENTED_FORMS, ESCAPED_BEFORE, generated_dangerous
+from tests.tools.shell_corpus import BENIGN, DOCUMENTED_FORMS, ESCAPED_BEFORE, ESCAPED_THE_PARSER, generated_dangerous
 from vigil.tools import danger
 
 GENERATED = generated_dangerous()
@@ -12,6 +12,11 @@ GENERATED = generated_dangerous()
 
 @pytest.mark.parametrize("command", ESCAPED_BEFORE)
 def test_forms_that_escaped_the_pattern_list_are_caught(command: str) -> None:
+    assert danger.check(command), f"{command!r} should need approval"
+
+
+@pytest.mark.parametrize("command", ESCAPED_THE_PARSER)
+def test_forms_that_escaped_the_parsed_gate_are_caught(command: str) -> None:
     assert danger.check(command), f"{command!r} should need approval"
 
 
@@ -53,6 +58,12 @@ def test_the_benign_corpus_is_large() -> None:
         ("shutdown -h now", "shuts down"),
         ("echo 'unterminated", "cannot be parsed with confidence"),
         ("$(which rm) -rf /", "cannot be parsed with confidence"),
+        ('f(){ shred "$1"; }; f /dev/sda', "overwrites the disk device /dev/sda (shred)"),
+        ("printf '%s\\0' /dev/sda | xargs -0 shred", "overwrites the disk device /dev/sda (shred)"),
+        ("find /dev -name 'sd*' | xargs shred", "/dev/<what xargs reads>"),
+        ("git -c alias.x='!mkfs.ext4 /dev/sdb' x", "formats a filesystem (mkfs.ext4)"),
+        ("sed 's/.*/rm &/e' list", "sed s///e runs text that is only known when it runs"),
+        ("systemd-run shred /dev/sda", "runs systemd-run with what looks like a dangerous command, which overwrites"),
     ],
 )
 def test_reason_names_what_is_at_stake(command: str, words: str) -> None:
@@ -69,6 +80,18 @@ def test_nesting_is_bounded() -> None:
 def test_a_huge_command_line_is_not_parsed_but_counted_unsure() -> None:
     command = " && ".join(["echo fine"] * 20_000)
     assert "characters long" in (danger.check(command) or "")
+
+
+def test_function_calls_are_walked_a_bounded_number_of_times() -> None:
+    # each function calls the one before twice: 2**12 calls if every one were walked
+    line = "f0(){ echo \"$1\"; }; " + " ".join(f"f{i}(){{ f{i - 1} \"$1\"; f{i - 1} \"$1\"; }};" for i in range(1, 13))
+    assert "calls functions more than" in (danger.check(line + " f12 x") or "")
+    assert danger.check(line) is None  # defined, never called
+
+
+def test_an_unknown_program_given_many_command_names_counts_as_unsure() -> None:
+    assert "more than 16 words that name commands" in (danger.check("foo " + "rm " * 40 + "x") or "")
+    assert danger.check("echo " + "rm " * 40 + "-rf /") is None
 
 
 def test_nesting_within_the_bound_is_looked_through() -> None:

@@ -1,9 +1,13 @@
 """Which simple commands are dangerous: the documented list, checked on parsed, unwrapped words.
 
-:func:`check_line` parses a command line (:mod:`vigil.tools.shell.parse`), looks through
-wrappers (:mod:`vigil.tools.shell.wrappers`), parses the strings that ``sh -c``, ``eval``,
-``su -c``, ``watch`` and here-documents fed to a shell run (at most :data:`MAX_DEPTH` levels),
-and returns the first reason found. The forms (README, "What the agent may run on its own"):
+:func:`check_line` parses a command line (:mod:`vigil.tools.shell.parse`; a function's body
+is checked at each call with the call's arguments), looks through wrappers
+(:mod:`vigil.tools.shell.wrappers`; what ``xargs`` reads: :mod:`vigil.tools.shell.xargs`), parses
+the strings that ``sh -c``, ``eval``, ``su -c``, ``watch``, here-documents fed to a shell, and
+programs running a command written in their arguments (``script -c``, git aliases, tar's
+``--to-command``, sed's ``e``: :mod:`vigil.tools.shell.embedded`) run (at most
+:data:`MAX_DEPTH` levels), and returns the first reason found. The forms (README, "What the
+agent may run on its own"):
 
 - recursive ``rm``/``chmod``/``chown``/``chgrp`` of ``/``, a system directory, a home directory
   or everything in one of them; any use of ``--no-preserve-root``
@@ -22,20 +26,28 @@ and returns the first reason found. The forms (README, "What the agent may run o
 - a script a shell reads from a pipe, a file redirect or a process substitution (``… | sh``,
   ``sh < f``, ``bash <(…)``), since what it runs cannot be seen; a download piped into an
   interpreter (``curl … | python3``)
-- a command name, ``sh -c`` string or ``eval`` text built from command output, and anything else
-  that cannot be parsed with confidence
+- any of these given to a program the gate does not know (``systemd-run shred /dev/sda``: an
+  unknown wrapper), unless the program is known not to run its arguments (``echo``, ``grep``,
+  ``man``, package managers: :data:`~vigil.tools.shell.wrappers.DOES_NOT_RUN_ITS_ARGUMENTS`)
+- a disk-writing program (``shred``, ``dd``, ``mkfs*``, partitioning tools) run by ``xargs`` on
+  input the line does not show
+- a command name, ``sh -c`` string, ``eval`` text or sed ``e`` command built from command output
+  or only known at run time, and anything else that cannot be parsed with confidence
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Iterable
 
+from vigil.tools.shell import xargs
+from vigil.tools.shell.embedded import EMBEDDED
 from vigil.tools.shell.parse import parse
 from vigil.tools.shell.rules import DESTRUCTIVE_RULES, Rule, formats
 from vigil.tools.shell.targets import Options, precious_target, redirect_reason
 from vigil.tools.shell.words import UNKNOWN, ParseFailure, SimpleCommand, Word
-from vigil.tools.shell.wrappers import WRAPPERS, Unsure, program_name, unwrap
+from vigil.tools.shell.wrappers import DOES_NOT_RUN_ITS_ARGUMENTS, WRAPPERS, Unsure, program_name, unwrap
 
 MAX_DEPTH = 6
 MAX_LENGTH = 100_000
@@ -48,14 +60,15 @@ DOWNLOADERS = frozenset("curl wget fetch aria2c http https httpie lynx links".sp
 _PYTHON = re.compile(r"python\d*(?:\.\d+)?")
 
 
-def check_line(source: str, depth: int = 0) -> str | None:
-    """Why running ``source`` is dangerous (a short phrase), or ``None``."""
+def check_line(source: str, depth: int = 0, positional: tuple[Word, ...] | None = None) -> str | None:
+    """Why running ``source`` is dangerous (a short phrase), or ``None``. ``positional`` are its
+    ``$1``, ``$2`` ... when known (``sh -c 'script' $0 $1 ...``)."""
     if depth > MAX_DEPTH:
         return UNSURE + f"commands are nested more than {MAX_DEPTH} levels deep"
     if len(source) > MAX_LENGTH:
         return UNSURE + f"the command is {len(source):,} characters long (at most {MAX_LENGTH:,} are checked)"
     try:
-        commands = parse(source, nested=depth > 0)
+        commands = parse(source, nested=depth > 0, positional=positional)
         for command in commands:
             reason = judge(command, depth)
             if reason:
@@ -67,8 +80,9 @@ def check_line(source: str, depth: int = 0) -> str | None:
     return _fork_bomb(commands)
 
 
-def judge(command: SimpleCommand, depth: int) -> str | None:
-    """Why this one simple command is dangerous, or ``None``."""
+def judge(command: SimpleCommand, depth: int, *, guess: bool = True) -> str | None:
+    """Why this one simple command is dangerous, or ``None``. ``guess``: an unknown program
+    given what looks like a dangerous command counts as running it (:func:`_looks_like_a_command`)."""
     reason = redirect_reason(command)
     if reason:
         return reason
@@ -80,7 +94,7 @@ def judge(command: SimpleCommand, depth: int) -> str | None:
         if len(head.values) > 1:
             for value in head.values:
                 single = (Word.literal(value), *words[1:])
-                reason = judge(_with_words(command, single), depth)
+                reason = judge(_with_words(command, single), depth, guess=guess)
                 if reason:
                     return reason
             return None
@@ -97,8 +111,8 @@ def judge(command: SimpleCommand, depth: int) -> str | None:
         if unwrapped.words is None:
             return None
         words = unwrapped.words
-        if unwrapped.stdin_arguments and command.piped and command.upstream:
-            words = words + _echoed(command.upstream[-1])
+        if name == "xargs":
+            words = xargs.with_arguments(unwrapped, command)
     else:
         return UNSURE + "too many wrappers around one command"
     rule = RULES.get(name)
@@ -107,29 +121,38 @@ def judge(command: SimpleCommand, depth: int) -> str | None:
     if rule is None and (name in INTERPRETERS or _PYTHON.fullmatch(name)):
         rule = _interpreter
     if rule is None:
-        return None
+        return _looks_like_a_command(name, words, command, depth) if guess else None
     return rule(name, list(words[1:]), _with_words(command, words), depth)
 
 
 def _with_words(command: SimpleCommand, words: Iterable[Word]) -> SimpleCommand:
-    return SimpleCommand(
-        words=tuple(words),
-        redirects=command.redirects,
-        piped=command.piped,
-        upstream=command.upstream,
-        cwd=command.cwd,
-        background=command.background,
-        function=command.function,
-    )
+    return replace(command, words=tuple(words), calls_function=False)
 
 
-def _echoed(upstream: SimpleCommand) -> tuple[Word, ...]:
-    """``echo / | xargs rm -rf``: the words echo prints become xargs' arguments."""
-    if program_name(upstream.words[0]) != "echo":
-        return ()
-    return tuple(
-        Word.literal(part) for w in upstream.words[1:] if not w.value.startswith("-") for part in w.value.split()
-    )
+_MAX_GUESSES = 16
+
+
+def _looks_like_a_command(name: str, words: tuple[Word, ...], command: SimpleCommand, depth: int) -> str | None:
+    """A program the gate does not know, given the name of one it judges followed by what makes
+    that one dangerous (``systemd-run shred /dev/sda``), may well run it: unknown wrappers are
+    many. Programs known not to run their arguments (``echo``, ``grep``, ``man``, package
+    managers: :data:`~vigil.tools.shell.wrappers.DOES_NOT_RUN_ITS_ARGUMENTS`) and the line's own
+    functions (their bodies are checked at the call) are not suspected, nor is a name that ends
+    the line alone (``last reboot``, ``pytest -k shutdown``: more often an argument than a command)."""
+    if name in DOES_NOT_RUN_ITS_ARGUMENTS or command.calls_function:
+        return None
+    candidates = [i for i, w in enumerate(words[:-1]) if i and _judged_program(program_name(w))]
+    if len(candidates) > _MAX_GUESSES:
+        return UNSURE + f"{name} is given more than {_MAX_GUESSES} words that name commands"
+    for index in candidates:
+        reason = judge(_with_words(command, words[index:]), depth, guess=False)
+        if reason and not reason.startswith(UNSURE):  # words that only might be a command: no guess on a guess
+            return f"runs {name} with what looks like a dangerous command, which {reason}"
+    return None
+
+
+def _judged_program(name: str) -> bool:
+    return name in RULES or name in WRAPPERS or name.startswith("mkfs")
 
 
 _DELETING = frozenset("rm rmdir unlink shred truncate mv chmod chown chgrp dd".split())
@@ -199,8 +222,8 @@ def _shell(name: str, args: list[Word], command: SimpleCommand, depth: int) -> s
             continue
         break
     operands = args[index:]
-    if runs_string:
-        return _nested(operands[0], depth, f"{name} -c") if operands else None
+    if runs_string:  # operands after the string are $0, $1 ...
+        return _nested(operands[0], depth, f"{name} -c", tuple(operands[2:])) if operands else None
     if operands and not script_on_stdin and operands[0].value not in ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"):
         if operands[0].process_substitution:
             return _unseen(name, operands[0].inner, "a process substitution")
@@ -316,14 +339,27 @@ def _trap(name: str, args: list[Word], command: SimpleCommand, depth: int) -> st
     return _nested(args[0], depth, "trap")
 
 
-def _nested(word: Word, depth: int, what: str) -> str | None:
+def _embedded(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
+    for found in EMBEDDED[name](args):
+        if found.text is not None:
+            reason = _nested(found.text, depth, found.what, found.positional)
+        elif found.words:
+            reason = judge(_with_words(command, found.words), depth)
+        else:
+            reason = _reads_stdin(name, command, depth)
+        if reason:
+            return reason
+    return None
+
+
+def _nested(word: Word, depth: int, what: str, positional: tuple[Word, ...] | None = None) -> str | None:
     """Parse and check the text another shell will run."""
     if word.from_output:
         return UNSURE + f"{what} runs text built from command output ({word.text})"
     for template in word.templates:
         if template.strip() == UNKNOWN:
             return UNSURE + f"{what} runs text that is only known when it runs ({word.text})"
-        reason = check_line(template, depth + 1)
+        reason = check_line(template, depth + 1, positional)
         if reason:
             return reason
     return None
@@ -351,4 +387,5 @@ RULES: dict[str, Rule] = {
     "flock": _flock,
     "alias": _alias,
     "trap": _trap,
+    **dict.fromkeys(EMBEDDED, _embedded),
 }

@@ -65,8 +65,9 @@ def _partitions(name: str, args: list[Word], command: SimpleCommand, depth: int)
 
 def _dd(name: str, args: list[Word], command: SimpleCommand, depth: int) -> str | None:
     for word in args:
-        if word.value.startswith("of="):
-            device = block_device(Word(word.text, tuple(v[3:] for v in word.values), word.templates, glob=word.glob), command.cwd)
+        outputs = tuple(v[3:] for v in word.values if v.startswith("of="))
+        if outputs:
+            device = block_device(Word(word.text, outputs, outputs, glob=word.glob), command.cwd)
             if device:
                 return f"writes raw data onto the disk device {device} (dd of={device})"
     return None
@@ -187,11 +188,23 @@ def _init(name: str, args: list[Word], command: SimpleCommand, depth: int) -> st
     return None
 
 
+_PARTITIONERS = ("fdisk", "sfdisk", "cfdisk", "parted", "sgdisk", "gdisk")
+_DEVICE_WRITERS = frozenset(
+    ("shred", "dd", "ddrescue", "wipefs", "blkdiscard", "mke2fs", "mkswap", "mkdosfs", "mkntfs", *_PARTITIONERS)
+)
+
+
+def writes_devices(name: str) -> bool:
+    """Whether the program ``name`` is made to write to disk devices (``shred``, ``dd``, ``mkfs*``,
+    partitioning tools): an operand of it that is only known at run time may name one."""
+    return name in _DEVICE_WRITERS or name.startswith("mkfs")
+
+
 DESTRUCTIVE_RULES: dict[str, Rule] = {
     **dict.fromkeys(("rm", "chmod", "chown", "chgrp"), _recursive),
     **dict.fromkeys(("mke2fs", "mkswap", "mkdosfs", "mkntfs"), formats),
     **dict.fromkeys(("wipefs", "blkdiscard"), _wipes),
-    **dict.fromkeys(("fdisk", "sfdisk", "cfdisk", "parted", "sgdisk", "gdisk"), _partitions),
+    **dict.fromkeys(_PARTITIONERS, _partitions),
     "dd": _dd,
     **dict.fromkeys(("cp", "mv", "install", "rsync", "tee", "truncate", "ddrescue"), _copies),
     "shred": _shred,

@@ -13,6 +13,7 @@ import os
 import posixpath
 import re
 import stat
+from dataclasses import replace
 
 from vigil.tools.shell.words import HOME, SimpleCommand, Word
 
@@ -132,6 +133,16 @@ def redirect_reason(command: SimpleCommand) -> str | None:
     return None
 
 
+def after_equals(word: Word) -> Word:
+    """What follows the first ``=`` of ``word`` (``--command=…``, ``alias.x=…``), run-time parts kept."""
+    return replace(
+        word,
+        text=word.text.partition("=")[2] or word.text,
+        values=tuple(v.partition("=")[2] for v in word.values),
+        templates=tuple(t.partition("=")[2] for t in word.templates),
+    )
+
+
 class Options:
     """Options and operands of a command, split the GNU way (``--`` ends the options)."""
 
@@ -153,7 +164,7 @@ class Options:
                 name, has_value, attached = value[2:].partition("=")
                 self.long.add(name)
                 if has_value:
-                    self.values[name] = Word.literal(attached)
+                    self.values[name] = after_equals(word)
                 elif name in wants and index < len(args):
                     self.values[name] = args[index]
                     index += 1

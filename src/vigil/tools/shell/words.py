@@ -88,6 +88,8 @@ class SimpleCommand:
     background: bool = False
     function: str | None = None
     """The function whose body it is part of."""
+    calls_function: bool = False
+    """Its name is a function defined earlier on the line (whose body is checked at the call)."""
 
     @property
     def stdin(self) -> Redirect | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from vigil.tools.shell.words import UNKNOWN, Word
+from vigil.tools.shell.words import Word
 
 
 class Unsure(Exception):
@@ -39,6 +39,19 @@ class WrapperSpec:
 
 def _spec(takes: str = "", flags: str = "", **kw: object) -> WrapperSpec:
     return WrapperSpec(frozenset(takes.split()), frozenset(flags.split()), **kw)  # type: ignore[arg-type]
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_SETARCH = _spec(
+    "",
+    "B F I L R S T X Z 3 v 32bit fdpic-funcptrs short-inode addr-compat-layout addr-no-randomize "
+    "whole-seconds sticky-timeouts read-implies-exec mmap-page-zero 3gb 4gb uname-2.6 verbose",
+    no_command=_words("list h help V version"),
+    default=("sh",),
+)
 
 
 WRAPPERS: dict[str, WrapperSpec] = {
@@ -68,27 +81,72 @@ WRAPPERS: dict[str, WrapperSpec] = {
     "setsid": _spec("", "c f w ctty fork wait"),
     "chroot": _spec("", "", positionals=1, default=("sh",)),
     "xargs": _spec(
-        "a d E I L n P s arg-file delimiter eof replace max-lines max-args max-procs max-chars "
-        "process-slot-var",
-        "0 o p r t x null open-tty interactive no-run-if-empty verbose exit show-limits",
+        "a d E I L n P s arg-file delimiter max-args max-procs max-chars process-slot-var",
+        "0 o p r t x null open-tty interactive no-run-if-empty verbose exit show-limits replace eof max-lines",
         default=("echo",),
     ),
     "busybox": _spec(),
     "unbuffer": _spec(),
     "caffeinate": _spec("t w", "d i m s u"),
+    "taskset": _spec("", "a c all-tasks cpu-list", positionals=1, no_command=_words("p pid h help V version")),
+    "chrt": _spec(
+        "T P D sched-runtime sched-period sched-deadline",
+        "a b d f i o r R v all-tasks batch deadline fifo idle other rr reset-on-fork verbose",
+        positionals=1,
+        no_command=_words("p pid m max h help V version"),
+    ),
+    "strace": _spec(
+        "a b e E I o O p P s S u U X attach output trace signal status abbrev verbose raw read write fault "
+        "inject kvm env user string-limit columns summary-sort sort summary-columns trace-path detach-on "
+        "argv0 const-print-style trace-fds",
+        "A c C d D f F i k n q r t T v w x y Y z Z follow-forks output-separately summary-only summary "
+        "summary-wall-clock debug instruction-pointer stack-trace syscall-number timestamps no-abbrev "
+        "successful-only failed-only seccomp-bpf decode-pids",
+        no_command=_words("h V help version"),
+    ),
+    "setarch": replace(_SETARCH, positionals=1),  # the architecture, which linux32/linux64 name
+    **dict.fromkeys(("linux32", "linux64"), _SETARCH),
+    "prlimit": _spec(
+        "o p output pid",
+        "noheadings raw verbose core data fsize memlock rss nofile stack cpu nproc as locks sigpending "
+        "msgqueue nice rtprio rttime",
+        no_command=_words("h V help version"),
+    ),
+    "unshare": _spec(
+        "R w S G l root wd setuid setgid load-interp propagation setgroups map-user map-group map-users "
+        "map-groups monotonic boottime",
+        "m u i n p U C T f r c mount uts ipc net pid user cgroup time fork map-root-user map-current-user "
+        "kill-child mount-proc map-auto keep-caps mount-binfmt",
+        no_command=_words("h V help version"),
+        default=("sh",),
+    ),
 }
 
-# xargs' -i, -l and -e take their value in the same word, when there is one.
-_ATTACHED_ONLY = {"xargs": frozenset("i l e".split())}
+# Options whose value, when there is one, is in the same word: xargs' -i, -l and -e, prlimit's
+# limits (`-n1024`; in `-n 1024` the 1024 is the command).
+_ATTACHED_ONLY = {"xargs": frozenset("i l e".split()), "prlimit": frozenset("c d e f i l m n q r s t u v x y".split())}
+
+DOES_NOT_RUN_ITS_ARGUMENTS = frozenset(
+    "echo printf logger grep egrep fgrep zgrep rg ag ack man apropos whatis info help tldr which whereis "
+    "type hash locate cat tac less more head tail wc ls stat file du touch mkdir cd pushd test "
+    "export declare typeset local readonly unset read unalias complete compgen history basename "
+    "dirname realpath readlink sort uniq cut tr diff cmp comm apt apt-get apt-cache aptitude dpkg "
+    "dpkg-query rpm dnf yum zypper pacman apk brew snap flatpak pip pip3 pipx npm yarn pnpm gem cargo "
+    "conda mamba go make pytest py.test tox nox".split()
+)
+"""Commands known not to run their arguments as a command, so a dangerous program's name among
+them is only text (``echo shred /dev/sda``, ``man mkfs``, ``apt-get install wipefs``, ``make
+reboot`` names a target, ``pytest -k shutdown`` a test). In front of
+any other unknown program such a name is taken as a command it may run (see ``policy``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Unwrapped:
-    """The command a wrapper runs (``None`` when it runs none) and what changes on the way."""
+    """The command a wrapper runs (``None`` when it runs none) and the options it was given."""
 
     words: tuple[Word, ...] | None
-    stdin_arguments: bool = False
-    """xargs adds words read from standard input."""
+    options: dict[str, str] = field(default_factory=dict)
+    """Each option given (a short letter or a long name) with its value, ``""`` when it has none."""
 
 
 def program_name(word: Word) -> str:
@@ -101,7 +159,7 @@ def unwrap(name: str, words: tuple[Word, ...]) -> Unwrapped:
     spec = WRAPPERS[name]
     attached_only = _ATTACHED_ONLY.get(name, frozenset())
     args = list(words[1:])
-    replace_string: str | None = None
+    options: dict[str, str] = {}
     index = 0
     positionals_left = spec.positionals
     while index < len(args):
@@ -121,13 +179,11 @@ def unwrap(name: str, words: tuple[Word, ...]) -> Unwrapped:
             if option == "split-string" and name == "env":
                 split = attached if has_value else _value_at(args, index + 1, name, value)
                 return _env_split(split, args[index + (1 if has_value else 2) :])
-            if option in ("replace",) and name == "xargs":
-                replace_string = attached if has_value else "{}"
-                index += 1
-                continue
             if has_value or option in spec.flags:
+                options[option] = attached
                 index += 1
             elif option in spec.takes_value:
+                options[option] = _option_value(args, index + 1, name, option)
                 index += 2
             else:
                 raise Unsure(f"{name} is given the unfamiliar option {value}")
@@ -142,20 +198,18 @@ def unwrap(name: str, words: tuple[Word, ...]) -> Unwrapped:
                 if letter in spec.no_command:
                     return Unwrapped(None)
                 if letter in attached_only:
-                    if letter == "i" and name == "xargs":
-                        replace_string = rest or "{}"
+                    options[letter] = rest
                     break
                 if letter in spec.takes_value:
-                    if name == "xargs" and letter == "I":
-                        replace_string = rest or _value_at(args, index + 1, name, value)
+                    options[letter] = rest or _option_value(args, index + 1, name, letter)
                     if name == "env" and letter == "S":
-                        split = rest or _value_at(args, index + 1, name, value)
-                        return _env_split(split, args[index + (1 if rest else 2) :])
+                        return _env_split(options[letter], args[index + (1 if rest else 2) :])
                     if not rest:
                         step = 2
                     break
                 if letter not in spec.flags:
                     raise Unsure(f"{name} is given the unfamiliar option -{letter}")
+                options[letter] = ""
             index += step
             continue
         if spec.assignments and re.fullmatch(r"[A-Za-z_]\w*=.*", value, flags=re.S):
@@ -171,9 +225,17 @@ def unwrap(name: str, words: tuple[Word, ...]) -> Unwrapped:
         if not spec.default:
             return Unwrapped(None)
         rest = tuple(Word.literal(w) for w in spec.default)
-    if replace_string:
-        rest = tuple(_fill_in(w, replace_string) for w in rest)
-    return Unwrapped(rest, stdin_arguments=name == "xargs")
+    return Unwrapped(rest, options)
+
+
+# Options whose value decides what runs, so it must be known (xargs' replace string, separator).
+_VALUE_MATTERS = {"xargs": frozenset("I d delimiter".split()), "env": frozenset("S split-string".split())}
+
+
+def _option_value(args: list[Word], index: int, name: str, option: str) -> str:
+    if option in _VALUE_MATTERS.get(name, ()):
+        return _value_at(args, index, name, ("-" if len(option) == 1 else "--") + option)
+    return args[index].value if index < len(args) else ""
 
 
 def _value_at(args: list[Word], index: int, name: str, option: str) -> str:
@@ -191,16 +253,3 @@ def _env_split(text: str, rest: list[Word]) -> Unwrapped:
     except ValueError as exc:
         raise Unsure(f"env -S {text!r}: {exc}") from None
     return unwrap("env", (Word.literal("env"), *(Word.literal(w) for w in split), *rest))
-
-
-def _fill_in(word: Word, replace_string: str) -> Word:
-    """xargs -I: where the replace string stands, an input line goes (unknown here)."""
-    if replace_string not in word.value:
-        return word
-    return Word(
-        word.text,
-        tuple(v.replace(replace_string, "") for v in word.values),
-        tuple(t.replace(replace_string, UNKNOWN) for t in word.templates),
-        dynamic=True,
-        glob=word.glob,
-    )
