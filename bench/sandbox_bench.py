@@ -3,8 +3,8 @@ unsandboxed, in bubblewrap without a network (``--unshare-net``), in bubblewrap 
 shared user-mode namespace (:mod:`vigil.tools.sandbox_network`: ``nsenter`` in front), and,
 for reference, with a fresh pasta per command.
 
-The bubblewrap line is the one ``Sandbox.argv`` builds (its namespace, process and filesystem
-options, a temporary workspace). The fresh-pasta variant runs the command under pasta alone:
+The bubblewrap line is the one ``Sandbox.argv`` builds (a temporary workspace, nothing to
+hide); ``bench/terminal_sandbox.py`` measures whole commands through the terminal tool's path. The fresh-pasta variant runs the command under pasta alone:
 as root pasta's command runs unmapped in its user namespace and cannot start bubblewrap, so it
 is a lower bound of pasta plus bubblewrap. The variants alternate run by run, so load from
 other processes hits them alike; each figure is the median (and p90) wall time of starting the
@@ -29,19 +29,18 @@ from pathlib import Path
 from typing import Callable
 
 from vigil.tools import sandbox_network
+from vigil.tools.boundary import Boundary
+from vigil.tools.sandbox import Sandbox
 
 WORKLOADS = {"true": ["true"], "bash -c true": ["bash", "-c", "true"]}
 TARGET_MS = 25.0
 
 
-def bwrap_line(bwrap: str, workdir: Path, network: bool, extra: tuple[str, ...] = ()) -> list[str]:
-    """The bubblewrap options ``Sandbox.argv`` uses, up to the ``--``."""
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--tmpfs", "/run", "--bind", str(workdir), str(workdir), *extra, "--unshare-pid", "--unshare-ipc"]
-    if not network:
-        args += ["--unshare-net"]
-    return args + ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--setenv", "TMPDIR", "/tmp",
-                   "--chdir", str(workdir), "--"]
+def sandboxed(bwrap: str, workdir: Path, entry: sandbox_network.NetworkEntry | None) -> Callable[[list[str]], list[str]]:
+    """The command line ``Sandbox.argv`` builds: without a network, or joining ``entry``'s."""
+    box = Sandbox(bwrap, Boundary(workdir, (), ()), network=entry is not None,
+                  network_prefix=entry.prefix or () if entry else (), network_args=entry.bwrap_args if entry else ())
+    return box.argv
 
 
 def fresh_pasta(pasta: str) -> list[str]:
@@ -88,9 +87,8 @@ def main(runs: int) -> None:
         workdir = Path(tmp)
         variants: dict[str, Callable[[list[str]], list[str]]] = {
             "unsandboxed": lambda cmd: cmd,
-            "bwrap, no network": lambda cmd: [*bwrap_line(bwrap, workdir, False), *cmd],
-            "bwrap + shared pasta": lambda cmd: [*entry.prefix, *bwrap_line(bwrap, workdir, True, entry.bwrap_args),
-                                                 *cmd],
+            "bwrap, no network": sandboxed(bwrap, workdir, None),
+            "bwrap + shared pasta": sandboxed(bwrap, workdir, entry),
             "fresh pasta (no bwrap)": lambda cmd: [*fresh_pasta(pasta), *cmd],
         }
         print(f"{'workload':<14} {'variant':<24} {'median':>8} {'p90':>8} {'ratio':>7} {'+ms':>7}")

@@ -162,18 +162,41 @@ class AgentSettings(Section):
 
 
 class TerminalSettings(Section):
-    """The terminal tool: limits, and the sandbox for commands nobody is there to approve."""
+    """The terminal tool: limits, and the sandbox every command runs in (README, "What the
+    agent may run on its own")."""
 
     timeout: float = setting(
         120.0, gt=0, le=86_400, allow_inf_nan=False, description="seconds before a command is killed"
     )
     output_cap: int = setting(20_000, ge=256, le=10_000_000, description="characters of output kept")
-    sandbox: Literal["unattended", "always", "never"] = setting(
-        "unattended",
-        description="run commands in a bubblewrap sandbox: in unattended runs (cron, heartbeats, "
-        "-q without a terminal), always, or never",
+    sandbox: Literal["always", "unattended", "never"] = setting(
+        "always",
+        description="run commands in a bubblewrap sandbox: always (leaving it takes a person's approval), "
+        "only in unattended runs (cron, heartbeats, -q without a terminal), or never",
     )
-    network: bool = setting(True, description="whether sandboxed commands may use the network")
+    network: bool = setting(
+        True, description="whether sandboxed commands reach the network (never the host's own loopback services)"
+    )
+    local_ports: list[int] = setting(
+        default_factory=list, ge=1, le=65_535, max_length=100,
+        description="ports of services on this machine's loopback that sandboxed commands may reach",
+    )
+    hide: list[str] = setting(
+        default_factory=list, max_length=200,
+        description="further files or folders sandboxed commands and the file tools cannot see (~ allowed)",
+    )
+
+    @validates("hide")
+    @classmethod
+    def _hidden_paths(cls, value: list[str]) -> list[str]:
+        for index, path in enumerate(value):
+            if not path.strip() or _CONTROL.search(path):
+                raise ValueProblem("a path to hide must be one line of text", at=(index,))
+            if not (path.startswith("/") or path.startswith("~")):
+                raise ValueProblem(
+                    f"'{printable(path)}' is not an absolute path (start it with / or ~)", at=(index,)
+                )
+        return value
 
 
 def _known_tools(names: list[str]) -> list[str]:

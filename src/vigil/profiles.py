@@ -74,6 +74,31 @@ class Profile:
         return self.home / "repl_history"
 
     @property
+    def workspaces_dir(self) -> Path:
+        """The agent's working folders: one per web or platform conversation, per cron job, and
+        per conversation whose own folder would lie inside a vigil home."""
+        return self.home / "workspaces"
+
+    def workspace(self, name: str) -> Path:
+        """The workspace ``name`` (one path component), made private to the user when missing."""
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"not a workspace name: {name!r}")
+        path = self.workspaces_dir / name
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ProfileError(f"cannot create the workspace {path}: {exc.strerror or exc}") from None
+        return path
+
+    def agent_workdir(self, wanted: Path, name: str) -> Path:
+        """Where the agent works when ``wanted`` was asked for: ``wanted`` itself, unless it lies
+        inside a vigil home (outside this profile's workspaces), where the agent's commands must
+        never work; then the workspace ``name``."""
+        if in_vigil_home(wanted, self):
+            return self.workspace(name)
+        return wanted
+
+    @property
     def exists(self) -> bool:
         return self.home.is_dir()
 
@@ -97,6 +122,17 @@ class Profile:
         except OSError as exc:
             raise ProfileError(f"cannot make {self.home} private: {exc.strerror or exc}") from None
         return self
+
+
+def in_vigil_home(path: Path, profile: Profile) -> bool:
+    """Whether ``path`` lies inside a vigil home (this profile's, or the root one holding every
+    profile) and outside ``profile``'s workspaces: no place for the agent to work."""
+    real = Path(os.path.realpath(path))
+    homes = (Path(os.path.realpath(vigil_home())), Path(os.path.realpath(profile.home)))
+    if not any(real == home or home in real.parents for home in homes):
+        return False
+    workspaces = Path(os.path.realpath(profile.workspaces_dir))
+    return not (workspaces in real.parents)
 
 
 def _kind_of(path: Path) -> str:

@@ -1,7 +1,7 @@
 """Settings sections, declared once and checked strictly: the rules every config.yaml section follows.
 
 A section is a class of annotated attributes declared with :func:`setting`. The annotation is
-the type: ``int``, ``float``, ``bool``, ``str``, ``Literal[...]``, ``list[str]`` or another
+the type: ``int``, ``float``, ``bool``, ``str``, ``Literal[...]``, ``list[str]``, ``list[int]`` or another
 section, each optionally ``| None``. Checking a mapping against it (:meth:`Section.model_validate`):
 
 * unknown keys and keys that are not text are problems, never ignored;
@@ -68,7 +68,7 @@ class Spec:
     """One declared setting (made by :func:`setting`; its type comes from the annotation)."""
 
     __slots__ = ("default", "factory", "ge", "gt", "le", "lt", "max_length", "finite", "description",
-                 "name", "base", "choices", "optional", "section", "checks")
+                 "name", "base", "item", "choices", "optional", "section", "checks")
 
     def __init__(self, default: Any, factory: Callable[[], Any] | None, *, ge: float | None, gt: float | None,
                  le: float | None, lt: float | None, max_length: int | None, finite: bool, description: str) -> None:
@@ -79,6 +79,8 @@ class Spec:
         self.base: type | None = None
         """``int``, ``float``, ``bool``, ``str``, ``list`` or a section class; ``None`` for a
         ``Literal`` (see ``choices``)."""
+        self.item: type = str
+        """The type of a list's items: ``str`` or ``int`` (bounded by ``ge``/``le``)."""
         self.choices: tuple[Any, ...] = ()
         self.optional = False
         self.section: type[Section] | None = None
@@ -208,11 +210,15 @@ def _check_value(spec: Spec, value: Any, loc: Loc, out: list[Problem]) -> Any:
     if base is list:
         bad = False
         for index, item in enumerate(value):
-            if type(item) is not str:
-                out.append(Problem((*loc, index), "string_type", "Input should be a valid string", item))
+            if type(item) is not spec.item:
+                kind, words = _TYPE_WORDS[spec.item]
+                out.append(Problem((*loc, index), kind, f"Input should be {words}", item))
                 bad = True
-            elif not _encodable(item):
+            elif spec.item is str and not _encodable(item):
                 out.append(Problem((*loc, index), "string_unicode", _NOT_UNICODE, item))
+                bad = True
+            elif spec.item is int and (outside := _outside(spec, item)) is not None:
+                out.append(Problem((*loc, index), outside[0], outside[1], item))
                 bad = True
         if bad:
             return _BAD
@@ -245,8 +251,8 @@ def _declare(owner: type[Section], spec: Spec, annotation: Any) -> None:
     origin = typing.get_origin(kind)
     if origin is Literal:
         spec.base, spec.choices = None, typing.get_args(kind)
-    elif origin is list and typing.get_args(kind) == (str,):
-        spec.base = list
+    elif origin is list and typing.get_args(kind) in ((str,), (int,)):
+        spec.base, spec.item = list, typing.get_args(kind)[0]
     elif isinstance(kind, type) and issubclass(kind, Section):
         spec.base = spec.section = kind
     elif kind in (int, float, bool, str):

@@ -55,7 +55,7 @@ def test_show_origin_names_the_file_line_the_environment_and_the_defaults(
     assert lines["model.base_url"] == ("env:OPENAI_BASE_URL", "http://me:***@llm.local/v1")
     assert lines["model.api_key"] == ("env:OPENAI_API_KEY", "***")
     assert lines["model.timeout"] == ("default", "120.0")
-    assert lines["tools.terminal.sandbox"] == ("default", "unattended")
+    assert lines["tools.terminal.sandbox"] == ("default", "always")
 
     as_json = json.loads(run_cli("config", "show", "--origin", "--json").output)
     assert as_json["model.name"] == {"value": "gpt-4o", "origin": f"{path}:4"}

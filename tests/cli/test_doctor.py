@@ -473,3 +473,40 @@ def test_several_gateway_workers_on_postgres_are_counted_and_a_gone_one_is_a_war
     gone = check(report, "gateway", "gateway")
     assert code == 0 and gone["status"] == "warning" and "1 gone without stopping" in gone["detail"], gone
     assert "vigil gateway status" in gone["fix"]
+
+
+def test_the_sandbox_is_reported_per_channel_with_what_it_hides(
+    vigil_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.tools.sandbox_helpers import require_sandbox
+
+    require_sandbox()
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    (tmp_path / "user" / ".ssh").mkdir(parents=True)
+    _, report = doctor()
+    assert check(report, "sandbox", "bubblewrap")["status"] == "ok"
+    attended, unattended = check(report, "sandbox", "attended"), check(report, "sandbox", "unattended")
+    assert attended["status"] == "ok" and "the web chat, Slack, Telegram): every command sandboxed" in attended["detail"]
+    assert unattended["status"] == "ok" and "nothing leaves the sandbox" in unattended["detail"]
+    hidden = check(report, "sandbox", "hidden")["detail"]
+    assert str(vigil_home) in hidden and "~/.ssh" in hidden
+    assert check(report, "sandbox", "network")["status"] in ("ok", "warning")
+
+    assert run_cli("config", "set", "tools.terminal.sandbox", "unattended").exit_code == 0
+    _, report = doctor()
+    found = check(report, "sandbox", "attended")
+    assert found["status"] == "warning" and "commands run unsandboxed" in found["detail"]
+
+
+def test_a_missing_bubblewrap_is_loud_and_says_what_each_channel_does_instead(
+    vigil_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    code, report = doctor()
+    assert code == 1
+    found = check(report, "sandbox", "bubblewrap")
+    assert found["status"] == "problem" and "bubblewrap (bwrap) is not installed" in found["detail"]
+    assert found["fix"] == "sudo apt-get install bubblewrap"
+    assert check(report, "sandbox", "attended")["detail"].endswith("every command asks for approval first")
+    unattended = check(report, "sandbox", "unattended")
+    assert unattended["status"] == "problem" and "cannot run terminal commands" in unattended["detail"]

@@ -151,11 +151,11 @@ def test_terminal_settings_live_in_their_own_section_and_old_keys_still_load(vig
     config.write_text("tools:\n  terminal_timeout: 7\n  terminal_output_cap: 300\n", encoding="utf-8")
     assert run_cli("config", "get", "tools.terminal.timeout").output.strip() == "7.0"
     assert run_cli("config", "get", "tools.terminal.output_cap").output.strip() == "300"
-    assert run_cli("config", "get", "tools.terminal.sandbox").output.strip() == "unattended"
-    assert run_cli("config", "set", "tools.terminal.sandbox", "always").exit_code == 0
+    assert run_cli("config", "get", "tools.terminal.sandbox").output.strip() == "always"
+    assert run_cli("config", "set", "tools.terminal.sandbox", "unattended").exit_code == 0
     refused = run_cli("config", "set", "tools.terminal.sandbox", "sometimes")
     assert refused.exit_code == 1 and "tools.terminal.sandbox" in refused.output
-    assert run_cli("config", "get", "tools.terminal.sandbox").output.strip() == "always"
+    assert run_cli("config", "get", "tools.terminal.sandbox").output.strip() == "unattended"
 
 
 def _listings(path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

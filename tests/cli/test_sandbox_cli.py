@@ -79,7 +79,8 @@ def test_cron_run_sandboxes_the_jobs_commands(fake_model: FakeModelServer, vigil
     [record] = json.loads(run_vigil("cron", "runs", "escape", "--json", home=vigil_home).stdout)
     [result] = _tool_results(vigil_home, record["session_id"])
     assert "Read-only file system" in result
-    assert NOTE in result and str(vigil_home.resolve()) in result  # the job's workdir: the profile home
+    workspace = (vigil_home / "workspaces" / "cron-escape").resolve()
+    assert NOTE in result and str(workspace) in result  # the job works in a workspace of its own
 
 
 def test_chat_q_without_a_terminal_sandboxes_commands(
@@ -114,7 +115,8 @@ def test_cron_add_warns_once_where_bwrap_does_not_work(broken_bwrap: Path) -> No
     assert "Added cron job j" in result.stdout
     assert result.stderr.splitlines() == [
         f"vigil cron: warning: bubblewrap ({broken_bwrap}) does not work here: bwrap: No permissions to create "
-        "new namespace, so unattended terminal commands run without the sandbox (only the command policy applies)"
+        "new namespace, so there is no sandbox: attended channels ask before every terminal command and unattended runs (cron jobs, "
+        "heartbeats, -q without a terminal) cannot run terminal commands"
     ]
     assert "j" in invoke("cron", "list").stdout  # the job was added all the same
     as_json = invoke("cron", "add", "k", "-s", "every 1h", "--prompt", "p", "--json")
@@ -178,5 +180,52 @@ def test_gateway_run_announces_the_fallback_once(broken_bwrap: Path, vigil_home:
     warnings = [line for line in err.splitlines() if "sandbox" in line]
     assert warnings == [
         f"vigil gateway: warning: bubblewrap ({broken_bwrap}) does not work here: bwrap: No permissions to create "
-        "new namespace, so unattended terminal commands run without the sandbox (only the command policy applies)"
+        "new namespace, so there is no sandbox: attended channels ask before every terminal command and unattended runs (cron jobs, "
+        "heartbeats, -q without a terminal) cannot run terminal commands"
     ]
+
+
+def test_a_cron_job_cannot_reach_the_keys_to_the_house(fake_model: FakeModelServer, outside: Path) -> None:
+    """What a prompt-injected cron job would try: read the web chat's login token, the memory
+    and the user's SSH key, plant a persona or a skill, and use the gateway's API on 127.0.0.1.
+    The gateway really runs; its home and the user's home lie outside /tmp (the sandbox's /tmp
+    is private, which would hide them anyway and prove nothing)."""
+    require_sandbox()
+    from tests.gateway.process import free_port
+
+    home, user = outside / "vigil", outside / "user"
+    (user / ".ssh").mkdir(parents=True)
+    (user / ".ssh" / "id_ed25519").write_text("PRIVATE-KEY-MATERIAL\n")
+    env = {**model_env(fake_model), "HOME": str(user)}
+    assert run_vigil("cron", "add", "probe", "-s", "every 1h", "--prompt", "probe", home=home, env=env).returncode == 0
+    (home / "MEMORY.md").write_text("MEMORY-CONTENT\n")
+    (home / "SOUL.md").write_text("I am the agent.\n")
+    port = free_port()
+    gateway = subprocess.Popen(
+        [sys.executable, "-m", "vigil.cli.main", "gateway", "run", "--web-port", str(port)],
+        env={**os.environ, **env, "VIGIL_HOME": str(home)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert gateway.stdout is not None
+        assert "the cron scheduler" in gateway.stdout.readline()  # up, and its token written
+        token = (home / "gateway.token").read_text().strip()
+        command = (
+            f"cat {home}/gateway.token {home}/MEMORY.md ~/.ssh/id_ed25519; echo planted >> {home}/SOUL.md; "
+            f"mkdir -p {home}/skills/evil && echo planted > {home}/skills/evil/SKILL.md; "
+            f"python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/healthz', timeout=5).read())\""
+        )
+        fake_model.queue(Reply.tool_calls(ToolCallSpec("terminal", {"command": command})), "Done.")
+        ran = run_vigil("cron", "run", "probe", home=home, env=env)
+        assert ran.returncode == 0, ran.stderr
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        try:
+            gateway.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            gateway.kill()
+    [record] = json.loads(run_vigil("cron", "runs", "probe", "--json", home=home).stdout)
+    [result] = _tool_results(home, record["session_id"])
+    assert token not in result and "MEMORY-CONTENT" not in result and "PRIVATE-KEY-MATERIAL" not in result
+    assert "Connection refused" in result  # the gateway's port is not reachable from inside
+    assert (home / "SOUL.md").read_text() == "I am the agent.\n"
+    assert not (home / "skills" / "evil").exists()

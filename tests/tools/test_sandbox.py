@@ -49,10 +49,12 @@ def run(make_ctx: MakeCtx, call_tool) -> Callable[..., Any]:
     """``await run(command, mode="unattended", attended=False, **ctx_fields)`` through the tool."""
 
     async def run_it(command: str, *, mode: str = "unattended", attended: bool = False, network: bool = True,
-                     timeout: float | None = None, **fields: Any) -> ToolResult:
-        ctx = make_ctx(approve=_approve if attended else None, **fields)
+                     timeout: float | None = None, local_ports: list[int] | None = None,
+                     approve: Any = None, **fields: Any) -> ToolResult:
+        ctx = make_ctx(approve=approve or (_approve if attended else None), **fields)
         ctx.settings.tools.terminal.sandbox = mode  # type: ignore[assignment]
         ctx.settings.tools.terminal.network = network
+        ctx.settings.tools.terminal.local_ports = local_ports or []
         args: dict[str, Any] = {"command": command}
         if timeout is not None:
             args["timeout"] = timeout
@@ -72,7 +74,10 @@ async def test_a_write_outside_the_workdir_fails_and_says_why(bwrap, run, outsid
     assert not target.exists()
     assert result.content.startswith("exit code: 1\n")
     assert "Read-only file system" in result.content
-    assert result.content.endswith(f"[ran in the sandbox: files outside {ctx.cwd.resolve()} and /tmp are read-only]")
+    assert result.content.endswith(
+        f"[ran in the sandbox: files outside {ctx.cwd.resolve()} and /tmp are read-only, vigil's files and "
+        "the user's keys are hidden, this machine's own services are out of reach]"
+    )
 
 
 async def test_the_models_workdir_argument_does_not_make_a_folder_writable(
@@ -176,23 +181,35 @@ def listener() -> Iterator[_Listener]:
     server.close()
 
 
-@pytest.mark.parametrize("network", [True, False], ids=["network-on", "network-off"])
-async def test_network_is_on_unless_configured_off(bwrap, run, listener: _Listener, network: bool) -> None:
+@pytest.mark.parametrize(
+    "network, open_port, reached",
+    [(True, False, False), (True, True, True), (False, False, False), (False, True, False)],
+    ids=["network-on", "network-on-port-named", "network-off", "network-off-port-named"],
+)
+async def test_the_hosts_loopback_services_are_out_of_reach_unless_a_port_is_named(
+    bwrap, run, listener: _Listener, network: bool, open_port: bool, reached: bool
+) -> None:
+    """The gateway, the store's database and the model server listen on 127.0.0.1: a sandboxed
+    command reaches one only through ``tools.terminal.local_ports`` (and only with a network)."""
+    from vigil.tools import sandbox_network
+
+    if network and sandbox_network.network_prefix(()).prefix is None:
+        pytest.skip(f"no user-mode networking here: {sandbox_network.network_prefix(()).problem}")
     connect = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), timeout=5); print('connected')\""
-    result = await run(connect, network=network)
-    if network:
+    result = await run(connect, network=network, local_ports=[listener.port] if open_port else [])
+    if reached:
         assert result.content == "exit code: 0\nconnected"
     else:
         assert result.content.startswith("exit code: 1\n") and "connected\n" not in result.content
-        assert "ConnectionRefusedError" in result.content  # its own empty loopback, not the host's
-        assert result.content.endswith(", no network]")
+        assert "ConnectionRefusedError" in result.content  # its own loopback, not the host's
+        assert result.content.endswith(", no network]") is (not network)
     # The listener's thread counts the accept when the scheduler lets it run: under load that
-    # can take a while, so wait for it (with the network off, the refusal above already shows
-    # the connection never reached the host; the pause only gives a stray one time to show).
-    deadline = time.monotonic() + (10 if network else 0.3)
+    # can take a while, so wait for it (when refused, the refusal above already shows the
+    # connection never reached the host; the pause only gives a stray one time to show).
+    deadline = time.monotonic() + (10 if reached else 0.3)
     while listener.accepted < 1 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
-    assert listener.accepted == (1 if network else 0)
+    assert listener.accepted == (1 if reached else 0)
 
 
 @pytest.fixture
@@ -221,25 +238,31 @@ async def test_vigil_homes_are_invisible_from_another_workdir(bwrap, run, outsid
     assert not (work.home / "planted").exists()
 
 
-async def test_in_the_profile_home_as_workdir_only_the_secrets_are_hidden(
-    bwrap, run, outside_homes
-) -> None:
-    """Cron jobs run in the profile home by default: their files stay usable, the keys and
-    conversations do not leak."""
+async def test_a_working_directory_inside_a_vigil_home_is_refused(bwrap, run, outside_homes) -> None:
+    """The profile home holds the login token, the persona and the skills: never a place to
+    work (a turn moves such a conversation into a workspace of its own)."""
     root, work = outside_homes
+    for place in (work.home, work.skills_dir, root):
+        result = await run("echo planted > planted.txt", profile=work, cwd=place)
+        assert result.is_error and "lies inside a vigil home" in result.content
+        assert not (place / "planted.txt").exists()
+
+
+async def test_a_workspace_in_the_profile_sees_nothing_else_of_it(bwrap, run, outside_homes) -> None:
+    root, work = outside_homes
+    (work.home / "gateway.token").write_text("login-token-secret\n")
+    workspace = work.workspace("abc123")
     result = await run(
-        "cat SOUL.md; echo report > report.txt; ls -A logs; cat config.yaml; "
-        "python3 -c \"import sqlite3; print(sqlite3.connect('state.db').execute('select 1 from sqlite_master').fetchall())\"; "
-        f"ls -A {root}; cat {root}/config.yaml",
-        profile=work,
-        cwd=work.home,
+        f"echo ok > made.txt; ls -A {work.home}; ls -A {work.workspaces_dir}; cat {work.home}/gateway.token "
+        f"{work.config_path} {work.soul_path}; echo evil > {work.soul_path}; mkdir -p {work.skills_dir}/evil",
+        profile=work, cwd=workspace,
     )
-    assert "I am the work agent." in result.content
-    assert (work.home / "report.txt").read_text() == "report\n"
-    assert "secret" not in result.content and "gateway.log" not in result.content
-    assert "config.yaml: Permission denied" in result.content
-    assert "unable to open database file" in result.content
-    assert work.config_path.read_text() == "model:\n  api_key: sk-work-secret\n"  # untouched
+    assert (workspace / "made.txt").read_text() == "ok\n"
+    lines = result.content.split("\n")
+    assert lines[1:3] == ["workspaces", "abc123"]  # only the path down to the workspace exists
+    assert "secret" not in result.content and "I am the work agent" not in result.content
+    assert work.soul_path.read_text() == "I am the work agent.\n"
+    assert not (work.skills_dir / "evil").exists()
 
 
 async def test_a_session_database_outside_the_homes_is_unreadable(bwrap, run, outside: Path) -> None:
@@ -258,7 +281,7 @@ async def test_root_as_workdir_stays_read_only(bwrap, run, outside: Path) -> Non
     target = outside / "from-root"
     result = await run(f"touch {target}", cwd=Path("/"))
     assert not target.exists()
-    assert result.content.endswith("[ran in the sandbox: files outside /tmp are read-only]")
+    assert "[ran in the sandbox: files outside /tmp are read-only," in result.content
 
 
 def _marker_alive(marker: str) -> bool:
@@ -308,15 +331,19 @@ async def test_background_processes_end_with_the_command(bwrap, run) -> None:
 async def test_the_mode_decides_who_runs_sandboxed(
     bwrap, run, outside: Path, mode: str, attended: bool, sandboxed: bool
 ) -> None:
+    async def decline(tool: str, what: str) -> bool:
+        return False
+
     target = outside / "written"
-    result = await run(_write_command(target), mode=mode, attended=attended)
+    result = await run(_write_command(target), mode=mode, approve=decline if attended else None)
     assert target.exists() is not sandboxed, result.content
     assert ("[ran in the sandbox:" in result.content) is sandboxed
 
 
-def test_the_default_mode_sandboxes_unattended_runs_only() -> None:
-    assert Settings().tools.terminal.sandbox == "unattended"
+def test_the_default_mode_sandboxes_every_run() -> None:
+    assert Settings().tools.terminal.sandbox == "always"
     assert Settings().tools.terminal.network is True
+    assert Settings().tools.terminal.local_ports == []
 
 
 @pytest.fixture
@@ -331,20 +358,37 @@ def broken_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return fake
 
 
-async def test_a_bwrap_that_cannot_run_falls_back_and_says_why(broken_bwrap: Path, run, outside: Path) -> None:
+async def test_a_bwrap_that_cannot_run_stops_unattended_commands_and_says_why(
+    broken_bwrap: Path, run, outside: Path
+) -> None:
     found = sandbox.status()
     assert not found.available
     assert found.problem == "bwrap: setting up uid map: Permission denied"
-    assert found.warning("unattended") == (
+    assert found.warning("always") == (
         f"warning: bubblewrap ({broken_bwrap}) does not work here: bwrap: setting up uid map: Permission "
-        "denied, so unattended terminal commands run without the sandbox (only the command policy applies)"
+        "denied, so there is no sandbox: attended channels ask before every terminal command and unattended runs (cron jobs, "
+        "heartbeats, -q without a terminal) cannot run terminal commands"
     )
     target = outside / "written"
     result = await run(_write_command(target))
-    assert result.content == "exit code: 0\n(no output)"  # unsandboxed, and no misleading note
-    assert target.exists()
-    refused = await run("mkfs.ext4 /nonexistent/vigil-test-disk")
-    assert refused.is_error and "refused" in refused.content  # the command policy still applies
+    assert result.is_error and result.content.startswith("refused: commands of unattended runs only run in the sandbox")
+    assert not target.exists()
+
+
+async def test_without_a_sandbox_an_attended_run_asks_before_every_command(broken_bwrap: Path, run, outside: Path) -> None:
+    asked: list[str] = []
+
+    async def answer(tool: str, what: str) -> bool:
+        asked.append(what)
+        return len(asked) == 1  # yes to the first, no to the second
+
+    target = outside / "written"
+    first = await run(_write_command(target), mode="always", approve=answer)
+    assert first.content == "exit code: 0\n(no output)" and target.exists()
+    second = await run("echo harmless", mode="always", approve=answer)
+    assert second.is_error and second.content.startswith("the user declined")
+    assert all(what.startswith("run outside the sandbox (it is not available: bubblewrap") for what in asked)
+    assert len(asked) == 2
 
 
 async def test_a_missing_bwrap_is_named_with_the_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -391,10 +435,11 @@ def test_killing_vigil_itself_takes_the_sandboxed_tree_with_it(bwrap: str, tmp_p
         "import asyncio, sys\n"
         "from pathlib import Path\n"
         "from vigil.tools.sandbox import Sandbox\n"
+        "from vigil.tools.boundary import Boundary\n"
         "from vigil.tools.terminal import run_command\n"
         "work, marker = Path(sys.argv[1]), sys.argv[2]\n"
         "asyncio.run(run_command(f'(exec -a {marker} sleep 600) & sleep 600', work, 600, 1000,"
-        f" sandbox=Sandbox({bwrap!r}, work)))\n"
+        f" sandbox=Sandbox({bwrap!r}, Boundary(work, (), ()), network=False)))\n"
     )
     vigil = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), marker])
     try:
@@ -407,21 +452,56 @@ def test_killing_vigil_itself_takes_the_sandboxed_tree_with_it(bwrap: str, tmp_p
             vigil.kill()
 
 
-async def test_a_workdir_deep_inside_the_profile_home_leaves_the_rest_hidden(bwrap, run, outside_homes) -> None:
-    root, work = outside_homes
-    project = work.skills_dir / "reporting"
-    project.mkdir()
-    result = await run(f"echo ok > made.txt; ls -A {work.home}; cat {work.config_path}; touch {work.home}/planted",
-                       profile=work, cwd=project)
-    assert (project / "made.txt").read_text() == "ok\n"
-    assert result.content.split("\n")[1] == "skills"  # only the path down to the workdir exists
-    assert "secret" not in result.content
-    assert not (work.home / "planted").exists()
-
-
 def test_the_status_line_for_a_later_status_command(bwrap: str) -> None:
     found = sandbox.status()
-    assert found.line("unattended") == f"sandbox: unattended terminal commands run in bubblewrap ({bwrap})"
-    assert found.line("always") == f"sandbox: all terminal commands run in bubblewrap ({bwrap})"
+    assert found.line("unattended") == (
+        f"sandbox: unattended terminal commands run in bubblewrap ({bwrap}); attended ones run unsandboxed "
+        "(tools.terminal.sandbox is unattended)"
+    )
+    assert found.line("always") == f"sandbox: every terminal command runs in bubblewrap ({bwrap})"
     assert found.line("never").startswith("sandbox: off")
     assert found.warning("unattended") is None
+
+
+async def test_an_attended_command_the_sandbox_blocked_runs_outside_once_approved(bwrap, run, outside: Path) -> None:
+    """Approval is for leaving the sandbox: the write fails inside, the person is asked, and
+    only their yes runs it again outside."""
+    asked: list[str] = []
+
+    async def approve(tool: str, what: str) -> bool:
+        asked.append(what)
+        return True
+
+    target = outside / "approved.txt"
+    command = f"echo hi > {target}"
+    result = await run(command, mode="always", approve=approve)
+    assert asked == [
+        f"run outside the sandbox a command that failed inside it (it writes outside its workspace): {command}"
+    ]
+    assert target.read_text() == "hi\n"
+    assert "Read-only file system" in result.content
+    assert result.content.endswith("run again outside the sandbox, approved by the user:\nexit code: 0\n(no output)")
+
+
+async def test_an_approved_dangerous_command_runs_outside_the_sandbox(bwrap, run, outside: Path) -> None:
+    asked: list[str] = []
+
+    async def approve(tool: str, what: str) -> bool:
+        asked.append(what)
+        return True
+
+    victim = outside / "tree"
+    (victim / "sub").mkdir(parents=True)
+    victim.chmod(0o755)
+    result = await run("chmod -R 700 ..", mode="always", approve=approve, cwd=victim / "sub")
+    assert len(asked) == 1 and asked[0].startswith("run a command that ") and ", outside the sandbox: " in asked[0]
+    assert result.content == "exit code: 0\n(no output)"  # outside: no read-only file system
+    assert victim.stat().st_mode & 0o777 == 0o700
+
+
+async def test_a_vigil_home_not_made_yet_is_no_obstacle(bwrap, run, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh machine has no ~/.vigil until a command makes one: nothing to hide there, and no
+    mount point to make on the read-only root."""
+    monkeypatch.setenv("VIGIL_HOME", str(outside / "not-made-yet"))
+    result = await run("echo fine")
+    assert result.content == "exit code: 0\nfine"

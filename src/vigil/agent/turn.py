@@ -208,7 +208,7 @@ class Agent:
             settings=self.settings,
             store=self.store,
             session_id=session_id,
-            cwd=Path(session.model_config.get("cwd") or self.cwd),
+            cwd=self.profile.agent_workdir(Path(session.model_config.get("cwd") or self.cwd), f"session-{session_id}"),
             approve=None if unattended else self.approve,
         )
         total = start.usage

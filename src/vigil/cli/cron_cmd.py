@@ -99,7 +99,7 @@ def _definition_options(func: F) -> F:
         click.option("--tz", "tz", metavar="ZONE", type=NON_EMPTY, help="IANA time zone (default: config timezone, else the system's)."),
         click.option("--deliver", metavar="TARGET", help="local (default), slack:<channel>[:<thread>], telegram:<chat>[:<topic>], web."),
         click.option("--skill", "skills", multiple=True, metavar="NAME", help="Load this skill in each run (repeatable)."),
-        click.option("--workdir", metavar="DIR", type=NonEmptyText("`vigil cron edit --no-workdir` runs in the profile home again"), help="Working directory of the runs (default: the profile home)."),
+        click.option("--workdir", metavar="DIR", type=NonEmptyText("`vigil cron edit --no-workdir` runs in the job's own workspace again"), help="Working directory of the runs (default: a workspace of the job's own, under the profile's workspaces/)."),
         click.option("--catch-up", "catch_up", type=click.Choice(["run", "skip"]), help="After an outage longer than the grace: run once (default) or skip."),
         click.option("--grace", metavar="DURATION", type=NonEmptyText("give a duration such as 10m, or 'default'"), help="How late a run may start, e.g. 10m (default: half the period, 2m..2h; `default` restores it)."),
         click.option("--repeat", type=WholeNumber(0, MAX_REPEAT), metavar="N",
@@ -169,7 +169,7 @@ def _with_warning(data: dict[str, Any], warning: str | None) -> dict[str, Any]:
 @click.option("--prompt", help="A new prompt.")
 @_definition_options
 @click.option("--clear-skills", is_flag=True, help="Load no skills.")
-@click.option("--no-workdir", is_flag=True, help="Run in the profile home again.")
+@click.option("--no-workdir", is_flag=True, help="Work in the job's own workspace again.")
 @pass_app
 @_friendly
 def edit_cmd(app: AppContext, name: str, schedule: str | None, prompt: str | None, tz: str | None,

@@ -171,7 +171,10 @@ class CronRunner:
             except SkillNotFound as exc:
                 raise CronError(f"cannot load the job's skill: {exc}") from None
             skills.append((info.name, info.path.read_text(encoding="utf-8")))
-        cwd = Path(job.workdir) if job.workdir else self.profile.home
+        # The profile home is never a working directory: a job without one (or with one inside
+        # a vigil home, set before that was refused) works in a workspace of its own.
+        cwd = self.profile.agent_workdir(Path(job.workdir), f"cron-{job.name}") if job.workdir \
+            else self.profile.workspace(f"cron-{job.name}")
         if not cwd.is_dir():
             raise CronError(f"the job's working directory {cwd} does not exist")
         return _Prepared(cwd, compose_message(job, claim, skills))

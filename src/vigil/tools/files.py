@@ -1,7 +1,8 @@
 """File tools: ``read_file``, ``write_file`` and ``patch_file`` (exact-text replacement).
 
-Relative paths are taken relative to the session's working directory. There is no sandbox
-here on purpose: the agent already acts with the user's rights through the terminal tool.
+Relative paths are taken relative to the session's working directory. They keep the same
+boundary as the terminal's sandbox (:mod:`vigil.tools.file_guard`): they change files only in
+the workspace and read nothing the sandbox hides, unless a person approves.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from vigil.tools.file_guard import check_read, check_write
 
 DEFAULT_LINE_LIMIT = 2000
 LINE_CHAR_CAP = 2000
@@ -59,6 +61,8 @@ class ReadFileTool(Tool):
         limit = args.get("limit") or DEFAULT_LINE_LIMIT
         if offset < 1 or limit < 1:
             raise ToolFailure("offset and limit must be at least 1")
+        if refusal := await check_read(ctx, self.name, ctx.resolve(args["path"])):
+            return refusal
         return await asyncio.to_thread(self._read, ctx, args["path"], offset, limit)
 
     def _read(self, ctx: ToolContext, raw: str, offset: int, limit: int) -> ToolResult:
@@ -107,7 +111,10 @@ class WriteFileTool(Tool):
     }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await asyncio.to_thread(self._write, ctx.resolve(args["path"]), args["content"])
+        path = ctx.resolve(args["path"])
+        if refusal := await check_write(ctx, self.name, path):
+            return refusal
+        return await asyncio.to_thread(self._write, path, args["content"])
 
     def _write(self, path: Path, content: str) -> ToolResult:
         if path.is_dir():
@@ -144,6 +151,8 @@ class PatchFileTool(Tool):
     }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if refusal := await check_write(ctx, self.name, ctx.resolve(args["path"])):
+            return refusal
         return await asyncio.to_thread(
             self._patch,
             ctx,

@@ -1,21 +1,19 @@
-"""The bubblewrap sandbox for terminal commands that nobody is there to approve.
+"""The bubblewrap sandbox every terminal command runs in: the boundary of what the agent may do.
 
 The command policy (``danger.check``) reads a command line, but it cannot see through an
-interpreter (``python3 -c 'os.system(...)'``, ``perl -e``, a script written and then run). So,
-by default, commands of unattended runs (cron, heartbeats, ``chat -q`` without a terminal) also
-run inside `bubblewrap <https://github.com/containers/bubblewrap>`_:
+interpreter (``python3 -c 'os.system(...)'``, ``perl -e``, a script written and then run). So
+commands run inside `bubblewrap <https://github.com/containers/bubblewrap>`_, in every channel
+by default (``tools.terminal.sandbox: always``); leaving it takes a person's approval
+(:mod:`vigil.tools.terminal`), and unattended runs never leave it. Inside:
 
-* the whole filesystem is read-only; only the run's working directory (the session's or the
-  cron job's, chosen by the user; not the ``workdir`` argument the model passes, which only says
-  where the command starts) is writable, unless it is ``/``, which would make everything
-  writable; ``/tmp`` is a private, empty tmpfs (``TMPDIR`` points there);
-* vigil's homes (the profile home and ``$VIGIL_HOME`` with every profile in it: ``config.yaml``
-  with API keys, ``state.db`` with every conversation) are hidden behind an empty read-only
-  tmpfs. When the working directory lies inside a home (cron jobs run in the profile home by
-  default) that directory stays visible and writable, but the secrets in it stay hidden:
-  ``config.yaml``, ``state.db`` and its journal files, ``repl_history`` cannot be opened (a
-  device-less ``/dev/null`` is mounted over each), ``logs/``, ``cron/output/`` and ``profiles/``
-  appear as empty read-only folders;
+* the whole filesystem is read-only; only the run's workspace (the conversation's or the cron
+  job's working directory, chosen by the user; not the ``workdir`` argument the model passes,
+  which only says where the command starts) is writable, unless it is ``/``, which would make
+  everything writable; ``/tmp`` is a private, empty tmpfs (``TMPDIR`` points there);
+* what :mod:`vigil.tools.boundary` hides is hidden: every vigil home behind an empty read-only
+  tmpfs (the workspace bound back on top where it lies inside one), the user's secrets
+  (``~/.ssh``, ``~/.aws``, browser profiles ...: an empty folder, or a file that reads empty),
+  the session database kept outside the home;
 * ``/run`` is a private, empty tmpfs, so the sockets there (D-Bus, systemd, docker, database
   servers) are out of reach; ``/etc/resolv.conf`` keeps working when it points into ``/run``;
 * ``/dev`` is minimal (null, zero, full, random, urandom, tty, pts, shm: no disks), ``/proc``
@@ -24,18 +22,18 @@ run inside `bubblewrap <https://github.com/containers/bubblewrap>`_:
   root: otherwise root could simply remount ``/`` writable), in a new session so it cannot push
   keystrokes into a terminal (TIOCSTI), and the whole process tree ends with the run: background
   processes do not outlive the command, and a killed vigil (even SIGKILL) takes them along;
-* the network stays on unless ``tools.terminal.network`` is false (then only a private loopback).
+* its own network namespace: with ``tools.terminal.network`` it reaches the outside world
+  through user-mode networking (:mod:`vigil.tools.sandbox_network`) but not the host's own
+  loopback services (the gateway, the database, a local model server) except the ports in
+  ``tools.terminal.local_ports``; without it, only a private loopback.
 
-Known limits: the working directory is writable whole, so a run working in ``$HOME`` may change
-dotfiles there (give cron jobs a project folder); unix sockets elsewhere on the read-only
-filesystem (e.g. an agent socket in ``~/.gnupg``) can still be connected to, and with the network
-on so can abstract sockets and every TCP service, the machine's own included; programs that
-write caches under ``$HOME`` (pip, npm) fail unless pointed into the working directory.
+Known limits: unix sockets elsewhere on the read-only filesystem can still be connected to;
+programs that write caches under ``$HOME`` (pip, npm) fail unless pointed into the workspace.
 
 Where bubblewrap is missing or cannot run here (user namespaces disabled, a container without
-the needed privileges), commands run unsandboxed under the command policy alone (with
-``sandbox: always`` too); vigil says so at ``vigil cron add``, when ``vigil gateway run`` starts
-and at ``vigil config set``.
+the needed privileges), attended channels ask before every command and unattended runs refuse
+to run any; vigil says so at ``vigil cron add``, when ``vigil gateway run`` starts, at
+``vigil config set`` and in ``vigil doctor``.
 """
 
 from __future__ import annotations
@@ -48,10 +46,10 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from vigil.config import TerminalSettings
-from vigil.profiles import Profile, vigil_home
+from vigil.tools.boundary import Boundary
 
 log = logging.getLogger(__name__)
 
@@ -76,29 +74,40 @@ class SandboxStatus:
     def available(self) -> bool:
         return self.bwrap is not None and self.problem is None
 
-    def line(self, mode: str = "unattended") -> str:
+    def line(self, mode: str = "always") -> str:
         """One human line for a status display, given ``tools.terminal.sandbox``."""
         if mode == "never":
             return "sandbox: off (tools.terminal.sandbox is never); terminal commands run unsandboxed"
-        which = "unattended terminal commands" if mode == "unattended" else "all terminal commands"
         if self.available:
-            return f"sandbox: {which} run in bubblewrap ({self.bwrap})"
-        return (
-            f"sandbox: unavailable, {self._why()}; {which} run without it "
-            "(only the command policy applies)"
-        )
+            if mode == "unattended":
+                return (f"sandbox: unattended terminal commands run in bubblewrap ({self.bwrap}); "
+                        "attended ones run unsandboxed (tools.terminal.sandbox is unattended)")
+            return f"sandbox: every terminal command runs in bubblewrap ({self.bwrap})"
+        return f"sandbox: unavailable, {self._why()}; {self._consequence(mode)}"
 
     def warning(self, mode: str) -> str | None:
         """The warning to show once where it matters, or ``None`` when there is nothing to say."""
         if self.available or mode == "never":
             return None
-        which = "unattended terminal commands" if mode == "unattended" else "terminal commands"
-        return f"warning: {self._why()}, so {which} run without the sandbox (only the command policy applies)"
+        return f"warning: {self._why()}, so there is no sandbox: {self._consequence(mode)}"
+
+    def _consequence(self, mode: str) -> str:
+        unattended = "unattended runs (cron jobs, heartbeats, -q without a terminal) cannot run terminal commands"
+        if mode == "unattended":
+            return unattended
+        return f"attended channels ask before every terminal command and {unattended}"
 
     def _why(self) -> str:
         if self.bwrap is None:
             return f"bubblewrap (bwrap) is not installed ({INSTALL_HINT})"
         return f"bubblewrap ({self.bwrap}) does not work here: {self.problem}"
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """The run wants a sandbox and this machine cannot make one: ``why``, in words."""
+
+    why: str
 
 
 def wanted(mode: str, unattended: bool) -> bool:
@@ -121,7 +130,8 @@ def status() -> SandboxStatus:
 def _probe(bwrap: str) -> str | None:
     """Run ``true`` in a sandbox built like the real ones; the problem, or ``None`` if it worked."""
     with tempfile.TemporaryDirectory(prefix="vigil-sandbox-probe-") as workdir:
-        argv = Sandbox(bwrap, Path(workdir), network=False).argv(["true"])
+        boundary = Boundary(Path(workdir), homes=(), secrets=())
+        argv = Sandbox(bwrap, boundary, network=False).argv(["true"])
         try:
             done = subprocess.run(
                 argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=_PROBE_TIMEOUT
@@ -136,35 +146,42 @@ def _probe(bwrap: str) -> str | None:
     return lines[0] if lines else f"a trial run exited with code {done.returncode}"
 
 
-def protected_homes(profile: Profile) -> tuple[Path, ...]:
-    """The vigil homes a sandboxed command of ``profile`` must not see: its own and the root
-    one, which holds every other profile."""
-    return (vigil_home(), profile.home)
-
-
 def for_run(
     settings: TerminalSettings,
     *,
     unattended: bool,
-    workdir: Path,
+    boundary: Boundary,
     start_in: Path | None = None,
-    homes: Sequence[Path] = (),
-    secret_files: Sequence[Path] = (),
-) -> "Sandbox | None":
-    """The sandbox a command of this run goes into, or ``None`` to run it unsandboxed: the
-    mode does not ask for one, or bubblewrap is unavailable (logged once per process).
+) -> "Sandbox | Unavailable | None":
+    """Where a command of this run goes: into a :class:`Sandbox`; :class:`Unavailable` when
+    the run wants one and bubblewrap cannot make it (the caller asks a person, or refuses);
+    ``None`` when ``tools.terminal.sandbox`` does not ask for one in this run.
 
-    ``workdir`` is the run's working directory (the session's or the job's, chosen by the
-    user), the one folder the command may change; ``start_in`` is where it starts (the tool's
-    ``workdir`` argument, chosen by the model, which therefore does not make anything writable)."""
+    ``boundary`` holds the run's workspace (chosen by the user), the one folder the command may
+    change; ``start_in`` is where it starts (the tool's ``workdir`` argument, chosen by the
+    model, which therefore does not make anything writable)."""
     if not wanted(settings.sandbox, unattended):
         return None
     found = status()
     if not found.available:
         _warn_once(found, settings.sandbox)
-        return None
+        return Unavailable(found._why())
     assert found.bwrap is not None
-    return Sandbox(found.bwrap, workdir, start_in, settings.network, tuple(homes), tuple(secret_files))
+    prefix: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
+    network = settings.network
+    if network:
+        from vigil.tools import sandbox_network
+
+        entry = sandbox_network.network_prefix(settings.local_ports)
+        if entry.prefix is None:
+            # Without user-mode networking the only safe network is none: the host's would
+            # open its loopback services.
+            _warn_network_once(entry.problem)
+            network = False
+        else:
+            prefix, extra = entry.prefix, entry.bwrap_args
+    return Sandbox(found.bwrap, boundary, start_in, network, prefix, extra)
 
 
 def _warn_once(found: SandboxStatus, mode: str) -> None:
@@ -173,8 +190,20 @@ def _warn_once(found: SandboxStatus, mode: str) -> None:
         if _warned:
             return
         _warned = True
-    # Said once where people look (cron add, gateway start, config set); here only for the log.
-    log.info("%s", found.warning(mode))
+    # Said once where people look (cron add, gateway start, config set, doctor); here for the log.
+    log.warning("%s", found.warning(mode))
+
+
+_network_warned = False
+
+
+def _warn_network_once(problem: str | None) -> None:
+    global _network_warned
+    with _lock:
+        if _network_warned:
+            return
+        _network_warned = True
+    log.warning("sandboxed commands run without a network: %s", problem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,37 +211,45 @@ class Sandbox:
     """One sandboxed run: ``argv`` wraps a command line in bubblewrap."""
 
     bwrap: str
-    workdir: Path
-    """The one writable folder (unless it is ``/``): the run's working directory."""
+    boundary: Boundary
+    """The workspace (the one writable folder, unless it is ``/``) and what stays hidden."""
     start_in: Path | None = None
-    """Where the command starts (default: ``workdir``)."""
+    """Where the command starts (default: the workspace)."""
     network: bool = True
-    homes: tuple[Path, ...] = ()
-    """Folders hidden whole (vigil's homes), except the workdir where it lies inside one."""
-    secret_files: tuple[Path, ...] = ()
-    """Further files made unreadable wherever they are (a session database outside the homes)."""
+    """Whether the command reaches the network (through ``network_prefix``'s namespace)."""
+    network_prefix: tuple[str, ...] = ()
+    """The command line that puts bubblewrap into the user-mode network namespace; empty with
+    ``network`` on means the host's network (only for tests of the sandbox itself)."""
+    network_args: tuple[str, ...] = ()
+    """bubblewrap options that namespace needs (ids, a resolv.conf): see
+    :class:`vigil.tools.sandbox_network.NetworkEntry`."""
+
+    @property
+    def workdir(self) -> Path:
+        return self.boundary.workspace
 
     def argv(self, command: Sequence[str]) -> list[str]:
-        """The bubblewrap command line that runs ``command`` in the sandbox."""
+        """The command line that runs ``command`` in the sandbox."""
         workdir = _real(self.workdir)
         writable = workdir != Path("/") and workdir.is_dir()
-        homes = _outermost(_real(home) for home in self.homes)
-        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        # Only existing homes: a mount point cannot be made on the read-only root (and there is
+        # nothing to hide in a home not made yet).
+        homes = [home for home in self.boundary.homes if home != Path("/") and home.is_dir()]
+        args = [*self.network_prefix, self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--tmpfs", "/tmp"]
         args += _private_run()
-        # A home around the workdir is masked first, so the workdir can be bound back on top
-        # (a home that is the workdir itself is simply covered by it).
-        around = [home for home in homes if _within(workdir, home)]
-        elsewhere = [home for home in homes if home not in around]
-        emptied = [home for home in homes if home != workdir]
+        args += self.network_args
+        # A home around the workdir is masked first, so the workdir can be bound back on top.
+        around = [home for home in homes if _within(workdir, home) and home != workdir]
+        elsewhere = [home for home in homes if not _within(workdir, home)]
         for home in around:
-            if home != workdir:
-                args += ["--tmpfs", str(home)]
+            args += ["--tmpfs", str(home)]
         if writable:
             args += ["--bind", str(workdir), str(workdir)]
         for home in elsewhere:
             args += ["--tmpfs", str(home)]
-        args += _secret_masks(workdir, [_real(home) for home in self.homes], around, elsewhere, self.secret_files)
-        for home in emptied:
+        args += _secret_masks(workdir, homes, self.boundary.existing_secrets())
+        for home in [*around, *elsewhere]:
             args += ["--remount-ro", str(home)]
         args += ["--unshare-pid", "--unshare-ipc"]
         if not self.network:
@@ -227,7 +264,8 @@ class Sandbox:
         workdir = _real(self.workdir)
         where = f"{workdir} and /tmp" if workdir != Path("/") and workdir.is_dir() else "/tmp"
         network = "" if self.network else ", no network"
-        return f"[ran in the sandbox: files outside {where} are read-only{network}]"
+        return (f"[ran in the sandbox: files outside {where} are read-only, vigil's files and the "
+                f"user's keys are hidden, this machine's own services are out of reach{network}]")
 
 
 def _private_run() -> list[str]:
@@ -244,37 +282,18 @@ def _private_run() -> list[str]:
     return args
 
 
-def _secret_masks(workdir: Path, homes: Sequence[Path], around: Sequence[Path],
-                  elsewhere: Sequence[Path], files: Sequence[Path]) -> list[str]:
-    """Masks for the secrets still visible: those in a home around the (re-bound) workdir, and
-    ``files`` (a session database kept outside the homes) wherever they are."""
-    secret_files = list(files)
-    secret_folders: list[Path] = []
-    for home in homes:
-        profile = Profile("masked", home)
-        secret_files += [profile.config_path, profile.history_path, *database_files(profile.state_db)]
-        secret_folders += [profile.logs_dir, profile.cron_output_dir, profile.home / "profiles"]
-
-    def visible(path: Path) -> bool:
-        if path == workdir or any(_within(path, home) for home in elsewhere):
-            return False
-        return _within(path, workdir) or not any(_within(path, home) for home in around)
-
+def _secret_masks(workdir: Path, homes: Sequence[Path], secrets: Sequence[Path]) -> list[str]:
+    """Masks over the secrets still in sight: an empty read-only folder over a folder, a
+    device-less ``/dev/null`` over a file. One inside a hidden home is hidden already."""
     args: list[str] = []
-    # Only what exists: a mask on a missing path would create it in the real workdir.
-    for path in dict.fromkeys(_real(p) for p in secret_files):
-        if visible(path) and path.is_file():
-            args += ["--ro-bind", "/dev/null", str(path)]
-    for path in dict.fromkeys(_real(p) for p in secret_folders):
-        if visible(path) and path.is_dir():
+    for path in secrets:
+        if any(_within(path, home) for home in homes) and not _within(path, workdir):
+            continue
+        if path.is_dir():
             args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        elif path.exists():
+            args += ["--ro-bind", "/dev/null", str(path)]
     return args
-
-
-def database_files(db: Path) -> list[Path]:
-    """An SQLite database and the journal files beside it, which hold its recent pages (what
-    ``Sandbox.secret_files`` needs to hide a session database)."""
-    return [db, *(Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal"))]
 
 
 def _real(path: Path) -> Path:
@@ -283,13 +302,3 @@ def _real(path: Path) -> Path:
 
 def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
-
-
-def _outermost(paths: Iterable[Path]) -> list[Path]:
-    """``paths`` without duplicates and without those nested in another one."""
-    unique = sorted(set(paths), key=lambda p: len(p.parts))
-    kept: list[Path] = []
-    for path in unique:
-        if path != Path("/") and not any(_within(path, outer) for outer in kept):
-            kept.append(path)
-    return kept

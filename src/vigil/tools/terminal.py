@@ -10,8 +10,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from vigil.store.sqlite import SQLiteStore
-from vigil.tools.sandbox import Sandbox, database_files, for_run, protected_homes
+from vigil.tools.boundary import tool_boundary
+from vigil.tools.sandbox import Sandbox, Unavailable, for_run
 from vigil.tools.base import (
     Tool,
     ToolContext,
@@ -77,9 +77,10 @@ class TerminalTool(Tool):
         "Run a shell command (bash when available) and return its exit code and combined stdout/stderr. "
         "Runs in the session's working directory unless `workdir` is given; stdin is empty, so "
         "interactive programs must be driven with flags. Long output is cut in the middle. "
-        "Commands that could destroy data or the system need the user's approval. When no one can "
-        "approve (scheduled runs), commands may run in a sandbox where only the working directory "
-        "and /tmp are writable."
+        "Commands run in a sandbox: only the working directory and a private /tmp are writable, "
+        "vigil's own files and the user's secrets are hidden, and the machine's own local services "
+        "are out of reach. Running a command outside it (a dangerous one, or one the sandbox "
+        "blocked) needs the user's approval; in scheduled runs nothing leaves the sandbox."
     )
     parameters = {
         "type": "object",
@@ -112,33 +113,69 @@ class TerminalTool(Tool):
         from vigil.tools import danger  # the command parser: loaded when a command runs
 
         reason = danger.check(command)
-        if reason:
-            refusal = await request_approval(
-                ctx, self.name, f"run a command that {reason}: {command}"
-            )
-            if refusal:
-                return refusal
         settings = ctx.settings.tools.terminal
-        return await run_command(
-            command,
-            workdir,
-            timeout,
-            settings.output_cap,
-            env=command_environment(ctx.settings.model.api_key_env),
-            sandbox=for_run(
-                settings,
-                unattended=ctx.unattended,
-                workdir=ctx.cwd,
-                start_in=workdir,
-                homes=protected_homes(ctx.profile),
-                secret_files=_store_files(ctx),
-            ),
+        try:
+            boundary = tool_boundary(ctx)
+        except ValueError as exc:
+            raise ToolFailure(str(exc)) from None
+        placement = for_run(settings, unattended=ctx.unattended, boundary=boundary, start_in=workdir)
+        env = command_environment(ctx.settings.model.api_key_env)
+
+        async def outside() -> ToolResult:
+            return await run_command(command, workdir, timeout, settings.output_cap, env=env)
+
+        if placement is None:  # tools.terminal.sandbox does not ask for one in this run
+            if reason and (refusal := await request_approval(ctx, self.name, f"run a command that {reason}: {command}")):
+                return refusal
+            return await outside()
+        if isinstance(placement, Unavailable):
+            if ctx.unattended:
+                return ToolResult(
+                    f"refused: commands of unattended runs only run in the sandbox, and it is not available "
+                    f"({placement.why}); nothing ran. The user can install bubblewrap, or set "
+                    "tools.terminal.sandbox to never to run commands unsandboxed.",
+                    is_error=True,
+                )
+            also = f", a command that {reason}" if reason else ""
+            what = f"run outside the sandbox (it is not available: {placement.why}){also}: {command}"
+            return await outside() if not (refusal := await request_approval(ctx, self.name, what)) else refusal
+        if reason:
+            # Approval is for leaving the sandbox: an approved dangerous command runs outside it.
+            what = f"run a command that {reason}, outside the sandbox: {command}"
+            return await outside() if not (refusal := await request_approval(ctx, self.name, what)) else refusal
+        inside = await run_command(command, workdir, timeout, settings.output_cap, env=env, sandbox=placement)
+        blocked = None if ctx.unattended else _blocked_by_sandbox(inside, placement)
+        if blocked is None:
+            return inside
+        what = f"run outside the sandbox a command that failed inside it ({blocked}): {command}"
+        if await request_approval(ctx, self.name, what):
+            return ToolResult(f"{inside.content}\n[the user declined to run it outside the sandbox]", is_error=True)
+        again = await outside()
+        return ToolResult(
+            f"first run, in the sandbox ({blocked}):\n{inside.content}\n\n"
+            f"run again outside the sandbox, approved by the user:\n{again.content}",
+            is_error=again.is_error,
         )
 
 
-def _store_files(ctx: ToolContext) -> tuple[Path, ...]:
-    """The session database when it is a file outside the profile home (``store.url``)."""
-    return tuple(database_files(ctx.store.path)) if isinstance(ctx.store, SQLiteStore) else ()
+_SANDBOX_SIGNS = (
+    (_READ_ONLY, "it writes outside its workspace"),
+    ("Network is unreachable", "it needs a network the sandbox closes"),
+    ("Connection refused", "it connects to a service the sandbox cannot reach"),
+    ("Couldn't connect to server", "it connects to a service the sandbox cannot reach"),
+    ("Could not resolve host", "it needs a network the sandbox closes"),
+    ("Temporary failure in name resolution", "it needs a network the sandbox closes"),
+)
+
+
+def _blocked_by_sandbox(result: ToolResult, sandbox: Sandbox) -> str | None:
+    """Why a command that failed in the sandbox may have failed because of it, or ``None``."""
+    if not result.is_error and result.content.startswith("exit code: 0\n"):
+        return None
+    for sign, why in _SANDBOX_SIGNS:
+        if sign in result.content:
+            return why
+    return None
 
 
 MODEL_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")

@@ -13,6 +13,7 @@ a repeat limit reached).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, Iterable
 from vigil.schedule.cron.delivery import parse_target
 from vigil.schedule.cron.errors import DamagedJob, InvalidJob
 from vigil.schedule.cron.schedule import Schedule, parse_duration, parse_schedule
+from vigil.profiles import vigil_home
 from vigil.skills import SkillNotFound, find_skill
 
 JOB_PREFIX = "cron:job:"
@@ -277,4 +279,10 @@ def _check_workdir(path: str) -> str:
         raise InvalidJob(f"the working directory '{shown}' cannot be used: {getattr(exc, 'strerror', None) or exc}") from None
     if not is_dir:
         raise InvalidJob(f"the working directory {resolved} does not exist or is not a directory")
+    home = Path(os.path.realpath(vigil_home()))
+    if resolved == home or home in resolved.parents:
+        raise InvalidJob(
+            f"the working directory {resolved} lies inside vigil's home ({home}), where the agent's "
+            "commands never work: leave the working directory out and the job works in a workspace of its own"
+        )
     return str(resolved)
