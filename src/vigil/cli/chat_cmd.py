@@ -46,8 +46,9 @@ def chat(
       vigil chat < questions.txt          one turn per non-blank line, as if
                                           typed at the prompt (/quit stops)
 
-    Without a terminal nobody can approve a dangerous command: such runs are unattended and
-    their commands run sandboxed.
+    Commands the agent runs go into a sandbox (README, "What the agent may run on its own");
+    leaving it takes your approval at the terminal. Without a terminal nobody can approve
+    anything: such runs are unattended and nothing leaves the sandbox.
     """
     if resume_ref is not None and continue_latest:
         raise click.UsageError("use either --resume or --continue, not both")
