@@ -133,7 +133,7 @@ _BOUNDS = (
     ("le", operator.le, "less_than_equal", "less than or equal to"),
 )
 _TYPE_WORDS = {int: ("int_type", "a valid integer"), bool: ("bool_type", "a valid boolean"),
-               str: ("string_type", "a valid string"), list: ("list_type", "a valid list")}
+               str: ("string_type", "a valid string"), list: ("list_type", "a valid list, such as [a, b]")}
 
 
 _NOT_UNICODE = "Input should be a valid string, unable to parse raw data as a unicode string"

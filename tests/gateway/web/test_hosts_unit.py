@@ -77,7 +77,7 @@ def test_allowed_hosts_is_set_as_a_list_of_bare_names_from_the_command_line(vigi
     allowed = load_settings(vigil_home / "config.yaml").gateway.web.allowed_hosts
     assert allowed == ["chat.example.org", "10.0.0.5", "[fd00::5]"]
     for value, says in [
-        ("chat.example.org", "gateway.web.allowed_hosts: Input should be a valid list"),
+        ("chat.example.org", "gateway.web.allowed_hosts: Input should be a valid list, such as [a, b]"),
         ("[https://chat.example.org/]", "'https://chat.example.org/' is not a host name"),
         ("[ok.example, 'chat.example.org:443']", "allowed_hosts.1: 'chat.example.org:443' is not a host name"),
         ("['*']", "'*' is not a host name"),
