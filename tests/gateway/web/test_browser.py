@@ -134,43 +134,46 @@ def test_log_in_chat_stream_heartbeat_reload_and_script_shown_as_text(
     assert page.errors == []
 
 
-def test_the_markdown_renderer_never_makes_markup_from_an_answer(
-    gateway: WebGateway, browser_page: Any,
+HOSTILE = [
+    "<script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned = 2">',
+    "**<b onmouseover=alert(1)>bold</b>** and `<i>code</i>`",
+    "[click](javascript:window.__pwned=3) [data](data:text/html,<script>x</script>) [ok](https://example.com/a?b=<c>)",
+    '```html\n<iframe src="https://evil.example"></iframe>\n```',
+    '# <svg onload=alert(1)>\n- <a href="javascript:x">list</a>\n> <style>body{display:none}</style>',
+]
+RICH = ("Docs are at https://example.com/docs?page=2 for you.\n\n"
+        "```python\ndef add(a, b):\n    return a + b\n```\n\n" + "\n\n".join(HOSTILE))
+
+
+def test_an_answer_shows_bare_links_highlighted_code_with_copy_and_hostile_markup_as_text(
+    gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any,
 ) -> None:
     page = browser_page
-    page.goto(f"{gateway.url}/login?token={gateway.token}")
-    page.wait_for_url(f"{gateway.url}/")
-    result = page.evaluate("""async () => {
-        const { renderMarkdown } = await import('/static/markdown.js');
-        const inputs = [
-            '<script>window.__pwned = 1</script>',
-            '<img src=x onerror="window.__pwned = 2">',
-            '**<b onmouseover=alert(1)>bold</b>** and `<i>code</i>`',
-            '[click](javascript:window.__pwned=3) [data](data:text/html,<script>x</script>) [ok](https://example.com/a?b=<c>)',
-            '```html\\n<iframe src="https://evil.example"></iframe>\\n```',
-            '# <svg onload=alert(1)>\\n- <a href="javascript:x">list</a>\\n> <style>body{display:none}</style>',
-        ];
-        const allowed = new Set(['P','BR','STRONG','EM','CODE','PRE','A','UL','OL','LI','H3','H4','H5','H6','BLOCKQUOTE','HR']);
-        const out = [];
-        for (const input of inputs) {
-            const box = document.createElement('div');
-            box.appendChild(renderMarkdown(input));
-            const tags = [...box.querySelectorAll('*')].map(e => e.tagName);
-            const attrs = [...box.querySelectorAll('*')].flatMap(e => [...e.attributes].map(a => a.name + '=' + a.value));
-            out.push({ text: box.textContent, bad: tags.filter(t => !allowed.has(t)), attrs });
-        }
-        return { out, pwned: window.__pwned ?? null };
-    }""")
-    out = result["out"]
-    assert result["pwned"] is None
-    assert all(item["bad"] == [] for item in out), out
-    assert out[0]["text"] == "<script>window.__pwned = 1</script>"
-    assert out[1]["text"] == '<img src=x onerror="window.__pwned = 2">'
-    assert "<b onmouseover=alert(1)>bold</b>" in out[2]["text"] and "<i>code</i>" in out[2]["text"]
-    links = [a for item in out for a in item["attrs"] if a.startswith("href=")]
-    assert links == ["href=https://example.com/a?b=%3Cc%3E"], links
-    assert all(a.split("=")[0] in ("href", "rel", "target", "data-lang") for item in out for a in item["attrs"])
-    assert '<iframe src="https://evil.example"></iframe>' in out[4]["text"]
+    fake_model_env.rule(contains="links and code", reply=RICH)
+    _logged_in_new_conversation(page, gateway)
+    _send(page, "links and code please")
+    page.wait_for_selector(".message.assistant:not(.streaming) .code-block")
+    answer = page.locator(".message.assistant .markdown").first
+    link = answer.get_by_role("link", name="https://example.com/docs?page=2")
+    assert link.get_attribute("href") == "https://example.com/docs?page=2" and link.get_attribute("target") == "_blank"
+    block = answer.locator(".code-block").first
+    assert block.locator(".code-lang").inner_text() == "python"
+    assert block.locator(".hljs-keyword").first.inner_text() == "def"
+    copy = block.get_by_role("button", name="Copy")
+    copy.click()
+    page.wait_for_function("() => document.querySelector('.code-block button').textContent.startsWith('Cop')")
+    assert page.get_by_role("button", name="Copy answer").count() == 1
+    # hostile input stays text: no element made from it, no link but the http(s) ones
+    assert page.locator("#messages script, #messages img, #messages iframe, #messages svg, #messages style").count() == 0
+    hrefs = page.evaluate("() => [...document.querySelectorAll('#messages a')].map(a => a.getAttribute('href'))")
+    assert hrefs == ["https://example.com/docs?page=2", "https://example.com/a?b=%3Cc%3E"]
+    text = answer.inner_text()
+    for shown in ("<script>window.__pwned = 1</script>", '<img src=x onerror="window.__pwned = 2">',
+                  "<b onmouseover=alert(1)>bold</b>", '<iframe src="https://evil.example"></iframe>'):
+        assert shown in text
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.errors == []
 
 
 def _logged_in_new_conversation(page: Any, gateway: WebGateway) -> str:
@@ -269,24 +272,38 @@ def test_upload_shift_enter_and_search_from_the_page(
     page = browser_page
     fake_model_env.set_default_reply("Got it.")
     _logged_in_new_conversation(page, gateway)
-    document = tmp_path / "report.txt"
+    document, unwanted = tmp_path / "report.txt", tmp_path / "draft.txt"
     document.write_text("quarterly numbers")
-    page.set_input_files("#upload-input", str(document))
-    page.wait_for_function("() => document.getElementById('input').value.startsWith('I uploaded ')")
-    uploaded = Path(page.input_value("#input").removeprefix("I uploaded ").strip())
-    assert uploaded.name == "report.txt" and uploaded.read_text() == "quarterly numbers"
+    unwanted.write_text("not this one")
+    page.set_input_files("#upload-input", [str(document), str(unwanted)])
+    # each file a chip with its name and size, removable before sending; nothing uploaded yet
+    chips = page.locator("#attachments .chip")
+    assert chips.locator(".chip-name").all_inner_texts() == ["report.txt", "draft.txt"]
+    assert chips.locator(".chip-size").all_inner_texts() == ["17 B", "12 B"]
+    page.get_by_role("button", name="Remove draft.txt").click()
+    assert chips.count() == 1
+    assert not list(gateway.home.rglob("report.txt"))
     page.fill("#input", "first line")
     page.keyboard.press("Shift+Enter")
     page.keyboard.type("second line about walruses")
     assert page.input_value("#input") == "first line\nsecond line about walruses"  # not sent yet
     page.keyboard.press("Enter")
     page.wait_for_function("() => document.body.textContent.includes('Got it.')")
-    assert page.locator(".message.user .bubble").all_inner_texts() == ["first line\nsecond line about walruses"]
-    assert page.input_value("#input") == ""
+    sent = "first line\nsecond line about walruses\n\nI uploaded report.txt (17 B) into the working directory."
+    assert page.locator(".message.user .bubble").all_inner_texts() == [sent]
+    assert fake_model_env.requests[-1].last_user_text == sent
+    [uploaded] = gateway.home.rglob("report.txt")
+    assert uploaded.read_text() == "quarterly numbers" and not list(gateway.home.rglob("draft.txt"))
+    assert str(uploaded.parent) not in page.inner_text("body")  # no server path shown
+    assert page.input_value("#input") == "" and chips.count() == 0
     page.click("#new-conversation")
     page.wait_for_function("() => document.querySelectorAll('#conversation-list .conversation').length === 2")
-    page.fill("#search", "walruses")
+    page.keyboard.press("Control+K")
+    assert page.evaluate("() => document.activeElement.id") == "search"
+    page.keyboard.type("walruses")
     page.wait_for_function("() => document.querySelectorAll('#conversation-list .conversation').length === 1")
+    page.wait_for_selector("#conversation-list .conv-snippet mark")
+    assert page.inner_text("#conversation-list .conv-snippet mark") == "walruses"
     page.fill("#search", "no such words anywhere")
     page.wait_for_selector("#conversation-list .empty-list")
     assert page.errors == []

@@ -27,10 +27,8 @@ def test_a_sent_file_is_a_download_link(
     document = tmp_path / "numbers.csv"
     document.write_text("q1,q2\n10,20\n")
     page.set_input_files("#upload-input", str(document))
-    page.wait_for_function("() => document.getElementById('input').value.startsWith('I uploaded ')")
-    uploaded = page.input_value("#input").removeprefix("I uploaded ").strip()
     fake_model_env.queue(
-        Reply.tool_calls(ToolCallSpec("send_file", {"path": uploaded, "name": "totals.csv", "caption": "the totals"})),
+        Reply.tool_calls(ToolCallSpec("send_file", {"path": "numbers.csv", "name": "totals.csv", "caption": "the totals"})),
         "Sent you the totals.",
     )
     page.fill("#input", "send the totals back")

@@ -11,6 +11,8 @@ own origin):
   ``POST /api/conversations/{id}/messages``, ``GET /api/conversations/{id}/events`` (SSE),
   ``POST /api/conversations/{id}/files``, ``POST /api/approvals/{id}``,
   ``GET /api/files/{outbox_id}`` (a file the agent sent, as an attachment)
+* ``POST /api/conversations/{id}/stop`` (end the running turn), ``GET /api/search?q=`` (message
+  matches with snippets), see :mod:`.conversation_api`
 """
 
 from __future__ import annotations

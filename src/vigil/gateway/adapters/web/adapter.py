@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from vigil.gateway.adapters.base import AdapterHealth, GatewayPort
 from vigil.gateway.adapters.web.api import api_routes
 from vigil.gateway.adapters.web.auth import SessionSigner
+from vigil.gateway.adapters.web.conversation_api import conversation_routes
 from vigil.gateway.adapters.web.events import OpenPages
 from vigil.gateway.adapters.web.files import SentFiles, file_routes, link
 from vigil.gateway.adapters.web.login import login_routes
@@ -56,7 +57,7 @@ class WebAdapter:
         if self._routes is None:
             state = self.state
             self._routes = [*login_routes(state), *page_routes(state), *api_routes(state),
-                            *file_routes(state, self.files)]
+                            *conversation_routes(state), *file_routes(state, self.files)]
         return self._routes
 
     async def send(self, message: OutboxEntry) -> None:

@@ -1,4 +1,7 @@
-"""The chat page and its static files, with a strict Content-Security-Policy."""
+"""The chat page and its static files, with a strict Content-Security-Policy.
+
+The page is built from ``frontend/`` (``npm run build`` there) into ``ui/``, which ships in the
+wheel: running vigil needs no Node."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from starlette.staticfiles import StaticFiles
 
 from vigil.gateway.adapters.web.state import WebState, guarded
 
-STATIC_DIR = Path(__file__).with_name("static")
+STATIC_DIR = Path(__file__).with_name("ui")
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

@@ -1,0 +1,320 @@
+// The page: which conversation is shown, its live stream, the list, the composer and the
+// keyboard. The parts are in their own modules; this wires them to the gateway's API.
+import { getJSON, postJSON, upload, LiveStream, HttpError } from "./api.js";
+import { el, button, newClientId, formatSize, copyText } from "./dom.js";
+import { ConversationView } from "./conversation.js";
+import { drawList } from "./sidebar.js";
+import { HeartbeatBadge } from "./heartbeat.js";
+import { Composer } from "./composer.js";
+import { cronNotice, notice } from "./rows.js";
+import { wireTheme } from "./theme.js";
+
+const $ = (id) => document.getElementById(id);
+const NARROW = window.matchMedia("(max-width: 760px)");
+const SUGGESTIONS = [
+  ["What can you do?", "What can you do for me, and what can you not?"],
+  ["Set a heartbeat", "/heartbeat every 1h "],
+  ["List the commands", "/help"],
+];
+
+const state = {
+  id: null,
+  stream: null,
+  opening: Promise.resolve(),
+  listed: [],
+};
+
+let view;
+let composer;
+let badge;
+
+function showError(text) { $("composer-error").textContent = text || ""; }
+
+function showStatus(busy, queued) {
+  const parts = [];
+  if (busy) parts.push("thinking…");
+  if (queued) parts.push(`${queued} queued`);
+  $("status").textContent = parts.join(" · ");
+  composer.setBusy(busy);
+}
+
+function showConnection(text) {
+  const live = text === "live";
+  $("connection").textContent = live ? "" : text.startsWith("reconnecting") ? `offline, ${text}` : text;
+  const dot = $("connection-dot");
+  dot.classList.toggle("live", live);
+  dot.setAttribute("aria-label", live ? "Connected" : "Not connected");
+}
+
+// -- the list ---------------------------------------------------------------------------------
+
+let searchTimer = 0;
+let listTimer = 0;
+
+async function loadList() {
+  const q = $("search").value.trim();
+  let data;
+  let snippets = {};
+  try {
+    const list = getJSON(`/api/conversations?limit=200${q ? `&q=${encodeURIComponent(q)}` : ""}`);
+    const found = q ? getJSON(`/api/search?q=${encodeURIComponent(q)}`).catch(() => null) : null;
+    data = await list;
+    const hits = found ? await found : null;
+    for (const hit of hits?.results || []) if (!(hit.id in snippets)) snippets[hit.id] = hit.snippet;
+  } catch { return; }
+  if ($("search").value.trim() !== q) return;  // typed on meanwhile
+  state.listed = data.conversations;
+  drawList($("conversation-list"), data.conversations, { selectedId: state.id, query: q, snippets, onSelect: choose });
+  const shown = data.conversations.find((c) => c.id === state.id);
+  if (shown) $("title").textContent = shown.title || "(untitled)";  // a title is given after the first answer
+}
+
+function refreshListSoon() {
+  clearTimeout(listTimer);
+  listTimer = setTimeout(loadList, 400);
+}
+
+function choose(id) {
+  closeSidebar();
+  select(id);
+}
+
+// -- one conversation -------------------------------------------------------------------------
+
+function welcome() {
+  view.clear();
+  const box = view.showEmpty("What can I do for you?");
+  box.appendChild(el("p", "muted", "Ask anything. vigil keeps every conversation, can run commands in its sandbox, and can act on a schedule with a heartbeat."));
+  const ideas = el("div", "suggestions");
+  for (const [label, text] of SUGGESTIONS) {
+    const idea = button(label, "suggestion");
+    idea.addEventListener("click", () => composer.fill(text));
+    ideas.appendChild(idea);
+  }
+  box.appendChild(ideas);
+}
+
+async function loadView(id) {
+  const shown = await getJSON(`/api/conversations/${encodeURIComponent(id)}`);
+  if (state.id !== id) return shown;  // another conversation was chosen meanwhile
+  if (shown.id !== state.id) {
+    state.id = shown.id;
+    history.replaceState(null, "", `#${shown.id}`);
+  }
+  $("title").textContent = shown.title || "(untitled)";
+  $("subtitle").textContent = shown.source && shown.source !== "web" ? `from ${shown.source}` : "";
+  view.renderHistory(shown);
+  badge.show(shown.heartbeat);
+  return shown;
+}
+
+async function select(id) {
+  if (state.stream) state.stream.close();
+  state.id = id;
+  view.clear();
+  badge.show(null);
+  showStatus(false, 0);
+  history.replaceState(null, "", `#${id}`);
+  showError("");
+  for (const b of document.querySelectorAll("#conversation-list .conversation")) {
+    const chosen = b.dataset.id === id;
+    b.classList.toggle("selected", chosen);
+    if (chosen) b.setAttribute("aria-current", "true"); else b.removeAttribute("aria-current");
+  }
+  // Subscribe before loading the history, so nothing happening between the two is missed; a
+  // message typed meanwhile waits for both (state.opening).
+  const stream = new LiveStream(id, {
+    onEvent: handle,
+    onState: showConnection,
+    onReconnect: () => loadView(state.id).catch(() => {}),
+  });
+  state.stream = stream;
+  const opening = (async () => {
+    await Promise.race([stream.ready, new Promise((resolve) => setTimeout(resolve, 3000))]);
+    await loadView(id);
+  })();
+  state.opening = opening.catch(() => {});
+  try {
+    await opening;
+  } catch (err) {
+    stream.close();
+    if (state.stream === stream) state.stream = null;
+    showError(err instanceof HttpError && err.status === 404 ? "That conversation does not exist." : String(err.message));
+    return;
+  }
+  loadList();
+  if (!NARROW.matches) $("input").focus();
+}
+
+async function decide(id, approve, card) {
+  try {
+    await postJSON(`/api/approvals/${encodeURIComponent(id)}`, { approve }, { attempts: 2 });
+    view.resolved(card, approve);
+  } catch (err) {
+    view.resolved(card, false, err.status === 404 ? "no longer pending" : `could not answer: ${err.message}`);
+  }
+}
+
+function handle(event) {
+  if (event.type === "reply" && event.kind === "cron" && event.session_id !== state.id) {
+    view.append(cronNotice(event));  // every open page hears of a cron answer; the link opens its run
+    refreshListSoon();
+    return;
+  }
+  if (event.session_id && state.id && event.session_id !== state.id && event.type !== "session_moved") return;
+  switch (event.type) {
+    case "heartbeat":
+      badge.show(event.heartbeat);
+      refreshListSoon();
+      break;
+    case "session_moved":
+      if (!event.new_session_id) {
+        view.append(notice("This conversation has ended. Start a new one, or send a message to reopen it."));
+        badge.show(null);
+        refreshListSoon();
+        break;
+      }
+      view.append(notice(event.reason === "compression"
+        ? "The conversation was compressed; it continues in a new session."
+        : "Switched to another conversation."));
+      select(event.new_session_id);
+      break;
+    case "stale":  // another gateway worker had more to say than it could pass on live
+      loadView(state.id).catch(() => {});
+      break;
+    default:
+      view.handle(event);
+  }
+}
+
+// -- sending and stopping ---------------------------------------------------------------------
+
+async function ensureConversation() {
+  if (state.id) return state.id;
+  const created = await postJSON("/api/conversations", {});
+  await select(created.id);
+  return created.id;
+}
+
+function mention(saved) {
+  return `I uploaded ${saved.name} (${formatSize(saved.size)}) into the working directory.`;
+}
+
+// Send `text` (and `files`, uploaded first); `false` when nothing was sent.
+async function send(text, files = []) {
+  showError("");
+  let id;
+  try {
+    id = await ensureConversation();
+  } catch (err) {
+    showError(`Could not start a conversation: ${err.message}`);
+    return false;
+  }
+  await state.opening;
+  const notes = [];
+  for (const file of files) {
+    try {
+      notes.push(mention(await upload(`/api/conversations/${encodeURIComponent(id)}/files`, file)));
+    } catch (err) {
+      showError(`Could not upload ${file.name}: ${err.message}`);
+      return false;
+    }
+  }
+  const full = [text.trim() ? text : "", ...notes].filter(Boolean).join("\n\n");
+  const clientId = newClientId();
+  view.addPending(full, clientId);
+  try {
+    await postJSON(`/api/conversations/${encodeURIComponent(id)}/messages`, { text: full, client_id: clientId });
+  } catch (err) {
+    view.failPending(clientId, err.message);
+  }
+  return true;
+}
+
+async function stop() {
+  if (!state.id || !view.busy) return;
+  try {
+    await postJSON(`/api/conversations/${encodeURIComponent(state.id)}/stop`, {}, { attempts: 2 });
+  } catch (err) {
+    showError(`Could not stop: ${err.message}`);
+  }
+}
+
+// -- layout, keyboard, copying ----------------------------------------------------------------
+
+function closeSidebar() {
+  $("app").classList.remove("sidebar-open");
+  $("toggle-sidebar").setAttribute("aria-expanded", "false");
+  $("scrim").hidden = true;
+}
+
+function openSidebar() {
+  $("app").classList.add("sidebar-open");
+  $("toggle-sidebar").setAttribute("aria-expanded", "true");
+  $("scrim").hidden = false;
+}
+
+function onCopy(e) {
+  const target = e.target.closest("button.copy");
+  if (!target) return;
+  const text = target.dataset.copy === "code"
+    ? target.closest(".code-block").querySelector("code").textContent
+    : target.closest(".message").vigilTurn?.allText ?? target.closest(".message").querySelector(".bubble").innerText;
+  copyText(text).then((done) => {
+    target.textContent = done ? "Copied" : "Copy failed";
+    setTimeout(() => { target.textContent = "Copy"; }, 1500);
+  });
+}
+
+function onKey(e) {
+  if ((e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === "k") {
+    e.preventDefault();
+    if (NARROW.matches) openSidebar();
+    $("search").focus();
+    $("search").select();
+  } else if (e.key === "Escape") {
+    if ($("app").classList.contains("sidebar-open")) { closeSidebar(); return; }
+    if (view.busy) { e.preventDefault(); stop(); }
+  }
+}
+
+function wire() {
+  view = new ConversationView($("messages"), {
+    onStatus: showStatus,
+    onChanged: refreshListSoon,
+    reload: () => loadView(state.id).catch(() => {}),
+    decide,
+  });
+  composer = new Composer($("composer"), { onSend: send, onStop: stop });
+  badge = new HeartbeatBadge($("heartbeat"), (command) => send(command));
+  wireTheme($("theme-toggle"));
+  $("messages").addEventListener("click", onCopy);
+  document.addEventListener("keydown", onKey);
+  $("new-conversation").addEventListener("click", async () => {
+    try {
+      const created = await postJSON("/api/conversations", {});
+      closeSidebar();
+      await select(created.id);
+    } catch (err) { showError(`Could not start a conversation: ${err.message}`); }
+  });
+  $("search").addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(loadList, 250); });
+  $("toggle-sidebar").addEventListener("click", () => ($("app").classList.contains("sidebar-open") ? closeSidebar() : openSidebar()));
+  $("scrim").addEventListener("click", closeSidebar);
+  window.addEventListener("hashchange", () => {
+    const wanted = decodeURIComponent(location.hash.slice(1));
+    if (wanted && wanted !== state.id) select(wanted);
+  });
+  setInterval(() => badge.tick(), 1000);
+  // Other conversations change too (their heartbeats, other devices): refresh the list now and then.
+  setInterval(() => { if (!document.hidden) loadList(); }, 30000);
+}
+
+export async function boot() {
+  wire();
+  welcome();
+  await loadList();
+  const wanted = decodeURIComponent(location.hash.slice(1));
+  if (wanted) { await select(wanted); return; }
+  const first = state.listed[0];
+  if (first) await select(first.id);
+}

@@ -1,0 +1,243 @@
+// One conversation as shown: its history, then its live events drawn into the same list so it
+// reads as the history will once reloaded (each message followed by its answer, messages sent
+// during a turn waiting below it). DOM only; talking to the gateway is the caller's part.
+import { el } from "./dom.js";
+import { AssistantTurn, setToolState } from "./turn.js";
+import { approvalCard, resolveApproval } from "./approval.js";
+import { userBubble, heartbeatMarker, notice, commandReply, fileLink } from "./rows.js";
+
+const REFUSED = /^(the user declined:|refused:)/;
+
+export class ConversationView {
+  // `box`: the #messages element. Callbacks: onStatus(busy, queued), onHeartbeat(hb),
+  // onChanged() (the list may have changed), reload() (draw the history again),
+  // decide(id, approve, card) (answer an approval).
+  constructor(box, callbacks = {}) {
+    this.box = box;
+    this.on = { onStatus() {}, onHeartbeat() {}, onChanged() {}, reload() {}, decide() {}, ...callbacks };
+    this.reset();
+  }
+
+  reset() {
+    this.turn = null;          // the AssistantTurn being streamed
+    this.pending = new Map();  // client_id -> user bubble not yet accepted
+    this.waiting = [];         // user rows drawn live whose turn has not begun, in order drawn
+    this.lastReply = "";       // the last answer or command reply shown
+    this.busy = false;
+    this.queued = 0;
+  }
+
+  clear(emptyText) {
+    for (const timer of this.box.querySelectorAll(".approval")) clearInterval(timer.timer);
+    this.box.replaceChildren();
+    this.reset();
+    if (emptyText) this.showEmpty(emptyText);
+  }
+
+  showEmpty(text) {
+    const empty = el("div", "empty");
+    empty.id = "empty";
+    empty.appendChild(el("p", "empty-title", text));
+    this.box.appendChild(empty);
+    return empty;
+  }
+
+  scrollToEnd() {
+    this.box.scrollTop = this.box.scrollHeight;
+  }
+
+  append(node) {
+    this.box.querySelector("#empty")?.remove();
+    this.box.appendChild(node);
+    this.scrollToEnd();
+    return node;
+  }
+
+  // What runs now goes above the messages still waiting in the queue.
+  placeBeforeWaiting(node) {
+    this.waiting = this.waiting.filter((row) => row.isConnected);
+    const first = this.waiting[0];
+    if (!first) return this.append(node);
+    this.box.insertBefore(node, first);
+    this.scrollToEnd();
+    return node;
+  }
+
+  takeWaiting(match) {
+    const at = this.waiting.findIndex((row) => row.isConnected && match(row.querySelector(".bubble").textContent));
+    return at < 0 ? null : this.waiting.splice(at, 1)[0];
+  }
+
+  // Whether the history just drawn ends with this message already (its turn began before the
+  // history was read, and the page hears of that turn only now).
+  endsWithUser(text) {
+    const rows = [...this.box.children].filter((row) => !this.waiting.includes(row));
+    const last = rows[rows.length - 1];
+    return Boolean(last && last.classList.contains("user") && last.textContent === text);
+  }
+
+  currentTurn() {
+    if (!this.turn) {
+      this.turn = new AssistantTurn();
+      this.turn.row.classList.add("streaming");
+      this.placeBeforeWaiting(this.turn.row);
+    }
+    return this.turn;
+  }
+
+  setStatus(busy, queued) {
+    this.busy = Boolean(busy);
+    this.queued = queued || 0;
+    this.on.onStatus(this.busy, this.queued);
+  }
+
+  // -- the history ---------------------------------------------------------------------------
+  renderHistory(view, emptyText = "No messages yet. Say something, or type /help.") {
+    // Bubbles sent but not yet accepted are kept: the view may predate them.
+    const pending = [...this.pending.values()];
+    this.box.replaceChildren();
+    this.turn = null;
+    this.waiting = [...pending];
+    let turn = null;
+    const turns = [];
+    const rows = document.createDocumentFragment();
+    for (const m of view.messages || []) {
+      if (m.role === "user") {
+        turn = null;
+        rows.appendChild(m.heartbeat ? heartbeatMarker(m.header, m.content) : userBubble(m.content, { inbox: m.inbox_id }));
+      } else if (m.role === "assistant") {
+        if (!turn) { turn = new AssistantTurn(); turns.push(turn); rows.appendChild(turn.row); }
+        if (m.content) { turn.setText(m.content); this.lastReply = m.content; }
+        for (const call of m.tool_calls || []) turn.addTool(call.name, call.arguments);
+      } else if (m.role === "tool") {
+        if (!turn) { turn = new AssistantTurn(); turns.push(turn); rows.appendChild(turn.row); }
+        turn.finishTool(m.tool_name, m.content, REFUSED.test(m.content || ""));
+      } else if (m.content) {
+        rows.appendChild(notice(m.content));
+      }
+    }
+    this.box.appendChild(rows);
+    for (const drawn of turns) drawn.addActions();
+    for (const bubble of pending) this.box.appendChild(bubble);
+    if (!(view.messages || []).length && !pending.length) this.showEmpty(emptyText);
+    this.setStatus(view.busy, view.queued);
+    this.scrollToEnd();
+  }
+
+  // -- sending -------------------------------------------------------------------------------
+  addPending(text, clientId) {
+    const bubble = this.append(userBubble(text, { pending: true }));
+    this.pending.set(clientId, bubble);
+    this.waiting.push(bubble);
+    return bubble;
+  }
+
+  failPending(clientId, message) {
+    const bubble = this.pending.get(clientId);
+    if (!bubble) return;
+    bubble.classList.add("failed");
+    bubble.appendChild(el("span", "failed-note", `not sent: ${message}`));
+    this.pending.delete(clientId);
+    this.waiting = this.waiting.filter((row) => row !== bubble);
+  }
+
+  findApproval(id) {
+    return [...this.box.querySelectorAll(".approval")].find((card) => card.dataset.approval === id) || null;
+  }
+
+  // -- live events ---------------------------------------------------------------------------
+  handle(event) {
+    switch (event.type) {
+      case "message_accepted": {
+        // A history reload may have drawn this message already (and dropped the pending bubble).
+        const drawn = event.inbox_id != null
+          && [...this.box.querySelectorAll(".message.user")].find((r) => r.dataset.inbox === String(event.inbox_id));
+        const bubble = this.pending.get(event.client_id);
+        this.pending.delete(event.client_id);
+        if (drawn) {
+          if (bubble && bubble !== drawn) bubble.remove();
+        } else if (bubble) {
+          bubble.classList.remove("pending");
+          if (event.inbox_id != null) bubble.dataset.inbox = String(event.inbox_id);
+        } else {
+          this.waiting.push(this.append(userBubble(event.text, { inbox: event.inbox_id })));
+        }
+        break;
+      }
+      case "turn_began":
+        this.setStatus(true, Math.max(0, this.queued - (event.kind === "user" ? 1 : 0)));
+        this.turn = null;
+        if (event.kind === "heartbeat") this.placeBeforeWaiting(heartbeatMarker(event.header, event.text));
+        else if (event.text) {
+          const row = this.takeWaiting((text) => text === event.text)
+            || (this.endsWithUser(event.text) ? null : userBubble(event.text));
+          if (row) this.placeBeforeWaiting(row);
+        }
+        this.currentTurn();
+        break;
+      case "delta":
+        this.currentTurn().appendText(event.text || "");
+        this.scrollToEnd();
+        break;
+      case "tool_started":
+        this.currentTurn().addTool(event.name, event.arguments);
+        this.scrollToEnd();
+        break;
+      case "tool_finished":
+        this.currentTurn().finishTool(event.name, event.content, event.is_error);
+        break;
+      case "turn_ended": {
+        const turn = this.turn || ((event.content || event.error || event.cancelled) ? this.currentTurn() : null);
+        if (turn) {
+          turn.end(event);
+          this.lastReply = turn.allText || event.content || "";
+        }
+        this.turn = null;
+        this.setStatus(false, this.queued);
+        this.on.onChanged();
+        break;
+      }
+      case "command_reply": {
+        const command = this.takeWaiting((text) => text.trimStart().startsWith("/"));
+        if (command) this.placeBeforeWaiting(command);
+        this.placeBeforeWaiting(commandReply(event.text, event.is_error));
+        this.lastReply = event.text;
+        this.on.onChanged();
+        break;
+      }
+      case "approval_request": {
+        const card = approvalCard(event, this.on.decide);
+        const tool = this.turn ? this.turn.waitForApproval(card) : null;
+        if (tool) card.tool = tool;
+        else {
+          const row = el("div", "message approval-row");
+          row.appendChild(card);
+          this.placeBeforeWaiting(row);
+        }
+        this.scrollToEnd();
+        break;
+      }
+      case "approval_resolved": {
+        const card = this.findApproval(event.id);
+        if (card) this.resolved(card, event.approved);
+        break;
+      }
+      case "status":
+        this.setStatus(this.busy, event.queued);
+        break;
+      case "reply":
+        if (event.kind === "file" && event.url) { this.placeBeforeWaiting(fileLink(event)); break; }
+        // The outbox's copy of an answer: already shown when it streamed; if this page missed
+        // it (opened mid-turn, reconnected), the history has it.
+        if (!this.turn && event.text && event.text.trim() !== (this.lastReply || "").trim()) this.on.reload();
+        break;
+      default:
+        break;
+    }
+  }
+
+  resolved(card, approved, text) {
+    resolveApproval(card, approved, text);
+    if (card.tool && !card.tool.dataset.done) setToolState(card.tool, approved ? "running" : "refused");
+  }
+}

@@ -1,0 +1,4 @@
+import "./style.css";
+import { boot } from "./app.js";
+
+boot();

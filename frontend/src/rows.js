@@ -1,0 +1,91 @@
+// The rows of a conversation other than the assistant's turns: the person's messages, heartbeat
+// markers, notices, command replies, files and cron answers. Text goes in through textContent.
+import { el, button, formatSize } from "./dom.js";
+
+export function userBubble(text, { pending = false, inbox = null } = {}) {
+  const row = el("div", "message user");
+  if (inbox !== null && inbox !== undefined) row.dataset.inbox = String(inbox);
+  row.setAttribute("role", "article");
+  row.setAttribute("aria-label", "You");
+  row.appendChild(el("div", "bubble", text));
+  if (pending) row.classList.add("pending");
+  return row;
+}
+
+// A heartbeat's turn: its header line, then its instruction (the header is not repeated).
+export function heartbeatMarker(header, text) {
+  const row = el("div", "message heartbeat-turn");
+  row.setAttribute("role", "article");
+  row.setAttribute("aria-label", "Heartbeat");
+  let body = String(text || "");
+  const firstLine = body.split("\n", 1)[0];
+  if (header && firstLine.trim() === header.trim()) body = body.slice(firstLine.length).replace(/^\n+/, "");
+  // The closing "(This is an automatic heartbeat ...)" note is for the model, not the reader.
+  body = body.replace(/\n\n\([^()]*\)\s*$/, "");
+  row.appendChild(el("div", "hb-header", `♥ ${(header || "Heartbeat").replace(/^\[|\]$/g, "")}`));
+  if (body.trim()) row.appendChild(el("div", "hb-prompt", body.trim()));
+  return row;
+}
+
+export function notice(text, { error = false, pre = false, kind = "" } = {}) {
+  const row = el("div", `message notice${error ? " error" : ""}${kind ? ` ${kind}` : ""}`);
+  row.setAttribute("role", "article");
+  row.appendChild(el(pre ? "pre" : "p", "notice-text", text));
+  return row;
+}
+
+const HELP_LINE = /^\s+(\/\S+(?: \S+)*?)\s{2,}(.+)$/;
+const NOT_HERE = new Set(["/quit"]);
+
+// `/help`'s reply as a list of commands (it is laid out in columns for a terminal); `null` when
+// the text is not a help listing.
+export function helpList(text) {
+  const lines = String(text || "").split("\n");
+  if (lines[0] !== "Commands:") return null;
+  const list = el("dl", "help-list");
+  for (const line of lines.slice(1)) {
+    const m = HELP_LINE.exec(line);
+    if (!m) continue;
+    if (NOT_HERE.has(m[1].split(" ")[0])) continue;
+    list.append(el("dt", null, m[1]), el("dd", null, m[2].replace(/\s*\(alias [^)]*\)$/, "")));
+  }
+  return list.children.length ? list : null;
+}
+
+export function commandReply(text, isError) {
+  const list = isError ? null : helpList(text);
+  if (!list) return notice(text, { error: isError, pre: true, kind: "command" });
+  const row = el("div", "message notice command help");
+  row.setAttribute("role", "article");
+  row.setAttribute("aria-label", "Commands");
+  row.append(el("p", "help-title", "Commands"), list);
+  return row;
+}
+
+export function fileLink(event) {
+  const row = el("div", "message notice file");
+  row.setAttribute("role", "article");
+  const link = el("a", "file-link", `⬇ ${event.name || "file"}`);
+  link.href = event.url;
+  link.setAttribute("download", event.name || "");
+  row.appendChild(link);
+  if (event.size) row.appendChild(el("span", "muted", ` (${formatSize(event.size)})`));
+  if (event.text) row.appendChild(el("p", "notice-text", event.text));
+  return row;
+}
+
+export function cronNotice(event) {
+  const row = el("div", "message notice cron");
+  row.setAttribute("role", "article");
+  const link = el("a", "cron-link", `Cron job ${event.job || ""} answered`);
+  link.href = `#${event.session_id}`;
+  row.appendChild(link);
+  row.appendChild(el("p", "notice-text", (event.text || "").slice(0, 280)));
+  return row;
+}
+
+export function copyButton(label = "Copy") {
+  const copy = button("Copy", "copy", { label });
+  copy.dataset.copy = "answer";
+  return copy;
+}
