@@ -284,19 +284,22 @@ function wire() {
     onChanged: refreshListSoon,
     reload: () => loadView(state.id).catch(() => {}),
     decide,
+    send: (text) => send(text),
   });
   composer = new Composer($("composer"), { onSend: send, onStop: stop });
   badge = new HeartbeatBadge($("heartbeat"), (command) => send(command));
   wireTheme($("theme-toggle"));
   $("messages").addEventListener("click", onCopy);
   document.addEventListener("keydown", onKey);
-  $("new-conversation").addEventListener("click", async () => {
+  const startNew = async () => {
     try {
       const created = await postJSON("/api/conversations", {});
       closeSidebar();
       await select(created.id);
     } catch (err) { showError(`Could not start a conversation: ${err.message}`); }
-  });
+  };
+  $("new-conversation").addEventListener("click", startNew);
+  $("new-chat").addEventListener("click", startNew);
   $("search").addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(loadList, 250); });
   $("toggle-sidebar").addEventListener("click", () => ($("app").classList.contains("sidebar-open") ? closeSidebar() : openSidebar()));
   $("scrim").addEventListener("click", closeSidebar);

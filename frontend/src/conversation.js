@@ -4,17 +4,17 @@
 import { el } from "./dom.js";
 import { AssistantTurn, setToolState } from "./turn.js";
 import { approvalCard, resolveApproval } from "./approval.js";
-import { userBubble, heartbeatMarker, notice, commandReply, fileLink } from "./rows.js";
+import { userBubble, heartbeatMarker, notice, commandReply, fileLink, replyNotice } from "./rows.js";
 
 const REFUSED = /^(the user declined:|refused:)/;
 
 export class ConversationView {
   // `box`: the #messages element. Callbacks: onStatus(busy, queued), onHeartbeat(hb),
   // onChanged() (the list may have changed), reload() (draw the history again),
-  // decide(id, approve, card) (answer an approval).
+  // decide(id, approve, card) (answer an approval), send(text) (a command from a button).
   constructor(box, callbacks = {}) {
     this.box = box;
-    this.on = { onStatus() {}, onHeartbeat() {}, onChanged() {}, reload() {}, decide() {}, ...callbacks };
+    this.on = { onStatus() {}, onHeartbeat() {}, onChanged() {}, reload() {}, decide() {}, send() {}, ...callbacks };
     this.reset();
   }
 
@@ -23,6 +23,7 @@ export class ConversationView {
     this.pending = new Map();  // client_id -> user bubble not yet accepted
     this.waiting = [];         // user rows drawn live whose turn has not begun, in order drawn
     this.lastReply = "";       // the last answer or command reply shown
+    this.lastError = "";       // the error the last turn ended with (its notice is not shown again)
     this.busy = false;
     this.queued = 0;
   }
@@ -192,6 +193,7 @@ export class ConversationView {
           turn.end(event);
           this.lastReply = turn.allText || event.content || "";
         }
+        this.lastError = event.error || "";
         this.turn = null;
         this.setStatus(false, this.queued);
         this.on.onChanged();
@@ -225,8 +227,16 @@ export class ConversationView {
       case "status":
         this.setStatus(this.busy, event.queued);
         break;
+      case "waiting":  // the model cannot be reached (or none is configured): the turn tries again
+        this.currentTurn().waiting(event.text ? event : null);
+        break;
       case "reply":
         if (event.kind === "file" && event.url) { this.placeBeforeWaiting(fileLink(event)); break; }
+        if (event.kind === "notice") {
+          // Why a message could not be answered (yet). A turn's own error was shown with it.
+          if (event.text && event.text !== `⚠ ${this.lastError}`) this.placeBeforeWaiting(replyNotice(event.text, this.on.send));
+          break;
+        }
         // The outbox's copy of an answer: already shown when it streamed; if this page missed
         // it (opened mid-turn, reconnected), the history has it.
         if (!this.turn && event.text && event.text.trim() !== (this.lastReply || "").trim()) this.on.reload();

@@ -37,7 +37,7 @@ function codeBlock(code, lang) {
   const cls = language ? ` class="hljs language-${escapeHtml(language)}"` : ` class="hljs"`;
   return `<div class="code-block"><div class="code-head"><span class="code-lang">${label}</span>`
     + `<button type="button" class="copy" data-copy="code" aria-label="Copy">Copy</button></div>`
-    + `<pre><code${cls}>${html}</code></pre></div>\n`;
+    + `<pre tabindex="0"><code${cls}>${html}</code></pre></div>\n`;
 }
 
 md.renderer.rules.fence = (tokens, idx) => {
@@ -49,10 +49,10 @@ md.renderer.rules.code_block = (tokens, idx) => codeBlock(tokens[idx].content, "
 
 // An answer's text as safe HTML. The newlines markdown-it puts after block tags are dropped
 // (outside code), so the text reads as shown: a literal ">" in text is always escaped, so
-// ">\n" outside <pre> is always a tag's end.
+// ">\n" outside <pre> is always a tag's end. (Code scrolls sideways: it can take the focus.)
 export function renderMarkdown(text) {
   return md.render(String(text ?? ""))
-    .split(/(<pre>[\s\S]*?<\/pre>)/)
+    .split(/(<pre[^>]*>[\s\S]*?<\/pre>)/)
     .map((part, i) => (i % 2 ? part : part.replace(/>\n/g, ">")))
     .join("");
 }

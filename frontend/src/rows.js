@@ -62,6 +62,21 @@ export function commandReply(text, isError) {
   return row;
 }
 
+const RETRY = /\/retry (\d+)/;
+
+// A notice the gateway sent instead of an answer ("No model is configured ...", a message set
+// aside); one that names `/retry N` gets a Retry button.
+export function replyNotice(text, send) {
+  const row = notice(text, { error: true, kind: "reply-notice" });
+  const retry = RETRY.exec(text);
+  if (retry) {
+    const again = button("Retry", "small retry");
+    again.addEventListener("click", () => { again.disabled = true; send(`/retry ${retry[1]}`); });
+    row.appendChild(again);
+  }
+  return row;
+}
+
 export function fileLink(event) {
   const row = el("div", "message notice file");
   row.setAttribute("role", "article");

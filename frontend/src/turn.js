@@ -50,7 +50,9 @@ export function finishToolCard(card, content, isError) {
   const refused = card.dataset.state === "refused" || REFUSED.test(content || "");
   setToolState(card, refused ? "refused" : isError ? "failed" : "done");
   card.dataset.done = "1";
-  card.appendChild(el("pre", "tool-result", content || "(no output)"));
+  const output = el("pre", "tool-result", content || "(no output)");
+  output.tabIndex = 0;  // it scrolls: keyboard users can too
+  card.appendChild(output);
 }
 
 export class AssistantTurn {
@@ -122,7 +124,27 @@ export class AssistantTurn {
     return tool || null;
   }
 
+  // Waiting for the model: `event` {text, retry_at} shows a line with a countdown; null clears it.
+  waiting(event) {
+    clearInterval(this.waitTimer);
+    this.row.querySelector(".turn-waiting")?.remove();
+    if (!event) return;
+    const line = el("p", "turn-waiting");
+    line.setAttribute("role", "status");
+    this.row.insertBefore(line, this.body.nextSibling);
+    // "waiting for the model (retrying, next try in 40 s)": the seconds count down here.
+    const text = String(event.text);
+    const tick = () => {
+      const left = Math.round((event.retry_at || 0) - Date.now() / 1000);
+      const shown = event.retry_at ? text.replace(/(in )(\d+ s|a moment)(\))$/, `$1${left > 0 ? `${left} s` : "a moment"}$3`) : text;
+      line.textContent = shown.charAt(0).toUpperCase() + shown.slice(1);
+    };
+    tick();
+    if (event.retry_at) this.waitTimer = setInterval(tick, 1000);
+  }
+
   end({ content, error, cancelled }) {
+    this.waiting(null);
     this.flush();
     if (!this.allText.trim() && content) this.setText(content);
     for (const card of this.openTools()) setToolState(card, cancelled ? "refused" : "failed");

@@ -144,4 +144,43 @@ describe("ConversationView", () => {
     expect(terms).toEqual(["/help", "/stop", "/heartbeat [...]"]);
     expect(box.querySelector(".help-list dd").textContent).toBe("list the commands");
   });
+
+  it("says why a message waits, counting down, and clears it when the model answers", () => {
+    vi.useFakeTimers();
+    try {
+      event("turn_began", { kind: "user", text: "hello" });
+      event("waiting", { inbox_id: 4, reason: "transient", text: "waiting for the model (retrying, next try in 40 s)",
+        retry_in: 40, retry_at: Date.now() / 1000 + 40 });
+      const line = () => box.querySelector(".turn-waiting")?.textContent;
+      expect(line()).toBe("Waiting for the model (retrying, next try in 40 s)");
+      vi.advanceTimersByTime(10_000);
+      expect(line()).toBe("Waiting for the model (retrying, next try in 30 s)");
+      event("waiting", { inbox_id: 4, reason: null, text: null });
+      expect(line()).toBeUndefined();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("shows the gateway's notice instead of an answer, with Retry when it names /retry", () => {
+    const send = vi.fn();
+    view = new ConversationView(box, { send });
+    view.handle({ type: "reply", session_id: SID, kind: "notice",
+      text: "⚠ vigil cannot answer yet. No model is configured: no API key or endpoint was found." });
+    view.handle({ type: "reply", session_id: SID, kind: "notice",
+      text: "⚠ vigil set this message aside without answering it. Send /retry 12 to try it again." });
+    const notices = [...box.querySelectorAll(".reply-notice")];
+    expect(notices[0].textContent).toContain("No model is configured");
+    expect(notices[0].querySelector("button")).toBeNull();
+    notices[1].querySelector("button").click();
+    expect(send).toHaveBeenCalledWith("/retry 12");
+  });
+
+  it("does not repeat a turn's error as a notice", () => {
+    event("turn_began", { kind: "user", text: "x" });
+    event("turn_ended", { kind: "user", error: "boom" });
+    event("reply", { kind: "notice", text: "⚠ boom" });
+    expect(box.querySelectorAll(".reply-notice").length).toBe(0);
+    expect(box.querySelector(".turn-error").textContent).toBe("Error: boom");
+  });
 });

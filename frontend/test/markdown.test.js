@@ -11,7 +11,7 @@ const ALLOWED_TAGS = new Set([
   "P", "BR", "STRONG", "EM", "CODE", "PRE", "A", "UL", "OL", "LI", "H3", "H4", "H5", "H6",
   "BLOCKQUOTE", "HR", "DIV", "SPAN", "BUTTON", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD", "S",
 ]);
-const ALLOWED_ATTRIBUTES = new Set(["href", "rel", "target", "class", "type", "data-copy", "aria-label", "start", "style"]);
+const ALLOWED_ATTRIBUTES = new Set(["href", "rel", "target", "class", "type", "data-copy", "aria-label", "start", "style", "tabindex"]);
 
 // Every hostile answer the browser tests send, and a few more.
 const HOSTILE = [
