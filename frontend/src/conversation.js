@@ -7,6 +7,14 @@ import { approvalCard, resolveApproval } from "./approval.js";
 import { userBubble, heartbeatMarker, notice, commandReply, fileLink, replyNotice } from "./rows.js";
 
 const REFUSED = /^(the user declined:|refused:)/;
+export const HISTORY_CHUNK = 150;
+
+// Where a turn begins at or before `index` (a message of the person's), so none is cut in two.
+function turnStart(messages, index) {
+  let at = Math.max(0, index);
+  while (at > 0 && messages[at].role !== "user") at--;
+  return at;
+}
 
 export class ConversationView {
   // `box`: the #messages element. Callbacks: onStatus(busy, queued), onHeartbeat(hb),
@@ -93,16 +101,29 @@ export class ConversationView {
   }
 
   // -- the history ---------------------------------------------------------------------------
+  // A long conversation opens at its end: the last HISTORY_CHUNK messages (from a message of
+  // the person's) are drawn, older ones when the top is scrolled to ("Show earlier messages").
   renderHistory(view, emptyText = "No messages yet. Say something, or type /help.") {
     // Bubbles sent but not yet accepted are kept: the view may predate them.
     const pending = [...this.pending.values()];
     this.box.replaceChildren();
     this.turn = null;
     this.waiting = [...pending];
+    this.history = view.messages || [];
+    this.drawnFrom = turnStart(this.history, this.history.length - HISTORY_CHUNK);
+    this.box.appendChild(this.draw(this.history.slice(this.drawnFrom)));
+    this.earlierButton();
+    for (const bubble of pending) this.box.appendChild(bubble);
+    if (!this.history.length && !pending.length) this.showEmpty(emptyText);
+    this.setStatus(view.busy, view.queued);
+    this.scrollToEnd();
+  }
+
+  draw(messages) {
     let turn = null;
     const turns = [];
     const rows = document.createDocumentFragment();
-    for (const m of view.messages || []) {
+    for (const m of messages) {
       if (m.role === "user") {
         turn = null;
         rows.appendChild(m.heartbeat ? heartbeatMarker(m.header, m.content) : userBubble(m.content, { inbox: m.inbox_id }));
@@ -117,12 +138,35 @@ export class ConversationView {
         rows.appendChild(notice(m.content));
       }
     }
-    this.box.appendChild(rows);
     for (const drawn of turns) drawn.addActions();
-    for (const bubble of pending) this.box.appendChild(bubble);
-    if (!(view.messages || []).length && !pending.length) this.showEmpty(emptyText);
-    this.setStatus(view.busy, view.queued);
-    this.scrollToEnd();
+    return rows;
+  }
+
+  earlierButton() {
+    this.observer?.disconnect();
+    this.box.querySelector(".earlier")?.remove();
+    if (!this.drawnFrom) return;
+    const more = el("button", "earlier small", `Show earlier messages (${this.drawnFrom})`);
+    more.type = "button";
+    more.addEventListener("click", () => this.showEarlier());
+    this.box.prepend(more);
+    if (typeof IntersectionObserver === "function") {
+      this.observer = new IntersectionObserver((seen) => { if (seen.some((e) => e.isIntersecting)) this.showEarlier(); },
+        { root: this.box, rootMargin: "200px 0px 0px 0px" });
+      this.observer.observe(more);
+    }
+  }
+
+  showEarlier() {
+    if (!this.drawnFrom) return;
+    const from = turnStart(this.history, this.drawnFrom - HISTORY_CHUNK);
+    const rows = this.draw(this.history.slice(from, this.drawnFrom));
+    const height = this.box.scrollHeight;
+    const top = this.box.scrollTop;
+    this.box.querySelector(".earlier").after(rows);
+    this.drawnFrom = from;
+    this.earlierButton();
+    this.box.scrollTop = top + (this.box.scrollHeight - height);  // what was read stays put
   }
 
   // -- sending -------------------------------------------------------------------------------

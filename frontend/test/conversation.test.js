@@ -183,4 +183,25 @@ describe("ConversationView", () => {
     expect(box.querySelectorAll(".reply-notice").length).toBe(0);
     expect(box.querySelector(".turn-error").textContent).toBe("Error: boom");
   });
+
+  it("opens a long conversation at its end and draws older messages on demand, in order", () => {
+    const messages = [];
+    for (let n = 0; n < 1000; n++) {
+      messages.push({ role: "user", content: `question ${n}` }, { role: "assistant", content: `answer ${n}`, tool_calls: [] });
+    }
+    view.renderHistory({ messages, busy: false, queued: 0 });
+    const drawn = () => rows(box);
+    expect(drawn().length).toBe(150);
+    expect(drawn()[0]).toEqual(["user", "question 925"]);
+    expect(drawn().at(-1)).toEqual(["assistant", "answer 999"]);
+    const earlier = box.querySelector("button.earlier");
+    expect(earlier.textContent).toBe("Show earlier messages (1850)");
+    earlier.click();
+    expect(drawn().length).toBe(300);
+    expect(drawn()[0]).toEqual(["user", "question 850"]);
+    expect(drawn().slice(148, 152).map(([, text]) => text)).toEqual(["question 924", "answer 924", "question 925", "answer 925"]);
+    while (box.querySelector("button.earlier")) box.querySelector("button.earlier").click();
+    expect(drawn().length).toBe(2000);
+    expect(drawn()[0]).toEqual(["user", "question 0"]);
+  });
 });
