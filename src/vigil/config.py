@@ -18,6 +18,7 @@ from vigil.config_errors import ConfigError
 from vigil.gateway_settings import GatewaySettings
 from vigil.platform_settings import SlackSettings, TelegramSettings
 from vigil.masking import mask_secrets, printable
+from vigil.mcp_settings import McpSettings
 from vigil.safe_files import UnsafeFile, read_text
 from vigil.settings_schema import Problem, Section, SettingsInvalid, Spec, ValueProblem, setting, validates
 from vigil.store_location import store_location
@@ -272,6 +273,7 @@ class Settings(Section):
     gateway: GatewaySettings = setting(default_factory=GatewaySettings)
     slack: SlackSettings = setting(default_factory=SlackSettings)
     telegram: TelegramSettings = setting(default_factory=TelegramSettings)
+    mcp: McpSettings = setting(default_factory=McpSettings)
     timezone: str | None = setting(
         None, max_length=128, description="IANA zone for schedules (default: system)"
     )

@@ -41,6 +41,7 @@ from vigil.prompt.builder import check_profile_sources
 from vigil.store import NewMessage, SessionRecord, SessionStore
 from vigil.store.records import ToolCall
 from vigil.tools.base import ApprovalCallback, ToolContext
+from vigil.tools.mcp.pins import MCP_TOOLS, pin_new_session, pinned_tools
 from vigil.tools.registry import default_tool_names, run_tool_call, tool_specs
 from vigil.usage import Usage
 
@@ -140,6 +141,13 @@ class Agent:
         if self.settings.model.temperature is not None:
             model_config["temperature"] = self.settings.model.temperature
         model_config.update(await asyncio.to_thread(self.prompts.current_epoch_marker))
+        # A model that cannot call tools gets none pinned, so the session says what it can do.
+        tool_names: list[str] = []
+        if getattr(self.client, "tools_supported", True):
+            mcp_names, mcp_specs = await pin_new_session(self.store, self.profile, self.settings)
+            tool_names = default_tool_names(self.settings) + mcp_names
+            if mcp_specs is not None:
+                model_config[MCP_TOOLS] = mcp_specs
         session = await asyncio.to_thread(
             self.store.create_session,
             source=source or self.source,
@@ -147,8 +155,7 @@ class Agent:
             model_config=model_config,
             title=title,
             parent_id=parent_id,
-            # A model that cannot call tools gets none pinned, so the session says what it can do.
-            tool_names=default_tool_names(self.settings) if getattr(self.client, "tools_supported", True) else [],
+            tool_names=tool_names,
             started_at=self.clock.now(),
         )
         for hook in self.session_start_hooks:
@@ -202,7 +209,7 @@ class Agent:
         if not resumed:
             await self._append(session_id, history, NewMessage("user", user_text, meta=dict(user_meta or {})))
 
-        specs = tool_specs(session.tool_names)
+        specs = tool_specs(session.tool_names, await pinned_tools(self.store, session))
         context = ToolContext(
             profile=self.profile,
             settings=self.settings,
@@ -315,7 +322,7 @@ class Agent:
         history = await self._load_history(session)
         estimate = history.size.estimate(
             system=system,
-            tools=tool_specs(session.tool_names),
+            tools=tool_specs(session.tool_names, await pinned_tools(self.store, session)),
             history=history.messages,
             adding=[ChatMessage("user", user_text)],
         )
@@ -390,7 +397,9 @@ class Agent:
         """Run the calls in order, storing each result; ``done`` collects the ids stored."""
         for call in calls:
             await emit(ToolStarted(call.name, call.arguments))
-            result = await run_tool_call(call, context, session.tool_names)
+            result = await run_tool_call(
+                call, context, session.tool_names, pinned=await pinned_tools(self.store, session)
+            )
             await self._append(
                 session_id,
                 history,

@@ -162,6 +162,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "heartbeat": LazyCommand(
         "vigil.cli.heartbeat_cmd", "heartbeat", "Recurring instructions in conversations."
     ),
+    "mcp": LazyCommand("vigil.cli.mcp_cmd", "mcp", "Tools from MCP servers."),
     "models": LazyCommand("vigil.cli.models_cmd", "models", "Local GGUF models for model.provider local."),
     "pairing": LazyCommand(
         "vigil.cli.pairing_cmd", "pairing_group", "Who may talk to the agent on a platform."

@@ -23,7 +23,7 @@ class CheckResult:
     """
 
     area: str
-    """The part of vigil checked: config, store, platforms, sandbox, model, gateway."""
+    """The part of vigil checked: config, store, platforms, sandbox, model, gateway, mcp."""
     name: str
     status: Status
     detail: str

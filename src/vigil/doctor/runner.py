@@ -19,6 +19,7 @@ Check = Callable[[Subject], list[CheckResult]]
 
 def _areas() -> list[tuple[str, Check]]:
     from vigil.doctor.gateway import check_gateway
+    from vigil.doctor.mcp import check_mcp
     from vigil.doctor.model import check_model
     from vigil.doctor.platforms import check_platforms
     from vigil.doctor.sandbox import check_sandbox
@@ -30,6 +31,7 @@ def _areas() -> list[tuple[str, Check]]:
         ("sandbox", check_sandbox),
         ("model", check_model),
         ("gateway", check_gateway),
+        ("mcp", check_mcp),
     ]
 
 
@@ -83,6 +85,8 @@ _OWN_MODULES = (
     "vigil.models.factory",
     "vigil.models.local_engine",
     "vigil.tools.sandbox",
+    "vigil.tools.mcp.probe",
+    "vigil.tools.mcp.launch",
     "vigil.gateway.lock",
     "vigil.gateway.status",
     "vigil.gateway.token",

@@ -2,14 +2,16 @@
 
 A session pins its tool names when it starts (they are part of the cached request prefix), so
 ``run_tool_call`` takes the pinned list and refuses anything outside it, even a tool that
-exists. Every failure becomes an error ``ToolResult`` for the model; nothing here raises
-because a tool failed.
+exists. MCP tools (``mcp__<server>__<tool>``) are pinned with their specs
+(:mod:`vigil.tools.mcp.pins`); ``pinned`` hands those in. Every failure becomes an error
+``ToolResult`` for the model; nothing here raises because a tool failed.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+import logging
+from typing import Any, Mapping, Sequence
 
 from vigil.config import Settings
 from vigil.models.base import ToolSpec
@@ -17,11 +19,15 @@ from vigil.store.records import ToolCall
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult, truncate_middle
 from vigil.tools.cron import CronTool
 from vigil.tools.files import PatchFileTool, ReadFileTool, WriteFileTool
+from vigil.tools.mcp.naming import is_mcp_name
+from vigil.tools.mcp.pins import PinnedTool
 from vigil.tools.memory import MemoryTool
 from vigil.tools.send_file import SendFileTool
 from vigil.tools.session_search import SessionSearchTool
 from vigil.tools.skills import SkillsListTool, SkillViewTool
 from vigil.tools.terminal import TerminalTool
+
+log = logging.getLogger(__name__)
 
 RESULT_CHAR_CAP = 100_000
 """The longest result handed back to the model; tools keep their own, tighter caps."""
@@ -84,13 +90,27 @@ def default_tool_names(settings: Settings) -> list[str]:
     return list(dict.fromkeys(enabled))
 
 
-def tool_specs(names: Sequence[str]) -> list[ToolSpec]:
-    """The specs of ``names``, in that order."""
-    return [get_tool(name).spec() for name in names]
+def tool_specs(names: Sequence[str], pinned: Mapping[str, PinnedTool] | None = None) -> list[ToolSpec]:
+    """The specs of ``names``, in that order; an MCP tool's from ``pinned`` (one missing
+    there is left out, with a log line: its stored spec is lost)."""
+    specs: list[ToolSpec] = []
+    for name in names:
+        if not is_mcp_name(name):
+            specs.append(get_tool(name).spec())
+        elif pinned is not None and name in pinned:
+            specs.append(pinned[name].spec)
+        else:
+            log.warning("the pinned MCP tool %s has no stored spec; it is left out", name)
+    return specs
 
 
 async def run_tool_call(
-    call: ToolCall, ctx: ToolContext, allowed: Sequence[str], *, cap: int = RESULT_CHAR_CAP
+    call: ToolCall,
+    ctx: ToolContext,
+    allowed: Sequence[str],
+    *,
+    cap: int = RESULT_CHAR_CAP,
+    pinned: Mapping[str, PinnedTool] | None = None,
 ) -> ToolResult:
     """Check and run one tool call; any failure is returned as an error result, never raised.
 
@@ -102,6 +122,8 @@ async def run_tool_call(
             f"tool '{call.name}' is not available in this session (available: {available})",
             is_error=True,
         )
+    if is_mcp_name(call.name):
+        return _capped(await _run_mcp(call, ctx, (pinned or {}).get(call.name)), cap)
     tool = _TOOLS.get(call.name)
     if tool is None:
         return ToolResult(f"tool '{call.name}' is not known to this version of vigil", is_error=True)
@@ -119,8 +141,29 @@ async def run_tool_call(
     except Exception as exc:  # a tool bug or an OS error must not end the turn
         reason = " ".join(str(exc).split()) or "no details"
         result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {reason}", is_error=True)
+    return _capped(result, cap)
+
+
+async def _run_mcp(call: ToolCall, ctx: ToolContext, pin: PinnedTool | None) -> ToolResult:
+    if pin is None:
+        return ToolResult(f"tool '{call.name}' has no stored description in this session; it cannot be called",
+                          is_error=True)
+    args, problem = _parse_arguments(call)
+    if problem is not None:
+        return ToolResult(f"{call.name}: {problem}", is_error=True)
+    from vigil.tools.mcp.calls import run_mcp_call
+
+    try:
+        return await run_mcp_call(pin, args, ctx)
+    except Exception as exc:  # a bug must not end the turn
+        log.exception("MCP tool %s failed", call.name)
+        reason = " ".join(str(exc).split()) or "no details"
+        return ToolResult(f"{call.name} failed: {type(exc).__name__}: {reason}", is_error=True)
+
+
+def _capped(result: ToolResult, cap: int) -> ToolResult:
     if len(result.content) > cap:
-        result = ToolResult(truncate_middle(result.content, cap), result.is_error)
+        return ToolResult(truncate_middle(result.content, cap), result.is_error)
     return result
 
 
