@@ -7,6 +7,24 @@ class StoreError(Exception):
     """Base class for session store failures; the message is meant for the user."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot serve the operation now, through no fault of the operation: a lost
+    connection, a server restarting or failing over, a lock held too long. Nothing of the
+    operation was stored; the same call may succeed later (the stores already retried it for a
+    while before raising this)."""
+
+
+class StoreUnwritable(StoreUnavailable):
+    """The store can be read but not written: a full disk, a read-only file or file system.
+    ``reason`` says which, in words a person can act on; nothing of the write was stored.
+    It lasts until someone frees space or fixes the file, after which writes work again
+    without a restart."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the session store cannot be written: {reason}")
+        self.reason = reason
+
+
 class SessionNotFound(StoreError):
     """No session has this id, or no session id starts with this prefix."""
 

@@ -1,9 +1,17 @@
 """Reaching the PostgreSQL server: the URL, a small connection pool, short transactions, and
-errors a person can act on (naming user, host, port and database, never the password)."""
+errors a person can act on (naming user, host, port and database, never the password).
+
+A lost connection is a delay (see ``retry``). The one failure after which running a
+transaction again is not safe as it is, a connection lost during ``COMMIT``, is settled here:
+the transaction's id is read before committing and its fate asked of the server afterwards
+(``txid_status``); a commit that happened counts as done.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -13,16 +21,25 @@ import psycopg
 from psycopg.rows import RowMaker, no_result, tuple_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from vigil.store.errors import StoreError
+from vigil.store.errors import StoreError, StoreUnavailable, StoreUnwritable
 from vigil.store.postgres.migrations import in_schema
+from vigil.store.postgres.retry import PAUSES, Retry, is_transient
 from vigil.store.postgres.text import ESCAPE, escape_params, unescape
 
 DEFAULT_SCHEMA = "vigil"
 CONNECT_TIMEOUT_SECONDS = 10
 """Used unless the URL sets ``connect_timeout`` itself."""
-WAIT_SECONDS = 30.0
-"""How long an operation waits for a free pooled connection (or the server) before failing."""
+WAIT_SECONDS = 5.0
+"""How long one try of an operation waits for a pooled connection (a free one, or a new one
+while the server is away) before it counts as failed and is tried again (``retry.RETRY_SECONDS``).
+The pool's own reconnecting gives up after as long, so that the next try starts a fresh
+attempt at once instead of waiting out the pool's back-off, which grows without bound."""
 POOL_MAX_SIZE = 8
+
+log = logging.getLogger(__name__)
+# The pool and the driver warn of every lost connection they come across; the store replaces
+# and retries those itself, so only their errors are worth printing.
+logging.getLogger("psycopg").setLevel(logging.ERROR)
 
 Run = Callable[..., "psycopg.Cursor[Any]"]
 """``Database.run`` bound to a connection: ``run(statement, params)`` returns the cursor."""
@@ -132,23 +149,26 @@ class Database:
         self._kwargs: dict[str, Any] = {"autocommit": False, "row_factory": _unescaped_dict_row}
         defaults = {"connect_timeout": CONNECT_TIMEOUT_SECONDS, "application_name": "vigil"}
         self._kwargs.update((k, v) for k, v in defaults.items() if k not in target.url_params)
+        self.retry = Retry()
+        """Runs one operation (a whole transaction) again while it fails transiently."""
         with self.connect() as conn:
             try:
                 setup(conn)
             except psycopg.Error as exc:
                 raise self.translate(exc) from exc
+        self._max_size = max_size
+        # No ``check``: _checked_connection checks each connection it hands out, without
+        # the pool's pause of a second and more after every dead one it finds.
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             target.conninfo,
             kwargs=self._kwargs,
             min_size=1,
             max_size=max_size,
             open=False,
-            # One empty round trip per checkout, so that a restarted server costs nobody a
-            # failed turn on a connection that died while it sat in the pool.
-            check=ConnectionPool.check_connection,
             reset=_reset,
             name=f"vigil {target.where}",
             timeout=WAIT_SECONDS,
+            reconnect_timeout=WAIT_SECONDS,
         )
         self._pool.open(wait=False)
 
@@ -179,7 +199,59 @@ class Database:
             if read_only:  # sent with the BEGIN, costs no round trip
                 conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                 conn.read_only = True
-            yield conn
+                yield conn
+            else:
+                yield conn
+                self._commit(conn)
+
+    def _commit(self, conn: psycopg.Connection[Any]) -> None:
+        """Commit ``conn``'s transaction. When the connection is lost on the way, ask the
+        server whether the commit happened: if it did, this returns as if nothing was lost."""
+        row = conn.cursor(row_factory=tuple_row).execute("SELECT txid_current_if_assigned()").fetchone()
+        xid = None if row is None else row[0]
+        backend = conn.info.backend_pid  # unknown once the connection is lost
+        try:
+            conn.commit()
+        except psycopg.Error as exc:
+            if xid is None or not is_transient(exc):  # nothing was written, or a plain refusal
+                raise
+            if self._outcome(xid, backend) != "committed":
+                raise
+            log.info("the connection was lost while committing; the server says the commit happened")
+
+    def _outcome(self, xid: int, backend_pid: int) -> str:
+        """``committed`` or ``aborted``: what became of transaction ``xid``, asked on a new
+        connection until the server knows (a backend being terminated is still "in
+        progress" for a moment; one cut off from us by the network, until it is terminated).
+        ``StoreError`` if that cannot be learnt within the retry time."""
+        deadline = time.monotonic() + self.retry.seconds
+        pause, asked = PAUSES[0], time.monotonic()
+        while True:
+            try:
+                with self.connect() as conn:
+                    conn.autocommit = True
+                    cursor = conn.cursor(row_factory=tuple_row)
+                    status = cursor.execute("SELECT txid_status(%s)", (xid,)).fetchone()[0]  # type: ignore[index]
+                    if status in ("committed", "aborted"):
+                        return str(status)
+                    if status == "in progress" and time.monotonic() - asked > 1.0:
+                        # Its COMMIT never arrived: end it, so that its fate is decided.
+                        cursor.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s"
+                            " AND backend_xid::text = (%s::bigint %% 4294967296)::text",
+                            (backend_pid, xid),
+                        )
+            except (StoreError, psycopg.Error) as exc:
+                failure = str(exc)
+            else:
+                failure = f"transaction {xid} is {status or 'unknown to the server'}"
+            if time.monotonic() + pause > deadline:
+                raise StoreError(
+                    f"PostgreSQL at {self.target.where}: the connection was lost while committing and "
+                    f"whether the change was saved cannot be learnt ({self.target.scrub(failure)})"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, PAUSES[1])
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one read statement as plain tuples (strings not unescaped), run in
@@ -196,17 +268,34 @@ class Database:
     @contextmanager
     def _checkout(self) -> Iterator[psycopg.Connection[Any]]:
         try:
-            with self._pool.connection() as conn:
-                yield conn
+            conn = self._checked_connection()
+            try:
+                with conn:  # psycopg's own: commits what is left open, rolls back on an error
+                    yield conn
+            finally:
+                self._pool.putconn(conn)  # a broken one is replaced by the pool
         except PoolClosed as exc:
             raise StoreError(f"the session store at {self.target.where} is closed") from exc
         except PoolTimeout as exc:
-            raise StoreError(
-                f"no connection to PostgreSQL at {self.target.where} within {WAIT_SECONDS:.0f} s "
-                "(is the server up? are all connections busy?)"
+            raise StoreUnavailable(
+                f"no connection to PostgreSQL at {self.target.where} (is the server up? are all "
+                "connections busy?)"
             ) from exc
         except psycopg.Error as exc:
             raise self.translate(exc) from exc
+
+    def _checked_connection(self) -> psycopg.Connection[Any]:
+        """A pooled connection that has just answered an empty round trip, so that a restarted
+        server costs nobody a failed try on a connection that died while it sat in the pool.
+        Dead ones are handed back (the pool replaces them) and the next is taken at once."""
+        for _ in range(self._max_size):
+            conn = self._pool.getconn()
+            try:
+                ConnectionPool.check_connection(conn)
+                return conn
+            except psycopg.Error:
+                self._pool.putconn(conn)
+        return self._pool.getconn()  # one more: a dead one fails the try, which is retried
 
     def _sql(self, statement: str) -> str:
         sql = self._statements.get(statement)
@@ -221,9 +310,18 @@ class Database:
         return conn.execute(self._sql(statement), escape_params(params))  # type: ignore[arg-type]
 
     def translate(self, exc: psycopg.Error) -> StoreError:
-        """A one-line ``StoreError`` for a PostgreSQL failure, without the password."""
-        return StoreError(f"PostgreSQL at {self.target.where}: {self.target.scrub(str(exc))}")
+        """A one-line ``StoreError`` for a PostgreSQL failure, without the password:
+        ``StoreUnavailable`` when trying again may succeed (see :func:`is_transient`),
+        ``StoreUnwritable`` when the server refuses writes (its disk is full, it is read-only)."""
+        said = self.target.scrub(str(exc))
+        if exc.sqlstate == "53100":  # disk_full
+            return StoreUnwritable(f"disk full on the PostgreSQL server at {self.target.where} ({said})")
+        if exc.sqlstate == "25006":  # read_only_sql_transaction: a standby, or read-only by default
+            return StoreUnwritable(f"the PostgreSQL server at {self.target.where} accepts no writes ({said})")
+        kind = StoreUnavailable if is_transient(exc) else StoreError
+        return kind(f"PostgreSQL at {self.target.where}: {said}")
 
     def close(self) -> None:
         """Close every connection; further use raises ``StoreError``."""
         self._pool.close()
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from functools import partial
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 import psycopg
 
@@ -28,6 +28,7 @@ from vigil.store.meta_batch import encode_swaps
 from vigil.store.postgres.conn import Database, parse_target
 from vigil.store.postgres.gateway_tables import PostgresGatewayTables
 from vigil.store.postgres.pairing_tables import PostgresPairingTables
+from vigil.store.postgres.retry import Retried, retried
 from vigil.store.postgres.migrations import applied_version, open_schema
 from vigil.store.postgres.notify import PostgresNotifications
 from vigil.store.postgres.search import search_messages
@@ -64,6 +65,10 @@ class PostgresStore:
     password), ``StoreUnreadable`` for a schema of another program and ``SchemaTooNew`` for
     one written by a newer vigil.
 
+    Every method is one transaction, run again whole on another connection while the server
+    cannot be reached or a connection is lost under it, for up to 30 s (see
+    ``postgres.retry``); after that it raises ``StoreUnavailable``.
+
     Differences from SQLite a person could notice: search does not fold diacritics ("cafe"
     does not find "café") and indexes the first 100,000 characters of a message.
     """
@@ -86,8 +91,9 @@ class PostgresStore:
             max_size=max_connections,
         )
         self._run = self._db.run
-        self._gateway = PostgresGatewayTables(self._db)
-        self._pairing = PostgresPairingTables(self._db, target.schema)
+        # Each of their methods is one transaction too, run again whole like the store's own.
+        self._gateway = cast(PostgresGatewayTables, Retried(PostgresGatewayTables(self._db), self._db.retry))
+        self._pairing = cast(PostgresPairingTables, Retried(PostgresPairingTables(self._db, target.schema), self._db.retry))
         self._notifications: PostgresNotifications | None = None
         self._notifications_lock = threading.Lock()
 
@@ -104,9 +110,14 @@ class PostgresStore:
         """Pairing codes and paired platform users in this schema (see ``store.pairing_tables``)."""
         return self._pairing
 
+    @retried
     def schema_version(self) -> int:
         with self._db.read() as conn:
             return applied_version(conn, self.schema)
+
+    def check_writable(self) -> None:
+        """Nothing to look at here: the server refuses a write itself when its disk is full or
+        it is read-only (``StoreUnwritable``), and /healthz's read shows whether it answers."""
 
     def close(self) -> None:
         with self._notifications_lock:
@@ -124,6 +135,7 @@ class PostgresStore:
             return self._notifications
 
     # -- sessions -------------------------------------------------------------------------
+    @retried
     def create_session(
         self,
         *,
@@ -168,10 +180,12 @@ class PostgresStore:
                 if session_id is not None:
                     raise StoreError(f"a session with id {session_id} already exists")
 
+    @retried
     def get_session(self, session_id: str) -> SessionRecord:
         with self._db.read() as conn:
             return session_from_row(self._session_row(conn, session_id))
 
+    @retried
     def resolve_session(self, ref: str) -> str:
         if not is_session_ref(ref):
             raise SessionNotFound(ref)
@@ -189,9 +203,11 @@ class PostgresStore:
             raise AmbiguousSession(ref, ids)
         return ids[0]
 
+    @retried
     def list_sessions(self, *, limit: int | None = None, source: str | None = None) -> list[SessionRecord]:
         return self._recent_sessions(limit, source, lenient=True)
 
+    @retried
     def latest_session(self, *, source: str | None = None) -> SessionRecord | None:
         found = self._recent_sessions(1, source, lenient=False)
         return found[0] if found else None
@@ -208,6 +224,7 @@ class PostgresStore:
             ).fetchall()
         return [session_from_row(r, lenient=lenient) for r in rows]
 
+    @retried
     def list_conversations(self, *, limit: int | None = None) -> list[ConversationHead]:
         if limit is not None:
             check_limit(limit)
@@ -223,6 +240,7 @@ class PostgresStore:
             ConversationHead(c.root_id, session_from_row(c.head, lenient=True), c.segments) for c in chains
         ]
 
+    @retried
     def update_session(
         self,
         session_id: str,
@@ -256,6 +274,7 @@ class PostgresStore:
             raise SessionNotFound(session_id)
         return session_from_row(row)
 
+    @retried
     def set_session_prompt(
         self, session_id: str, prompt: str, *, model_config: ModelConfigChange | None = None
     ) -> str:
@@ -292,6 +311,7 @@ class PostgresStore:
         current = session_from_row(row).model_config
         return canonical_json(check_dict(update(dict(current)), "model_config"))
 
+    @retried
     def end_session(self, session_id: str, reason: str, *, ended_at: float | None = None) -> None:
         if not reason:
             raise ValueError("ending a session needs a reason")
@@ -306,6 +326,7 @@ class PostgresStore:
             if not ended and not self._exists(conn, session_id):
                 raise SessionNotFound(session_id)
 
+    @retried
     def reopen_session(self, session_id: str) -> None:
         with self._db.write() as conn:
             reopened = self._run(
@@ -317,9 +338,11 @@ class PostgresStore:
         if not reopened:
             raise SessionNotFound(session_id)
 
+    @retried
     def delete_session(self, session_id: str) -> None:
         self.delete_sessions([session_id])
 
+    @retried
     def delete_sessions(self, session_ids: Sequence[str]) -> Deleted:
         wanted = list(dict.fromkeys(session_ids))
         now = self._clock.now()
@@ -358,6 +381,7 @@ class PostgresStore:
             before = None
         meta.put(run, DELETED_KEY, canonical_json((gone + Deleted.from_json(before)).to_json()), now)
 
+    @retried
     def conversation_sessions(self, session_id: str) -> list[SessionRecord]:
         with self._db.read() as conn:
             rows = self._run(
@@ -377,6 +401,7 @@ class PostgresStore:
             raise SessionNotFound(session_id)
         return [session_from_row(r, lenient=True) for r in rows]
 
+    @retried
     def parent_chain(self, session_id: str) -> list[SessionRecord]:
         with self._db.read() as conn:
             rows = self._run(
@@ -392,6 +417,7 @@ class PostgresStore:
             raise SessionNotFound(session_id)
         return [session_from_row(r) for r in rows]
 
+    @retried
     def newest_continuation(self, session_id: str) -> str:
         with self._db.read() as conn:
             if not self._exists(conn, session_id):
@@ -411,6 +437,7 @@ class PostgresStore:
                 seen.add(current)
 
     # -- messages -------------------------------------------------------------------------
+    @retried
     def append_message(
         self, session_id: str, message: NewMessage, *, created_at: float | None = None
     ) -> MessageRecord:
@@ -466,6 +493,7 @@ class PostgresStore:
             meta=json.loads(meta_json),
         )
 
+    @retried
     def get_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[MessageRecord]:
@@ -480,17 +508,20 @@ class PostgresStore:
             rows = [tuple(unescape(v) if type(v) is str else v for v in row) for row in rows]
         return messages_from_rows(session_id, rows)
 
+    @retried
     def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> list[SearchHit]:
         check_limit(limit)
         with self._db.read() as conn:
             return search_messages(partial(self._run, conn), query, limit, session_id)
 
     # -- system prompts -------------------------------------------------------------------
+    @retried
     def put_prompt(self, text: str) -> str:
         check_prompt(text)
         with self._db.write() as conn:
             return self._put_prompt(conn, text, self._clock.now())
 
+    @retried
     def get_prompt(self, prompt_hash: str) -> str | None:
         with self._db.read() as conn:
             row = self._run(
@@ -499,10 +530,12 @@ class PostgresStore:
         return None if row is None else row["text"]
 
     # -- state_meta -----------------------------------------------------------------------
+    @retried
     def get_meta(self, key: str) -> MetaEntry | None:
         with self._db.read() as conn:
             return meta.get(partial(self._run, conn), key)
 
+    @retried
     def set_meta(self, key: str, value: Any) -> None:
         """Store ``value`` under ``key``; ``None`` deletes the key, as in compare-and-set."""
         if value is None:
@@ -512,10 +545,12 @@ class PostgresStore:
         with self._db.write() as conn:
             meta.put(partial(self._run, conn), check_key(key), encoded, self._clock.now())
 
+    @retried
     def delete_meta(self, key: str) -> bool:
         with self._db.write() as conn:
             return meta.delete(partial(self._run, conn), key)
 
+    @retried
     def compare_and_set_meta(self, key: str, expected: Any, new: Any) -> bool:
         check_key(key)
         want = None if expected is None else canonical_json(expected)
@@ -523,6 +558,7 @@ class PostgresStore:
         with self._db.write() as conn:
             return meta.compare_and_set(partial(self._run, conn), key, want, encoded, self._clock.now())
 
+    @retried
     def get_meta_many(self, keys: Iterable[str]) -> dict[str, MetaEntry]:
         wanted = list(dict.fromkeys(keys))
         if not wanted:
@@ -530,6 +566,7 @@ class PostgresStore:
         with self._db.read() as conn:
             return meta.get_many(partial(self._run, conn), wanted)
 
+    @retried
     def compare_and_set_many(self, swaps: Sequence[MetaSwap]) -> list[bool]:
         batch = encode_swaps(swaps)
         if not batch:
@@ -537,6 +574,7 @@ class PostgresStore:
         with self._db.write() as conn:
             return meta.compare_and_set_many(partial(self._run, conn), batch, self._clock.now())
 
+    @retried
     def list_meta(self, prefix: str) -> list[MetaEntry]:
         with self._db.read() as conn:
             return meta.with_prefix(partial(self._run, conn), prefix)
