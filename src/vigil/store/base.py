@@ -44,6 +44,12 @@ class SessionStore(Protocol):
         """The migration number the database is at."""
         ...
 
+    def check_writable(self) -> None:
+        """Raise ``StoreUnwritable`` (its reason in words) while the store is known to refuse
+        writes: a full disk, a read-only file. Cheap while writes succeed; after a write failed
+        for such a reason, tries a write that leaves nothing behind to see whether it passes now."""
+        ...
+
     def close(self) -> None:
         """Release connections. The store must not be used afterwards."""
         ...

@@ -14,7 +14,7 @@ from typing import Iterator
 from urllib.parse import quote
 
 from vigil.safe_files import CappedRead, UnsafeFile, read_bytes
-from vigil.store.errors import StoreError, StoreUnreadable
+from vigil.store.errors import StoreError, StoreUnavailable, StoreUnreadable, StoreUnwritable
 
 BUSY_TIMEOUT_SECONDS = 30.0
 """How long a writer waits for another process's write transaction before giving up."""
@@ -162,7 +162,45 @@ def _holding_sidecar(path: Path) -> tuple[Path, int] | None:
 
 def is_busy(exc: sqlite3.Error) -> bool:
     """Whether ``exc`` means another connection held a lock for longer than the busy timeout."""
-    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return _code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _code(exc: sqlite3.Error) -> int:
+    """The primary result code of ``exc`` (without the extended part)."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF
+
+
+_UNWRITABLE = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR)
+
+
+def is_unwritable(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is a full disk, a read-only file or a disk I/O error: a failure of the
+    file, not of the statement, that every write meets alike until someone acts."""
+    return _code(exc) in _UNWRITABLE
+
+MIN_FREE_BYTES = 16 * 1024
+"""Less room than this on the file system of the database counts as a full disk (a commit
+needs at least a page of the write-ahead log and its header)."""
+
+
+def write_problem(path: Path) -> str | None:
+    """Why the database at ``path`` cannot be written, seen from the file system (a full disk,
+    a file that cannot be modified), or ``None``. Cheap: no SQLite, a few system calls."""
+    for file in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm"))):
+        # os.access answers for this process: root may write a 0400 file, not an immutable one.
+        if file.exists() and not os.access(file, os.W_OK):
+            return (
+                f"read-only: {file} cannot be modified (check its owner and permissions, "
+                "an immutable flag (lsattr), or a file system mounted read-only)"
+            )
+    try:
+        space = os.statvfs(path.parent)
+    except OSError:
+        return None
+    blocks = space.f_bfree if os.geteuid() == 0 else space.f_bavail  # root may use the reserve
+    if blocks * space.f_frsize < MIN_FREE_BYTES:
+        return f"disk full: no space left on the file system holding {path}"
+    return None
 
 
 class Database:
@@ -183,6 +221,9 @@ class Database:
         self._closing_done = False
         self._busy = 0
         self._idle = threading.Condition()
+        self.unwritable: str | None = None
+        """Why the last write failed, while it was for a reason that lasts (see
+        ``StoreUnwritable``); cleared by the next write that commits."""
         self._file = _file_id(path)
         if self._file is not None:
             with _open_files_lock:
@@ -277,7 +318,35 @@ class Database:
                 if conn.in_transaction:  # the body or the COMMIT failed
                     conn.execute("ROLLBACK")
         except sqlite3.Error as exc:
-            raise self.translate(exc) from exc
+            raise self.failed(conn, exc) from exc
+        if begin != "BEGIN":
+            self.wrote()
+
+    def wrote(self) -> None:
+        """A write transaction committed: the store can be written (again)."""
+        self.unwritable = None
+
+    def failed(self, conn: sqlite3.Connection, exc: sqlite3.Error) -> StoreError:
+        """The error to raise for ``exc``, which ended a transaction on this thread's ``conn``.
+
+        A full disk or a read-only file is remembered until a write commits again (see
+        :attr:`unwritable`). A connection SQLite opened read-only (the file could not be
+        opened for writing then) stays so for good: it is closed, so that the next use opens
+        one that can write once the file can be written again.
+        """
+        error = self.translate(exc)
+        if isinstance(error, StoreUnwritable):
+            self.unwritable = error.reason
+        if _code(exc) == sqlite3.SQLITE_READONLY:
+            self._forget(conn)
+        return error
+
+    def _forget(self, conn: sqlite3.Connection) -> None:
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+        with self._lock:
+            self._conns = [(thread, kept) for thread, kept in self._conns if kept is not conn]
+        conn.close()
 
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
         """The rows of one read statement as plain tuples, outside any explicit transaction.
@@ -296,12 +365,24 @@ class Database:
                 cursor.close()
 
     def translate(self, exc: sqlite3.Error) -> StoreError:
-        """A user-facing ``StoreError`` for an SQLite failure on this file."""
+        """A user-facing ``StoreError`` for an SQLite failure on this file: ``StoreUnwritable``
+        for a full disk, a read-only file or a disk I/O error (the reason found on the file
+        system when it can be), ``StoreUnavailable`` for a lock held too long."""
         if is_busy(exc):
-            return StoreError(
+            return StoreUnavailable(
                 f"the session database {self.path} stayed locked by another process for "
                 f"{BUSY_TIMEOUT_SECONDS:.0f} s; try again"
             )
+        code = _code(exc)
+        if is_unwritable(exc):
+            found = write_problem(self.path)
+            if found is not None:
+                return StoreUnwritable(found)
+            if code == sqlite3.SQLITE_FULL:
+                return StoreUnwritable(f"disk full: SQLite says {exc} ({self.path})")
+            if code == sqlite3.SQLITE_READONLY:
+                return StoreUnwritable(f"read-only: SQLite says {exc} ({self.path})")
+            return StoreUnwritable(f"a disk I/O error on {self.path} ({exc})")
         return StoreError(f"session database {self.path}: {exc}")
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ import threading
 from typing import Any, Callable, Generic, TypeVar
 
 from vigil.store.errors import StoreError
-from vigil.store.sqlite.conn import Database
+from vigil.store.sqlite.conn import Database, is_unwritable
 
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], T]
@@ -111,16 +111,19 @@ class GroupCommit:
             conn.execute("COMMIT")
             self.commits += 1
             self.writes += len(batch)
+            if any(request.error is None for request in batch):
+                self._db.wrote()
         except BaseException as exc:
             if conn.in_transaction:
                 try:
                     conn.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass
+            shared = self._db.failed(conn, exc) if isinstance(exc, sqlite3.Error) else exc
             for request in batch:
                 if request.error is None:
                     request.result = None
-                    request.error = _failure(self._db, exc, alone=len(batch) == 1)
+                    request.error = _failure(self._db, shared, alone=len(batch) == 1)
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt and the like: the others were told; stop here
 
@@ -129,8 +132,10 @@ class GroupCommit:
         try:
             request.result = request.work(conn)
         except Exception as exc:  # this write fails alone; the rest of the batch goes on
-            # Some errors (a full disk) end the whole transaction; then ROLLBACK TO fails
-            # and the error reaches everybody through the caller's handler.
+            if isinstance(exc, sqlite3.Error) and is_unwritable(exc):
+                raise  # a full disk or a read-only file fails every write alike: the batch ends
+            # Some other errors end the whole transaction too; then ROLLBACK TO fails and the
+            # error reaches everybody through the caller's handler.
             conn.execute("ROLLBACK TO grouped")
             request.error = _failure(self._db, exc, alone=True)
         conn.execute("RELEASE grouped")

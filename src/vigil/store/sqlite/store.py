@@ -26,6 +26,7 @@ from vigil.store.errors import (
     SessionNotFound,
     StoreError,
     StoreUnreadable,
+    StoreUnwritable,
 )
 from vigil.store.fts import to_match_query
 from vigil.store.ids import check_session_id, is_session_ref, new_session_id, prompt_hash
@@ -48,7 +49,14 @@ from vigil.store.rows import (
     session_from_row,
 )
 from vigil.store.sqlite import meta
-from vigil.store.sqlite.conn import Database, is_busy, new_sidecars, prepare_file, sidecar_names
+from vigil.store.sqlite.conn import (
+    Database,
+    is_busy,
+    new_sidecars,
+    prepare_file,
+    sidecar_names,
+    write_problem,
+)
 from vigil.store.sqlite.group import GroupCommit
 from vigil.store.sqlite.migrations import LATEST_VERSION, applied_version, migrate
 
@@ -160,6 +168,13 @@ class SQLiteStore:
     def schema_version(self) -> int:
         with self._db.read() as conn:
             return applied_version(conn)
+
+    def check_writable(self) -> None:
+        problem = write_problem(self.path)
+        if problem is not None:
+            raise StoreUnwritable(problem)
+        if self._db.unwritable is not None:  # the last write failed: does one commit now?
+            self._group.run(_probe_write)
 
     def close(self) -> None:
         self._db.close()
@@ -540,6 +555,13 @@ class SQLiteStore:
 
 
 # -- helpers that run inside a transaction ------------------------------------------------
+def _probe_write(conn: sqlite3.Connection) -> None:
+    """A write that leaves nothing behind yet reaches the disk: the page it changed and
+    changed back is written to the log at the commit all the same."""
+    conn.execute("INSERT OR REPLACE INTO state_meta (key, value, updated_at) VALUES ('store:write-probe', 'null', 0)")
+    conn.execute("DELETE FROM state_meta WHERE key = 'store:write-probe'")
+
+
 def _updated_config(conn: sqlite3.Connection, session_id: str, update: ConfigUpdate) -> str:
     """Apply ``update`` to the stored model configuration, inside the caller's transaction."""
     current = session_from_row(_session_row(conn, session_id)).model_config
