@@ -109,6 +109,14 @@ async def test_a_turn_calls_the_real_time_server_and_the_session_keeps_its_tools
     assert {tools_bytes(requests[i]) for i in (0, 1, 3, 4)} == {tools_bytes(first)}
     assert not any(name.startswith("mcp__") for name in (await removed.new_session()).tool_names)
 
+    # Its compression continuation keeps them too.
+    fake_model.queue("Summary: the user asked for the time in Berlin.")
+    compressed = await removed.compress(session.id)
+    assert compressed.ok and compressed.child_id is not None, compressed.failure
+    fake_model.queue("Still here.")
+    await removed.run_turn(compressed.child_id, "and then?", unattended=True)
+    assert tools_bytes(fake_model.requests[-1]) == tools_bytes(first)
+
 
 async def test_a_crashing_hanging_or_failing_server_is_a_clear_tool_error_and_the_turn_goes_on(
     make_agent: MakeAgent, fake_model: FakeModelServer, caplog: pytest.LogCaptureFixture
