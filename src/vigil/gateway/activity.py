@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
@@ -30,12 +31,32 @@ Execute = Callable[[Claim], Awaitable[RunRecord | None]]
 
 
 class _PrivateRotatingFileHandler(RotatingFileHandler):
-    """A RotatingFileHandler whose files (the first and every one after a rotation) are 0600."""
+    """A RotatingFileHandler whose files (the first and every one after a rotation) are 0600,
+    and which says in one line on stderr that it cannot write (a full disk), not a traceback
+    per line: once, and again only after a line was written in between."""
+
+    failing = False
+    _failed = False
 
     def _open(self):  # type: ignore[no-untyped-def]
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.fchmod(fd, 0o600)  # a file left by an older version may be wider
         return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed = False
+        super().emit(record)  # calls handleError itself when writing fails
+        if not self._failed:
+            self.failing = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._failed = True
+        if self.failing:
+            return
+        self.failing = True
+        reason = sys.exc_info()[1]
+        print(f"vigil gateway: cannot write {self.baseFilename} ({reason}); lines may be missing from it "
+              "until it can be written again", file=sys.stderr, flush=True)
 
 
 class GatewayActivity:
@@ -67,6 +88,16 @@ class GatewayActivity:
         # Straight to the handler, not through a logger: these lines are the gateway's report,
         # not diagnostics, and must not depend on how the root logger is configured.
         self._handler.handle(logging.makeLogRecord({"msg": line, "levelno": logging.INFO, "levelname": "INFO"}))
+
+    def record(self, text: str) -> None:
+        """``text`` (several lines, such as a traceback) in the log file only."""
+        self._handler.handle(logging.makeLogRecord({"msg": text, "levelno": logging.ERROR, "levelname": "ERROR"}))
+
+    def failure(self, summary: str, details: str) -> None:
+        """An error: ``summary`` said as one line, ``details`` (a traceback) in the log file only."""
+        self.say(summary)
+        if details:
+            self.record(details)
 
     def close(self) -> None:
         self._handler.close()

@@ -3,7 +3,8 @@
 The gateway owns the process's signals, so uvicorn is kept from installing its own handlers.
 The listening socket is bound before anything starts, so a port in use is a clear error at
 start-up rather than a failure in the background. Every request passes :class:`HostCheck`
-first, whatever its route (the web chat, webhooks, ``/healthz``, ``/metrics``).
+first, whatever its route (the web chat, webhooks, ``/healthz``, ``/metrics``), and an error
+no route answered becomes a JSON answer in :class:`JsonErrors`, never a traceback on the console.
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ import ipaddress
 import logging
 import re
 import socket
-from typing import Any, Iterable, Iterator, Sequence
+import traceback
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from vigil.store.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
+
+Report = Callable[[str, str], None]
+"""``report(summary, details)``: an error as one line, and its traceback for the log only."""
 
 
 class PortUnavailable(Exception):
@@ -144,11 +151,68 @@ async def _refuse(scope: dict[str, Any], receive: Any, send: Any, name: str | No
     await response(scope, receive, send)
 
 
+def _log_report(summary: str, details: str) -> None:
+    log.error("%s\n%s", summary, details)
+
+
+def error_response(exc: Exception) -> Any:
+    """The JSON answer to an exception no route answered (``{"error": "..."}``, no caching):
+    ``503`` with the reason and ``Retry-After`` for ``StoreUnavailable`` (a full disk, a
+    read-only file, a database away: nothing of the request was stored), else ``500`` naming
+    only the exception's type."""
+    from starlette.responses import JSONResponse
+
+    headers = {"Cache-Control": "no-store"}
+    if isinstance(exc, StoreUnavailable):
+        return JSONResponse({"error": str(exc)}, status_code=503, headers={**headers, "Retry-After": "10"})
+    message = f"internal error ({type(exc).__name__}); the gateway's log has the details"
+    return JSONResponse({"error": message}, status_code=500, headers=headers)
+
+
+class JsonErrors:
+    """ASGI middleware: an exception a route lets escape is answered by :func:`error_response`
+    (unless the app answered it already: starlette sends its error handler's answer, then
+    raises the exception again) and told to ``report`` as a line and its traceback, instead
+    of reaching uvicorn, which would print the traceback on the console. A response already
+    begun otherwise (a stream) cannot change its status: it is cut short."""
+
+    def __init__(self, app: Any, report: Report = _log_report) -> None:
+        self.app = app
+        self.report = report
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:  # noqa: BLE001 - the point: no error leaves without an answer
+            what = f"{scope.get('method', '?')} {scope.get('path', '?')}"
+            if isinstance(exc, StoreUnavailable):
+                self.report(f"HTTP 503 for {what}: {exc}", "")
+            else:
+                said = " ".join(str(exc).split())[:300]
+                self.report(f"HTTP 500 for {what}: {type(exc).__name__}: {said}",
+                            "".join(traceback.format_exception(exc)).rstrip())
+            if not started:
+                await error_response(exc)(scope, receive, send)
+
+
 class HttpServer:
     """Serves a starlette app on an already bound socket until :meth:`stop`, to requests
-    that pass :class:`HostCheck` with the host names ``allowed_hosts``."""
+    that pass :class:`HostCheck` with the host names ``allowed_hosts``; errors no route
+    answered are answered by :class:`JsonErrors` and told to ``report``."""
 
-    def __init__(self, app: Any, sock: socket.socket, *, allowed_hosts: Iterable[str] = ()) -> None:
+    def __init__(
+        self, app: Any, sock: socket.socket, *, allowed_hosts: Iterable[str] = (), report: Report = _log_report
+    ) -> None:
         import uvicorn
 
         class _Server(uvicorn.Server):
@@ -161,7 +225,8 @@ class HttpServer:
         self.host, self.port = host, port
         self._server = _Server(
             uvicorn.Config(
-                HostCheck(app, allowed_hosts), log_level="warning", lifespan="off", access_log=False,
+                HostCheck(JsonErrors(app, report), allowed_hosts), log_level="warning", lifespan="off",
+                access_log=False,
                 timeout_graceful_shutdown=3,
             )
         )
@@ -193,6 +258,10 @@ class HttpServer:
 
 
 def routes_app(routes: Sequence[Any]) -> Any:
+    """A starlette app of ``routes`` whose unanswered errors get :func:`error_response`."""
     from starlette.applications import Starlette
 
-    return Starlette(routes=list(routes))
+    async def answer(request: Any, exc: Exception) -> Any:
+        return error_response(exc)
+
+    return Starlette(routes=list(routes), exception_handlers={Exception: answer})

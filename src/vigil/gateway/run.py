@@ -33,7 +33,8 @@ from vigil.gateway.core import Gateway
 from vigil.gateway.cron_delivery import CronOutcomes
 from vigil.gateway.http import HttpServer, listen, routes_app
 from vigil.gateway.lock import acquire
-from vigil.gateway.metrics import GatewayMetrics, http_routes, store_check
+from vigil.gateway.health import store_check
+from vigil.gateway.metrics import GatewayMetrics, http_routes
 from vigil.gateway.status import StatusKeeper
 from vigil.gateway.workers import WorkerWatch, is_shared, join_as_worker, recovery
 from vigil.gateway.token import load_or_create_token
@@ -142,7 +143,10 @@ async def serve(
             routes += http_routes(
                 metrics, store_check(store), authorized=lambda request: bearer_matches(request, run.extra["token"])
             )
-            http = HttpServer(routes_app(routes), sock, allowed_hosts=(host, *settings.gateway.web.allowed_hosts))
+            http = HttpServer(
+                routes_app(routes), sock, allowed_hosts=(host, *settings.gateway.web.allowed_hosts),
+                report=activity.failure,
+            )
             run.url = http.url
         worker = join_as_worker(gateway, adapters, clock) if is_shared(store) else None
         keeper = StatusKeeper(store, clock, lambda: _snapshot(run, scheduler), worker=worker)
