@@ -65,9 +65,9 @@ class PostgresStore:
     password), ``StoreUnreadable`` for a schema of another program and ``SchemaTooNew`` for
     one written by a newer vigil.
 
-    Every method is one transaction, run again whole on another connection while the server
-    cannot be reached or a connection is lost under it, for up to 30 s (see
-    ``postgres.retry``); after that it raises ``StoreUnavailable``.
+    Every method (but ``schema_version``) is one transaction, run again whole on another
+    connection while the server cannot be reached or a connection is lost under it, for up to
+    30 s (see ``postgres.retry``); after that it raises ``StoreUnavailable``.
 
     Differences from SQLite a person could notice: search does not fold diacritics ("cafe"
     does not find "café") and indexes the first 100,000 characters of a message.
@@ -110,8 +110,7 @@ class PostgresStore:
         """Pairing codes and paired platform users in this schema (see ``store.pairing_tables``)."""
         return self._pairing
 
-    @retried
-    def schema_version(self) -> int:
+    def schema_version(self) -> int:  # not retried: /healthz asks it, and wants the present state
         with self._db.read() as conn:
             return applied_version(conn, self.schema)
 
