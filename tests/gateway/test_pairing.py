@@ -68,7 +68,7 @@ async def test_a_stranger_gets_a_code_and_nothing_reaches_the_model_until_approv
     assert "ask the owner" in text.lower() and "valid for 60 more minutes" in text
     assert telegram.sent[0].route == RouteKey("telegram", "chat-1001")
     assert h.fake.requests == []  # the model was never asked
-    assert h.store.gateway.inbox_counts() == {"pending": 0, "running": 0, "answered": 0, "failed": 0}
+    assert h.store.gateway.inbox_counts() == {"pending": 0, "running": 0, "answered": 0, "failed": 0, "set_aside": 0}
     assert h.store.list_sessions() == [] and h.gateway.live == {}  # no conversation either
 
     listed = json.loads(cli("list", "--json")[1])

@@ -13,6 +13,7 @@ from vigil.store.gateway_tables import (
     PENDING,
     RUNNING,
     SENT,
+    SET_ASIDE,
     NewOutbound,
     RouteKey,
 )
@@ -139,7 +140,7 @@ def test_a_redelivery_is_stored_once(store: SessionStore) -> None:
     again, repeated = tables.inbox_accept(WEB, "client-key-1", "hello (resent)", received_at=5.0, meta={"x": 1})
     assert new is True and repeated is False
     assert again == first  # what was stored the first time, nothing of the redelivery
-    assert tables.inbox_counts() == {PENDING: 1, RUNNING: 0, ANSWERED: 0, FAILED: 0}
+    assert tables.inbox_counts() == {PENDING: 1, RUNNING: 0, ANSWERED: 0, FAILED: 0, SET_ASIDE: 0}
     # The id is unique per adapter: another platform may use the same one.
     other, new_elsewhere = tables.inbox_accept(SLACK, "client-key-1", "hi", received_at=6.0)
     assert new_elsewhere is True and other.id != first.id
@@ -161,7 +162,7 @@ def test_unfinished_entries_oldest_first(store: SessionStore) -> None:
     assert [(e.id, e.status) for e in unfinished] == [(ids[0], PENDING), (ids[1], RUNNING), (ids[4], PENDING)]
     assert [e.id for e in tables.inbox_unfinished(limit=2)] == ids[:2]
     assert tables.inbox_unfinished(limit=0) == []
-    assert tables.inbox_counts() == {PENDING: 2, RUNNING: 1, ANSWERED: 1, FAILED: 1}
+    assert tables.inbox_counts() == {PENDING: 2, RUNNING: 1, ANSWERED: 1, FAILED: 1, SET_ASIDE: 0}
 
 
 def test_start_then_finish_queues_the_reply_with_it(store: SessionStore) -> None:
@@ -405,7 +406,7 @@ def test_prune_keeps_what_is_not_finished(store: SessionStore) -> None:
     assert {e.id for e in tables.outbox_list()} == {reply.id, gave_up.id, waiting.id}
     assert tables.prune(before=10.0) == 0
     assert tables.prune(before=1e12) == 1  # recent; nothing pending or running ever goes
-    assert tables.inbox_counts() == {PENDING: 1, RUNNING: 1, ANSWERED: 0, FAILED: 0}
+    assert tables.inbox_counts() == {PENDING: 1, RUNNING: 1, ANSWERED: 0, FAILED: 0, SET_ASIDE: 0}
 
 
 def test_ids_are_not_given_out_again_after_prune(store: SessionStore) -> None:

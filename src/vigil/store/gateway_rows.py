@@ -16,8 +16,7 @@ from typing import Any, Sequence
 from vigil.store.checks import check_dict, check_limit
 from vigil.store.errors import DamagedRow
 from vigil.store.gateway_tables import (
-    ANSWERED,
-    FAILED,
+    FINISHED_STATUSES,
     INBOX_STATUSES,
     OUTBOX_KINDS,
     OUTBOX_STATUSES,
@@ -37,13 +36,12 @@ ROUTE_MATCH = "adapter = {p} AND chat = {p} AND thread = {p} AND user_key = {p}"
 """The WHERE clause of one route; ``{p}`` is the backend's parameter mark."""
 INBOX_COLUMNS = (
     f"id, {ROUTE_COLUMNS}, external_id, text, sender, received_at, status, session_id, attempts,"
-    " started_at, finished_at, error, meta"
+    " started_at, finished_at, error, meta, deaths"
 )
 OUTBOX_COLUMNS = (
     f"id, {ROUTE_COLUMNS}, kind, text, session_id, inbox_id, created_at, status, attempts,"
     " next_attempt_at, last_error, sent_at, failed_at, meta, claimed_by, claim_until"
 )
-FINISHED_STATUSES = (ANSWERED, FAILED)
 
 RouteParams = tuple[str, str, str, str]
 OutboundParams = tuple[str, str, str, str, str, str, "str | None", "int | None", str]
@@ -119,12 +117,21 @@ def finish_status(status: str) -> str:
 
 def outbox_statuses(statuses: Sequence[str]) -> list[str]:
     """``statuses`` as a list, each a known outbox status (a bare string is refused)."""
+    return _statuses(statuses, "outbox", OUTBOX_STATUSES)
+
+
+def inbox_statuses(statuses: Sequence[str]) -> list[str]:
+    """``statuses`` as a list, each a known inbox status (a bare string is refused)."""
+    return _statuses(statuses, "inbox", INBOX_STATUSES)
+
+
+def _statuses(statuses: Sequence[str], table: str, known: Sequence[str]) -> list[str]:
     if isinstance(statuses, str):
         raise TypeError("statuses must be a sequence of statuses, not a single string")
     listed = list(statuses)
-    unknown = [s for s in listed if s not in OUTBOX_STATUSES]
+    unknown = [s for s in listed if s not in known]
     if unknown:
-        raise ValueError(f"unknown outbox status {unknown[0]!r}; expected some of {list(OUTBOX_STATUSES)}")
+        raise ValueError(f"unknown {table} status {unknown[0]!r}; expected some of {list(known)}")
     return listed
 
 
@@ -166,6 +173,7 @@ def inbox_from_row(row: Row) -> InboxEntry:
         error=row["error"],
         meta=_meta(row, INBOX),
         started_at=_time(row["started_at"]),
+        deaths=row["deaths"],
     )
 
 

@@ -8,6 +8,35 @@ store claim the entries they send, so each is sent by one of them). Both backend
 implement the protocol in their ``gateway_tables`` module; a store exposes it as
 ``store.gateway``. Every method is synchronous, thread-safe and its own transaction, like the
 rest of the store. Times are Unix epoch seconds.
+
+Delivery semantics of the inbox. An accepted message (an entry) is answered exactly once,
+whatever happens to processes, connections and providers, unless the person cancels it or it
+is proven poisonous. What may happen to it on the way:
+
+- *interrupted*: the process died, was stopped or lost the conversation to another worker while
+  the entry's turn ran. That is not an attempt: the entry goes back to ``pending``
+  (:meth:`GatewayTables.inbox_interrupted`) and its turn resumes, after what was stored, the
+  next time it runs, as often as it takes. An entry the process died under while nothing else
+  got finished is a suspect: it runs again once the restarted process has stayed up for a few
+  seconds (a crash loop is no evidence against it), the second time alone among suspects.
+- *transient*: the model endpoint refused the connection, timed out, answered 5xx or 429, or
+  the store was busy or unreachable. The turn waits and tries again with jittered exponential
+  back-off, without a fixed number of tries, for up to ``gateway.retry_window`` seconds (the
+  provider's ``Retry-After`` is honoured); meanwhile the entry is ``pending`` (waiting, not
+  running) and the conversation says it waits. Only a window that runs out fails the entry.
+- *no model configured*: the person is told how to set one up and the entry waits, without a
+  window, until a model is configured.
+- *permanent*: the provider refused the request itself (4xx that will not change, a rejected
+  key) or the message cannot be answered as it is: ``failed`` at once, the reason told to the
+  person in words.
+- *poison*: the entry's turn was running at :data:`POISON_DEATHS` consecutive deaths of the
+  process with no other entry finished in between (``deaths``), or it raised the same internal
+  error again and again: ``set_aside``, with a notice to the person and a log line, so that it
+  cannot take the gateway down with it. ``vigil gateway retry ID`` (or ``/retry ID`` in the
+  conversation) puts it back (:meth:`GatewayTables.inbox_requeue`).
+
+Every give-up (``failed``) and every set-aside is one line in ``gateway.log`` and a count in the
+gateway's metrics.
 """
 
 from __future__ import annotations
@@ -16,17 +45,28 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 PENDING = "pending"
-"""Inbox: stored, not started. Outbox: waiting to be sent (maybe after a failed try)."""
+"""Inbox: stored and not running: never started, interrupted (``attempts`` > 0: its turn
+resumes), or waiting for the model. Outbox: waiting to be sent (maybe after a failed try)."""
 RUNNING = "running"
-"""Inbox: handed to the conversation; a crash leaves it here, to be answered on start-up."""
+"""Inbox: its turn runs; a crash leaves it here, to be answered on start-up."""
 ANSWERED = "answered"
 """Inbox: the turn (or command) ended and its reply, if any, is in the outbox."""
 FAILED = "failed"
-"""Inbox: could not be answered. Outbox: every try failed; logged and counted."""
+"""Inbox: could not be answered (a permanent error, or a retry window that ran out); the
+person was told why. Outbox: every try failed; logged and counted."""
+SET_ASIDE = "set_aside"
+"""Inbox: proven poisonous (see the module docstring) and not answered; the person was told,
+and :meth:`GatewayTables.inbox_requeue` sends it again."""
 SENT = "sent"
 """Outbox: the adapter took it."""
 
-INBOX_STATUSES = (PENDING, RUNNING, ANSWERED, FAILED)
+POISON_DEATHS = 3
+"""Consecutive deaths of the process under an entry's turn, with nothing else finished in
+between, that set the entry aside."""
+
+INBOX_STATUSES = (PENDING, RUNNING, ANSWERED, FAILED, SET_ASIDE)
+FINISHED_STATUSES = (ANSWERED, FAILED, SET_ASIDE)
+"""The inbox statuses an entry ends in."""
 OUTBOX_STATUSES = (PENDING, SENT, FAILED)
 OUTBOX_KINDS = ("reply", "command", "heartbeat", "notice", "cron", "pairing", "file")
 """The kinds of outbox entry (see ``NewOutbound.kind``); any other is refused."""
@@ -65,6 +105,9 @@ class InboxEntry:
     meta: dict[str, Any] = field(default_factory=dict)
     started_at: float | None = None
     """When it was last started (``None`` while it was never started)."""
+    deaths: int = 0
+    """Consecutive deaths of the process while its turn ran with no other entry finished in
+    between (see :meth:`GatewayTables.inbox_interrupted`); :data:`POISON_DEATHS` prove it poisonous."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +198,10 @@ class GatewayTables(Protocol):
         """Entries still ``pending`` or ``running``, oldest first: what start-up answers."""
         ...
 
+    def inbox_list(self, *, statuses: Sequence[str] = INBOX_STATUSES, limit: int = 100) -> list[InboxEntry]:
+        """Entries with one of ``statuses``, newest first."""
+        ...
+
     def inbox_start(self, entry_id: int, session_id: str, *, now: float) -> InboxEntry:
         """Mark an entry ``running`` in ``session_id`` (attempts + 1) and return it.
         Raises ``KeyError`` for an unknown id. An entry already finished is returned as it is
@@ -171,12 +218,29 @@ class GatewayTables(Protocol):
         error: str | None = None,
         reply: NewOutbound | None = None,
     ) -> OutboxEntry | None:
-        """Mark an entry ``answered`` or ``failed`` and, in the same transaction, queue
-        ``reply`` in the outbox (so an answered message always has its reply queued, once).
-        Finishing an entry that is already finished writes nothing and returns ``None``.
-        Returns the queued outbox entry (``None`` without ``reply``); the reply's ``inbox_id``
-        and ``session_id`` default to the entry's. ``status`` must be ``answered`` or
-        ``failed`` (``ValueError``); an unknown id raises ``KeyError``."""
+        """Mark an entry ``answered``, ``failed`` or ``set_aside`` and, in the same
+        transaction, queue ``reply`` in the outbox (so an answered message always has its
+        reply queued, once). Finishing an entry that is already finished writes nothing and
+        returns ``None``. Returns the queued outbox entry (``None`` without ``reply``); the
+        reply's ``inbox_id`` and ``session_id`` default to the entry's. Any other ``status``
+        raises ``ValueError``; an unknown id raises ``KeyError``."""
+        ...
+
+    def inbox_interrupted(self, entry_id: int, *, died: bool) -> InboxEntry:
+        """A ``running`` entry whose turn was cut off goes back to ``pending`` (``attempts``
+        kept: its turn resumes when it runs again) and is returned.
+
+        ``died``: the process died under the turn. That counts in ``deaths`` when no other
+        entry finished since this one was last started; when one did, the process was doing
+        its work, so ``deaths`` starts again from 0. Not ``died`` (a stop, a lost lease, a
+        turn that waits for the model): ``deaths`` stays as it is. An entry that is not
+        ``running`` is returned as it is; an unknown id raises ``KeyError``."""
+        ...
+
+    def inbox_requeue(self, entry_id: int) -> InboxEntry:
+        """A ``set_aside`` entry goes back to ``pending`` to be answered (``deaths`` 0, its
+        error and finish time cleared) and is returned; any other entry is returned as it
+        is (its status says it was not set aside). An unknown id raises ``KeyError``."""
         ...
 
     def inbox_counts(self) -> dict[str, int]:
@@ -261,5 +325,6 @@ class GatewayTables(Protocol):
     # -- housekeeping -----------------------------------------------------------------------
     def prune(self, before: float) -> int:
         """Delete finished inbox entries (answered, failed) and sent outbox entries older
-        than ``before``; return how many rows went. Pending and running ones always stay."""
+        than ``before``; return how many rows went. Pending, running and set-aside ones
+        (which wait for a person's retry) always stay."""
         ...

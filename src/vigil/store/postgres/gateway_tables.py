@@ -29,6 +29,7 @@ from vigil.store.gateway_rows import (
     counts_of,
     finish_status,
     inbox_from_row,
+    inbox_statuses,
     meta_json,
     optional_limit,
     outbound_params,
@@ -82,6 +83,17 @@ _RELEASE_LATER = (
 _RELEASE_WORKERS = (
     "UPDATE {s}.gateway_outbox SET claimed_by = NULL, claim_until = NULL"
     " WHERE status = 'pending' AND claimed_by = ANY(%s)"
+)
+_INTERRUPTED = (
+    "UPDATE {s}.gateway_inbox AS e SET status = 'pending', deaths = CASE WHEN NOT %s THEN e.deaths"
+    " WHEN EXISTS (SELECT 1 FROM {s}.gateway_inbox o WHERE o.finished_at >= e.started_at AND o.id <> e.id)"
+    f" THEN 0 ELSE e.deaths + 1 END WHERE e.id = %s AND e.status = 'running' RETURNING {INBOX_COLUMNS}"
+)
+"""See ``GatewayTables.inbox_interrupted``: a death counts unless other work finished since
+the entry started. Only start-up and take-overs run it, so the scan of finished entries is rare."""
+_REQUEUE = (
+    "UPDATE {s}.gateway_inbox SET status = 'pending', deaths = 0, finished_at = NULL, error = NULL"
+    f" WHERE id = %s AND status = 'set_aside' RETURNING {INBOX_COLUMNS}"
 )
 _INSERT_OUTBOX = (
     f"INSERT INTO {{s}}.gateway_outbox ({ROUTE_COLUMNS}, kind, text, session_id, inbox_id, meta,"
@@ -225,6 +237,33 @@ class PostgresGatewayTables:
             if queued is None:
                 return None
             return _queue(run, queued, now, entry_id, finished["session_id"])
+
+    def inbox_interrupted(self, entry_id: int, *, died: bool) -> InboxEntry:
+        check_id(entry_id)
+        return self._inbox_update(_INTERRUPTED, (bool(died), entry_id), entry_id)
+
+    def inbox_requeue(self, entry_id: int) -> InboxEntry:
+        check_id(entry_id)
+        return self._inbox_update(_REQUEUE, (entry_id,), entry_id)
+
+    def _inbox_update(self, statement: str, params: tuple[Any, ...], entry_id: int) -> InboxEntry:
+        """Run one guarded ``UPDATE ... RETURNING`` of an entry; the entry as it is when the
+        guard left it alone (``KeyError`` for an unknown id)."""
+        with self._db.write() as conn:
+            run = partial(self._db.run, conn)
+            changed = run(statement, params).fetchone()
+            return inbox_from_row(changed if changed is not None else _inbox_row(run, entry_id))
+
+    def inbox_list(self, *, statuses: Sequence[str] = INBOX_STATUSES, limit: int = 100) -> list[InboxEntry]:
+        wanted = inbox_statuses(statuses)
+        count = optional_limit(limit)
+        with self._db.read() as conn:
+            rows = self._db.run(
+                conn,
+                f"SELECT {INBOX_COLUMNS} FROM {{s}}.gateway_inbox WHERE status = ANY(%s) ORDER BY id DESC LIMIT %s",
+                (wanted, count),
+            ).fetchall()
+        return [inbox_from_row(row) for row in rows]
 
     def inbox_counts(self) -> dict[str, int]:
         return self._counts("gateway_inbox", INBOX, INBOX_STATUSES)

@@ -267,7 +267,16 @@ _V4_OUTBOX_CLAIMS = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_GATEWAY, _V3_PAIRING, _V4_OUTBOX_CLAIMS)
+# Deaths of the process under an inbox entry's turn, counted to tell a poisonous message from
+# one that was only interrupted (see GatewayTables.inbox_interrupted). A set-aside entry is a
+# new status value; the column has no check to change.
+_V5_INBOX_DEATHS = Migration(
+    5,
+    "inbox deaths",
+    ("ALTER TABLE {s}.gateway_inbox ADD COLUMN deaths integer NOT NULL DEFAULT 0",),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_GATEWAY, _V3_PAIRING, _V4_OUTBOX_CLAIMS, _V5_INBOX_DEATHS)
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
 # pg_advisory_xact_lock(class, key): the class keeps vigil's locks apart from other programs'.

@@ -26,6 +26,7 @@ from vigil.store.gateway_rows import (
     counts_of,
     finish_status,
     inbox_from_row,
+    inbox_statuses,
     meta_json,
     optional_limit,
     outbound_params,
@@ -72,6 +73,18 @@ _NEXT_CLAIMABLE = (
 _RELEASE_LATER = (
     "UPDATE gateway_outbox SET claimed_by = NULL, claim_until = NULL WHERE status = 'pending' AND id > ?"
     f" AND claimed_by IS NOT NULL AND ({ROUTE_COLUMNS}) = (SELECT {ROUTE_COLUMNS} FROM gateway_outbox WHERE id = ?)"
+)
+_INTERRUPTED = (
+    "UPDATE gateway_inbox SET status = 'pending', deaths = CASE WHEN NOT ? THEN deaths"
+    " WHEN EXISTS (SELECT 1 FROM gateway_inbox o WHERE o.finished_at >= gateway_inbox.started_at"
+    " AND o.id <> gateway_inbox.id) THEN 0 ELSE deaths + 1 END"
+    f" WHERE id = ? AND status = 'running' RETURNING {INBOX_COLUMNS}"
+)
+"""See ``GatewayTables.inbox_interrupted``: a death counts unless other work finished since
+the entry started. Only start-up and take-overs run it, so the scan of finished entries is rare."""
+_REQUEUE = (
+    "UPDATE gateway_inbox SET status = 'pending', deaths = 0, finished_at = NULL, error = NULL"
+    f" WHERE id = ? AND status = 'set_aside' RETURNING {INBOX_COLUMNS}"
 )
 _INSERT_OUTBOX = (
     f"INSERT INTO gateway_outbox ({ROUTE_COLUMNS}, kind, text, session_id, inbox_id, meta,"
@@ -219,6 +232,35 @@ class SQLiteGatewayTables:
             return _queue(conn, queued, now, entry_id, finished[0][0])
 
         return self._group.run(write)
+
+    def inbox_interrupted(self, entry_id: int, *, died: bool) -> InboxEntry:
+        check_id(entry_id)
+
+        def write(conn: sqlite3.Connection) -> InboxEntry:
+            changed = conn.execute(_INTERRUPTED, (bool(died), entry_id)).fetchall()
+            return inbox_from_row(changed[0] if changed else _inbox_row(conn, entry_id))
+
+        return self._group.run(write)
+
+    def inbox_requeue(self, entry_id: int) -> InboxEntry:
+        check_id(entry_id)
+
+        def write(conn: sqlite3.Connection) -> InboxEntry:
+            changed = conn.execute(_REQUEUE, (entry_id,)).fetchall()
+            return inbox_from_row(changed[0] if changed else _inbox_row(conn, entry_id))
+
+        return self._group.run(write)
+
+    def inbox_list(self, *, statuses: Sequence[str] = INBOX_STATUSES, limit: int = 100) -> list[InboxEntry]:
+        wanted = inbox_statuses(statuses)
+        count = optional_limit(limit)
+        marks = ", ".join("?" * len(wanted))
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {INBOX_COLUMNS} FROM gateway_inbox WHERE status IN ({marks}) ORDER BY id DESC LIMIT ?",
+                (*wanted, count),
+            ).fetchall()
+        return [inbox_from_row(row) for row in rows]
 
     def inbox_counts(self) -> dict[str, int]:
         with self._db.read() as conn:

@@ -351,8 +351,18 @@ _V6_OUTBOX_CLAIMS = Migration(
     ),
 )
 
+# Deaths of the process under an inbox entry's turn, counted to tell a poisonous message from
+# one that was only interrupted (see GatewayTables.inbox_interrupted). A set-aside entry is a
+# new status value; the column has no check to change.
+_V7_INBOX_DEATHS = Migration(
+    7,
+    "inbox deaths",
+    ("ALTER TABLE gateway_inbox ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0",),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
-    _V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY, _V4_PACKED_MESSAGES, _V5_PAIRING, _V6_OUTBOX_CLAIMS
+    _V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY, _V4_PACKED_MESSAGES, _V5_PAIRING, _V6_OUTBOX_CLAIMS,
+    _V7_INBOX_DEATHS,
 )
 LATEST_VERSION: int = MIGRATIONS[-1].version
 

@@ -104,6 +104,7 @@ TABLES: tuple[Table, ...] = (
             *_k(REAL, "started_at", "finished_at"),
             ("error", TEXT),
             ("meta", JSON),
+            ("deaths", INT),
         ),
         identity="id",
     ),
