@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from vigil.clock import Clock
 from vigil.gateway.adapters.base import Adapter, DeliveryError
+from vigil.models.retry import RetryPolicy
 from vigil.store import SessionStore, StoreError
 from vigil.store.gateway_tables import OutboxEntry, RouteKey
 
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 300.0
+BACKOFF = RetryPolicy(base_delay=BACKOFF_BASE, max_delay=BACKOFF_CAP)
+"""The outbox's pauses: vigil's one back-off formula, with its own base and cap."""
 SEND_TIMEOUT = 60.0
 """Seconds one try to hand a reply to its platform may take; a hung call counts as a failed
 try (retried) instead of holding up its chat's replies."""
@@ -62,8 +65,9 @@ Report = Callable[[str, OutboxEntry, str | None], None]
 
 
 def backoff(attempt: int) -> float:
-    """Seconds before try ``attempt + 1`` (1, 2, 4 … capped at 5 minutes)."""
-    return min(BACKOFF_CAP, BACKOFF_BASE * 2 ** max(0, attempt - 1))
+    """Seconds before try ``attempt + 1``: about 1, 2, 4 … capped at 5 minutes, each scaled by
+    a random factor in [0.5, 1) so that chats failing together do not retry together."""
+    return BACKOFF.delay(max(0, attempt - 1))
 
 
 class OutboxSender:

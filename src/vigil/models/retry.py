@@ -2,6 +2,9 @@
 
 Both clients switch their SDK's own retries off and run every call through ``call_with_retries``,
 so the retry behaviour is the same for every provider and a test can drive it with a fake sleep.
+:class:`RetryPolicy` is vigil's one back-off formula: the gateway's patient turns and its outbox
+use it too. An error ``call_with_retries`` gives up on after retryable failures is marked so
+(:func:`is_transient`, :func:`retry_after_of`): a caller with more patience may wait and ask again.
 """
 
 from __future__ import annotations
@@ -73,7 +76,8 @@ class Retryable(Exception):
 async def call_with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
     """Run ``attempt`` until it returns, raises a non-``Retryable`` error, or retries run out.
 
-    Giving up raises the last ``Retryable.error`` with the number of attempts appended.
+    Giving up raises the last ``Retryable.error`` with the number of attempts appended, marked
+    transient (:func:`is_transient`) with the provider's last ``Retry-After`` (:func:`retry_after_of`).
     """
     for number in range(policy.max_retries + 1):
         try:
@@ -83,9 +87,36 @@ async def call_with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPo
                 error = failure.error
                 if number:
                     error.args = (f"{error.args[0]} (gave up after {number + 1} attempts)", *error.args[1:])
+                setattr(error, _TRANSIENT, True)
+                setattr(error, _RETRY_AFTER, failure.retry_after)
                 raise error from failure.__cause__
             await policy.sleep(policy.delay(number, failure.retry_after))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+_TRANSIENT = "vigil_transient"
+_RETRY_AFTER = "vigil_retry_after"
+_STATUS = "vigil_status"
+_DETAIL = "vigil_detail"
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure that asking again later may cure (a refused or timed-out
+    connection, 5xx, 429, an answer that broke off), as ``call_with_retries`` gave up on it."""
+    return bool(getattr(exc, _TRANSIENT, False))
+
+
+def retry_after_of(exc: BaseException) -> float | None:
+    """The seconds the provider asked to wait before the next try, if it said."""
+    value = getattr(exc, _RETRY_AFTER, None)
+    return value if isinstance(value, (int, float)) else None
+
+
+def http_status_of(exc: BaseException) -> tuple[int | None, str | None]:
+    """The HTTP status of an error the endpoint answered with, and the provider's own message
+    (``(None, None)`` for any other error)."""
+    status, detail = getattr(exc, _STATUS, None), getattr(exc, _DETAIL, None)
+    return (status if isinstance(status, int) else None), (detail if isinstance(detail, str) else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +171,16 @@ def status_failure(
     endpoint: Endpoint,
 ) -> Exception:
     """The ``ModelError`` (or ``Retryable``) for an HTTP error status from ``endpoint``."""
-    where = endpoint.url
     message = mask_secrets(message)  # a server may echo the URL it was called with
+    failure = _status_failure(status, message, headers, endpoint)
+    error = failure.error if isinstance(failure, Retryable) else failure
+    setattr(error, _STATUS, status)
+    setattr(error, _DETAIL, message)
+    return failure
+
+
+def _status_failure(status: int, message: str, headers: Mapping[str, str] | None, endpoint: Endpoint) -> Exception:
+    where = endpoint.url
     if status in (401, 403):
         verb = "rejected the API key" if status == 401 else "refused access with this API key"
         return ModelAuthError(
