@@ -79,6 +79,20 @@ class GatewaySettings(Section):
     outbox_attempts: int = setting(
         8, ge=1, le=100, description="tries to deliver a reply before it is marked failed"
     )
+    retry_window: float = setting(
+        3_600.0, ge=0, le=7 * 86_400, allow_inf_nan=False,
+        description=(
+            "seconds a message keeps waiting for a model endpoint that is down, slow or rate limiting "
+            "(or a store that is busy) before it is failed; retried with back-off meanwhile"
+        ),
+    )
+    retry_max_delay: float = setting(
+        60.0, gt=0, le=3_600, allow_inf_nan=False,
+        description=(
+            "longest pause between two tries of a message that waits for the model; a message the "
+            "process died under also waits this long (at most 5 s) after a restart before it runs again"
+        ),
+    )
     lease_seconds: float = setting(
         30.0, ge=1, le=600, allow_inf_nan=False,
         description=(

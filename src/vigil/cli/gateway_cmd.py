@@ -27,6 +27,7 @@ def gateway() -> None:
     \b
       vigil gateway run        run it in the foreground
       vigil gateway status     whether it runs, its web chat URL and login token
+      vigil gateway retry ID   send a message that was set aside again
       vigil gateway install    a systemd user service that keeps it running
     """
 
@@ -57,7 +58,8 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
     to logs/gateway.log in the profile (rotated at 5 MB, three old files kept). /healthz and
     /metrics (Prometheus; send the token as a bearer token) are served on the same port.
 
-    Works even before a model is configured (turns and jobs fail with a hint until one is).
+    Works even before a model is configured: a message gets the set-up hint and waits until
+    one is (config.yaml is read again when it changes); scheduled jobs fail with the hint.
 
     The web chat listens on gateway.web.host (127.0.0.1); a non-loopback address there is
     refused unless --bind gives it on the command line.
@@ -95,7 +97,8 @@ async def _run(app: AppContext, options: dict[str, Any]) -> None:
             resolve_model_settings(app.settings.model, os.environ)
         except ModelError as exc:
             click.echo(
-                f"vigil gateway: warning: no model is configured yet; scheduled runs will fail until one is. {exc}",
+                "vigil gateway: warning: no model is configured yet; messages wait (and say so) and "
+                f"scheduled runs fail until one is. {exc}",
                 err=True,
             )
         from vigil.tools import sandbox
@@ -103,7 +106,7 @@ async def _run(app: AppContext, options: dict[str, Any]) -> None:
         if warning := sandbox.status().warning(app.settings.tools.terminal.sandbox):
             click.echo(f"vigil gateway: {warning}", err=True)
 
-    client = LazyModelClient(app.settings.model, home=app.profile.home)
+    client = LazyModelClient(app.settings.model, home=app.profile.home, config_path=app.profile.config_path)
     try:
         await run_until_signalled(
             store=app.store,
@@ -186,6 +189,8 @@ def _as_json(status: GatewayStatus, token: str | None, login_url: str | None, ur
         "live_conversations": record.get("live_conversations") if status.running else None,
         "armed_heartbeats": record.get("armed_heartbeats") if status.running else None,
         "next_cron_run": record.get("next_cron_run") if status.running else None,
+        "waiting": record.get("waiting", []) if status.running else None,
+        "waiting_count": record.get("waiting_count", 0) if status.running else None,
         "version": record.get("version"),
     }
 
@@ -227,7 +232,7 @@ def _where(record: dict[str, Any], pid: Any, now: float) -> str:
 
 
 def _record_rows(record: dict[str, Any], adapters: list[dict[str, Any]], now: float) -> list[tuple[str, str]]:
-    from vigil.gateway.status import adapter_line
+    from vigil.gateway.status import adapter_line, waiting_line
 
     lines = [visible(adapter_line(a, now)) for a in adapters]
     rows = [("adapters", "; ".join(lines) or "none")]
@@ -239,6 +244,9 @@ def _record_rows(record: dict[str, Any], adapters: list[dict[str, Any]], now: fl
         rows.append(("next cron run", f"{local_time(next_run)} ({when})"))
     else:
         rows.append(("next cron run", "none scheduled"))
+    waiting = waiting_line(record, now)
+    if waiting is not None:
+        rows.append(("waiting", visible(waiting)))
     return rows
 
 
@@ -282,6 +290,8 @@ def _workers_json(workers: list[Any], token: str | None) -> dict[str, Any]:
             "live_conversations": record.get("live_conversations") if worker.live else None,
             "armed_heartbeats": record.get("armed_heartbeats") if worker.live else None,
             "next_cron_run": record.get("next_cron_run") if worker.live else None,
+            "waiting": record.get("waiting", []) if worker.live else None,
+            "waiting_count": record.get("waiting_count", 0) if worker.live else None,
             "version": record.get("version"),
         })
     first = next((entry for entry in listed if entry["live"]), None) or {}
@@ -334,6 +344,86 @@ def _how_to_start(profile: Profile) -> str:
         f"Start it with `vigil{named} gateway run` (in the foreground), or install it as a "
         f"systemd user service with `vigil{named} gateway install`."
     )
+
+
+@gateway.command("retry")
+@click.argument("entry_id", metavar="ID", type=click.IntRange(min=1), required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_app
+def retry_cmd(app: AppContext, entry_id: int | None, as_json: bool) -> None:
+    """Send a message that was set aside again (without ID: list them).
+
+    The gateway sets a message aside, instead of answering it, when its turn was running at
+    several deaths of the process in a row with nothing else answered in between, or failed
+    again and again with the same internal error: it may be what brings the gateway down.
+    The person was told, with this ID. Sent again, it is answered (at once when the gateway
+    runs, else when it starts); if it brings the process down again it is set aside again.
+    `/retry ID` in its conversation does the same.
+    """
+    from vigil.store.gateway_tables import SET_ASIDE
+
+    tables = app.store.gateway
+    if entry_id is None:
+        entries = tables.inbox_list(statuses=[SET_ASIDE], limit=100)
+        if as_json:
+            echo_json({"set_aside": [_entry_json(entry) for entry in entries]})
+        elif not entries:
+            click.echo("No message is set aside.")
+        for entry in [] if as_json else entries:
+            click.echo(f"{entry.id}  {local_time(entry.finished_at or entry.received_at)}  "
+                       f"{visible(_route_text(entry.route))}  “{visible(_first_line(entry.text))}” — {visible(entry.error or '')}")
+        return
+    entry = tables.inbox_get(entry_id)
+    if entry is None:
+        raise _refusal(f"there is no message {entry_id} in the gateway's inbox "
+                       "(`vigil gateway retry` lists the messages set aside)", "not_found")
+    if entry.status != SET_ASIDE:
+        raise _refusal(f"message {entry_id} was not set aside: it is {entry.status.replace('_', ' ')}", "refused")
+    entry = tables.inbox_requeue(entry_id)
+    _announce(app, entry_id)
+    if as_json:
+        echo_json(_entry_json(entry))
+        return
+    click.echo(f"Message {entry_id} (“{visible(_first_line(entry.text))}”) is sent again: the gateway answers it "
+               "now if it runs, else when it starts.")
+
+
+def _refusal(message: str, kind: str) -> click.ClickException:
+    error = click.ClickException(message)
+    error.vigil_kind = kind  # type: ignore[attr-defined]
+    return error
+
+
+def _announce(app: AppContext, entry_id: int) -> None:
+    """Wake the workers sharing the store (an SQLite gateway looks by itself within seconds)."""
+    from vigil.gateway.handover import CHANNEL
+
+    notifications = app.store.notifications()
+    if notifications is None:
+        return
+    try:
+        notifications.publish(CHANNEL, str(entry_id))
+        notifications.flush()
+    except Exception:  # a hint only: the workers' sweeps find the entry
+        pass
+
+
+def _entry_json(entry: Any) -> dict[str, Any]:
+    route = entry.route
+    return {
+        "id": entry.id, "status": entry.status, "text": entry.text, "error": entry.error,
+        "received_at": entry.received_at, "finished_at": entry.finished_at, "session_id": entry.session_id,
+        "route": {"adapter": route.adapter, "chat": route.chat, "thread": route.thread, "user": route.user},
+    }
+
+
+def _route_text(route: Any) -> str:
+    return " ".join(part for part in (route.adapter, route.chat, route.thread, route.user) if part)
+
+
+def _first_line(text: str, limit: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 @gateway.command("install")

@@ -35,7 +35,8 @@ from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
 from vigil.gateway.handover import Elsewhere, Handover
 from vigil.gateway.outbox import OutboxSender
-from vigil.gateway.recovery import catch_up
+from vigil.gateway.patience import Patience
+from vigil.gateway.recovery import PendingWatch, SuspectGate, catch_up
 from vigil.gateway.relay import EventRelay
 from vigil.gateway.claims import Claims
 from vigil.gateway.ownership import Ownership
@@ -63,8 +64,11 @@ WORKSPACES = "workspaces"
 SOLE_WORKER = "gateway"
 """The worker id of the one gateway a store that is not shared has."""
 
-FINISH_RETRY_DELAYS: tuple[float, ...] = (0.05, 0.25, 1.0, 4.0, 15.0, 60.0)
-"""Real-time pauses between tries to finish an answered inbox entry while the store fails."""
+SUSPECT_HOLD = 5.0
+"""Seconds the process must stay up before a message it died under runs again (at most
+``gateway.retry_max_delay``): see :class:`~vigil.gateway.recovery.SuspectGate`."""
+WAITING_SHOWN = 20
+"""Waiting messages the status record lists (all are counted)."""
 
 class Gateway:
     """Implements :class:`~vigil.gateway.adapters.base.GatewayPort` for the running process."""
@@ -123,6 +127,10 @@ class Gateway:
         conversation while it runs, whatever the stored route says meanwhile: right after
         ``/new`` or ``/stop`` the route is re-pointed only once the command has settled."""
         self.idle = IdleCloser(self, idle_close)
+        self.patience = Patience(self)
+        """The turns that wait for the model (or the store) to try again."""
+        self.suspects = SuspectGate(self.clock, min(SUSPECT_HOLD, settings.gateway.retry_max_delay))
+        self.pending_watch = PendingWatch(self)
         self._route_locks: dict[RouteKey, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handling: set[int] = set()  # inbox ids handed to a conversation by this process
@@ -220,7 +228,9 @@ class Gateway:
     async def start(self) -> None:
         """Re-arm heartbeats, answer what a crash left unanswered, start the outbox and the
         adapters, then take input (see :mod:`vigil.gateway.lifecycle`)."""
+        self.suspects.started()
         await lifecycle.start(self)
+        self.pending_watch.start()
 
     async def stop(self, grace: float) -> None:
         """Stop taking input, let running turns finish within ``grace`` seconds (then they
@@ -228,6 +238,8 @@ class Gateway:
         a turn that finished is marked answered and its reply sent (or queued) first."""
         self._accepting = False
         self._closing = True
+        self.patience.close()  # a turn waiting for the model is interrupted, its message kept
+        await self.pending_watch.stop()
         await lifecycle.stop(self, grace)
 
     def open_for_input(self) -> None:
@@ -417,7 +429,9 @@ class Gateway:
 
     async def _mark_started(self, entry: InboxEntry, live: LiveConversation) -> None:
         """The entry leaves the queue: record it started (attempts + 1) in the session it runs
-        in, before its turn runs; an entry that only waited is not counted as an attempt."""
+        in, before its turn runs; an entry that only waited is not counted as an attempt. A
+        suspect of the last deaths first waits until no other suspect runs."""
+        await self.suspects.enter(entry)
         try:
             await asyncio.to_thread(
                 self.store.gateway.inbox_start, entry.id, live.session_id or "", now=self.clock.now()
@@ -426,25 +440,13 @@ class Gateway:
             log.warning("cannot mark inbox entry %d started: %s", entry.id, exc)
 
     async def finish(self, entry: InboxEntry, status: str, reply: NewOutbound | None, *, error: str | None = None) -> None:
-        """Finish an inbox entry and queue its reply, in one transaction; a store error is
-        retried (:data:`FINISH_RETRY_DELAYS`) before the entry is left to the next start."""
-        for delay in (*FINISH_RETRY_DELAYS, None):
-            try:
-                queued = await asyncio.to_thread(
-                    self.store.gateway.inbox_finish, entry.id, status, now=self.clock.now(), error=error, reply=reply
-                )
-                break
-            except StoreError as exc:
-                if delay is None or self._closing:
-                    log.error("cannot finish inbox entry %d (it is answered at the next start): %s", entry.id, exc)
-                    return
-                log.warning("cannot finish inbox entry %d (retrying in %g s): %s", entry.id, delay, exc)
-                await asyncio.sleep(delay)
-        if status == ANSWERED:
-            self.answered += 1
-        else:
-            self.failed += 1
-        if queued is not None:
+        """Finish an inbox entry and queue its reply, in one transaction (see
+        :func:`vigil.gateway.settle.finish`: a store error is retried a while first)."""
+        if await settle.finish(self, entry, status, reply, error=error):
+            if status == ANSWERED:
+                self.answered += 1
+            else:
+                self.failed += 1
             self.outbox.wake()
 
     async def publish_heartbeat(self, session_id: str) -> None:
@@ -473,6 +475,10 @@ class Gateway:
         if self.metrics is not None:
             self._gauge("queue_depth", sum(live.conversation.queued for live in self.all_live()))
 
+    def gauge_waiting(self) -> None:
+        """Messages whose turns wait to be tried again."""
+        self._gauge("waiting_messages", len(self.patience.waiting))
+
     def _gauge(self, name: str, value: float) -> None:
         metric = getattr(self.metrics, name, None)
         if metric is not None:
@@ -487,6 +493,8 @@ class Gateway:
             "armed_heartbeats": len(self.heartbeats.engine),
             "answered": self.answered,
             "failed": self.failed,
+            "waiting": [waiting.view() for waiting in list(self.patience.waiting.values())[:WAITING_SHOWN]],
+            "waiting_count": len(self.patience.waiting),
         }
 
 

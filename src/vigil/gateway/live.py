@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from vigil.agent.turn import Agent
+from vigil.agent.events import AssistantStep, TextDelta
+from vigil.agent.turn import Agent, TurnResult
 from vigil.gateway.commands import QUIT_REPLY, gateway_registry, is_quit
 from vigil.runtime.controller import ConversationController
 from vigil.runtime.conversation import Conversation
 from vigil.runtime.conversation_events import ConversationEvent
-from vigil.runtime.slash import CommandReply
+from vigil.runtime.slash import CommandReply, SlashCommand
 from vigil.schedule.heartbeat.record import Route
 from vigil.store.gateway_tables import RouteKey
 
@@ -29,11 +30,33 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+TryAgain = Callable[[BaseException, int, int], Awaitable[bool]]
+"""Asked with (the error, the attempt from 0, the inbox id) whether a failed turn runs again."""
+
+
 class GatewayController(ConversationController):
     """The conversation controller of a gateway conversation: a heartbeat set here is stored
-    with the route its turns are delivered to."""
+    with the route its turns are delivered to, and the turn of an inbox message that fails is
+    run again (resumed after what was stored) for as long as :attr:`try_again` says so."""
 
     route: RouteKey | None = None
+    try_again: TryAgain | None = None
+
+    async def turn(self, text: str, **options: Any) -> TurnResult:
+        meta = options.get("user_meta") or {}
+        inbox_id = meta.get("inbox")
+        attempt = 0
+        while True:
+            try:
+                return await super().turn(text, **options)
+            except Exception as exc:
+                # inside the turn's task: /stop and busy: interrupt cancel the wait too
+                if self.try_again is None or not isinstance(inbox_id, int):
+                    raise
+                if not await self.try_again(exc, attempt, inbox_id):
+                    raise
+            attempt += 1
+            options["resume"] = True
 
     @property
     def heartbeat_route(self) -> Route | None:
@@ -63,8 +86,11 @@ class LiveConversation:
             approve=self._approve,
             source=route.adapter if route is not None else "gateway",
         )
-        self.controller = GatewayController(agent, session_id=session_id, registry=gateway_registry(self))
+        registry = gateway_registry(self)
+        registry.register(SlashCommand("retry", "send a message that was set aside again: /retry ID", self._retry))
+        self.controller = GatewayController(agent, session_id=session_id, registry=registry)
         self.controller.route = route
+        self.controller.try_again = lambda exc, attempt, inbox_id: gateway.patience.try_again(self, inbox_id, exc, attempt)
         self.conversation = Conversation(self.controller, scheduler=gateway.heartbeats)
         self.conversation.listeners.append(self._on_event)
         self.conversation.on_refund = self._on_refund
@@ -137,12 +163,40 @@ class LiveConversation:
             session_id, tool, description, lambda item: self.gateway.announce(self, item)
         )
 
+    async def _retry(self, _control: object, args: str) -> CommandReply:
+        """``/retry ID``: a message of this conversation that was set aside goes back to be answered."""
+        from vigil.gateway.recovery import requeue
+        from vigil.store.gateway_tables import PENDING, SET_ASIDE
+
+        word = args.strip()
+        if not word.isdigit():
+            return CommandReply("Usage: /retry ID (the number in the notice of a message that was set aside)", is_error=True)
+        gateway, entry_id = self.gateway, int(word)
+        entry = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry_id)
+        if entry is None or (entry.route != self.route and entry.session_id != self.session_id):
+            return CommandReply(f"This conversation has no message {entry_id}.", is_error=True)
+        if entry.status != SET_ASIDE:
+            return CommandReply(f"Message {entry_id} was not set aside (it is {entry.status.replace('_', ' ')}).",
+                                is_error=True)
+        entry = await requeue(gateway, entry_id)
+        if entry.status != PENDING:
+            return CommandReply(f"Message {entry_id} is {entry.status.replace('_', ' ')} now.", is_error=True)
+        gateway.say(f"vigil gateway: message {entry_id} set aside before is sent again (/retry)")
+        return CommandReply(f"Message {entry_id} is sent again: “{_first_line(entry.text)}”")
+
     def _on_refund(self, session_id: str, why: str) -> None:
         self.gateway.count("heartbeat_refunds")
         self.gateway.say(f"vigil gateway: heartbeat of {session_id[:8]} not started, slot refunded: {why}")
 
     async def _on_event(self, item: ConversationEvent) -> None:
+        if isinstance(item, (TextDelta, AssistantStep)) and self.gateway.patience.waiting:
+            self.gateway.patience.progressed(self)
         await self.gateway.on_live_event(self, item)
 
     def status(self) -> dict[str, Any]:
         return {"busy": self.conversation.busy, "queued": self.conversation.queued}
+
+
+def _first_line(text: str, limit: int = 80) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -23,6 +23,8 @@ PREFIX = "vigil_gateway"
 TURN_KINDS = ("user", "heartbeat", "cron")
 TURN_OUTCOMES = ("answered", "failed", "interrupted")
 TOKEN_KINDS = ("uncached", "cache_read", "cache_write")
+GIVE_UP_REASONS = ("permanent", "retry_window")
+SET_ASIDE_REASONS = ("deaths", "error")
 HEALTH_TIMEOUT = 5.0
 """Seconds ``/healthz`` waits for the store before it answers 503."""
 
@@ -36,7 +38,9 @@ class GatewayMetrics:
     ``heartbeat_refunds.inc()``, ``cron_runs.labels(outcome=).inc()``,
     ``outbox_retries|outbox_failures|outbox_sent.labels(adapter=).inc()``,
     ``inbound_messages.labels(adapter=, duplicate="true"|"false").inc()``,
-    ``live_conversations.set(n)``, and :meth:`add_usage` for prompt tokens.
+    ``live_conversations.set(n)``, ``inbox_given_up.labels(reason=permanent|retry_window).inc()``,
+    ``inbox_set_aside.labels(reason=deaths|error).inc()``, ``waiting_messages.set(n)``, and
+    :meth:`add_usage` for prompt tokens.
     """
 
     def __init__(self) -> None:
@@ -74,6 +78,24 @@ class GatewayMetrics:
         self.live_conversations = Gauge(
             f"{PREFIX}_live_conversations", "Conversations open in the gateway.", registry=r
         )
+        self.inbox_given_up = Counter(
+            f"{PREFIX}_inbox_given_up",
+            "Messages failed: a permanent error (permanent) or a retry window that ran out (retry_window).",
+            ["reason"], registry=r,
+        )
+        self.inbox_set_aside = Counter(
+            f"{PREFIX}_inbox_set_aside",
+            "Messages set aside as poison: the process died under them again and again (deaths), or "
+            "their turns failed with the same error again and again (error).",
+            ["reason"], registry=r,
+        )
+        self.waiting_messages = Gauge(
+            f"{PREFIX}_waiting_messages", "Messages waiting for the model (or the store) to be tried again.", registry=r
+        )
+        for reason in GIVE_UP_REASONS:
+            self.inbox_given_up.labels(reason=reason)
+        for reason in SET_ASIDE_REASONS:
+            self.inbox_set_aside.labels(reason=reason)
         for kind in TURN_KINDS:
             for outcome in TURN_OUTCOMES:
                 self.turns.labels(kind=kind, outcome=outcome)

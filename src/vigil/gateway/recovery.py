@@ -1,11 +1,22 @@
-"""Start-up: answer, once, every inbound message a crash left unanswered.
+"""Start-up and take-over: answer, once, every inbound message a crash left unanswered.
 
 An unfinished inbox entry is in one of three states, told apart by the conversation's history
 (the user message of a gateway turn carries ``meta["inbox"]``): never started (no such
 message: answer it now), answered but not marked (a final answer follows the message: finish
 the entry with that answer, no new turn), or cut off mid-turn (the message is there without a
-final answer: the turn continues after what was stored, without asking again). An entry started :data:`MAX_ATTEMPTS` times is given up on
-rather than crashing the gateway forever.
+final answer: the turn continues after what was stored, without asking again).
+
+A cut-off entry (found ``running``: the process died under its turn) is an interruption, not
+a failed attempt (``inbox_interrupted``): it is answered again as often as it takes, unless it
+was running at :data:`~vigil.store.gateway_tables.POISON_DEATHS` deaths in a row with nothing
+else finished in between; then it is set aside as poison, the person told, so that it cannot
+take the gateway down with it. An entry that was running at such a death (a "suspect") runs
+again only once the process has stayed up for a few seconds, and the second time alone among
+the suspects (:class:`SuspectGate`): at the next death the one running is the one the
+evidence points at, and the others are not blamed with it. A crash loop that kills the process
+sooner, as a failing host does, delays the suspects but is no evidence against them. Beyond
+what can be told apart: a process that keeps dying a few seconds after a message starts, never
+leaving it time to finish, sets that message aside as if it were the cause.
 """
 
 from __future__ import annotations
@@ -14,18 +25,30 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Sequence
 
+from vigil.clock import Clock
+from vigil.gateway.fanout import describe_route
 from vigil.store import MessageRecord, SessionNotFound, StoreError
 from vigil.gateway.live import LiveConversation
-from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, RUNNING, InboxEntry, NewOutbound, RouteKey
+from vigil.store.gateway_tables import (
+    ANSWERED,
+    PENDING,
+    POISON_DEATHS,
+    RUNNING,
+    SET_ASIDE,
+    InboxEntry,
+    NewOutbound,
+    RouteKey,
+)
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 3
 CATCH_UP_LIMIT = 500
 """Unfinished entries looked through when a conversation is taken over."""
+PENDING_WATCH = 2.0
+"""Seconds between looks for entries another process put back (see :class:`PendingWatch`)."""
 
 
 def answer_in_history(messages: Sequence[MessageRecord], inbox_id: int) -> tuple[bool, str | None]:
@@ -147,6 +170,8 @@ async def catch_up(
 async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
     if entry.id in gateway._handling:
         return 0
+    if entry.status == RUNNING:
+        entry = await _cut_off(gateway, entry)
     if await _settled_without_a_turn(gateway, entry):
         return 1
     async with gateway.route_lock(entry.route):
@@ -155,7 +180,9 @@ async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
         live = await gateway._live_for_route(entry.route)
         if not isinstance(live, LiveConversation):  # taken by another worker meanwhile
             return 0
-        gateway.dispatch(entry, live, resume=True)
+        if entry.id in gateway._handling:  # handed on by the take-over's catch-up
+            return 1
+        gateway.dispatch(entry, live, client_id=entry.external_id, resume=entry.attempts > 0)
     return 1
 
 
@@ -168,25 +195,119 @@ async def answer_in(gateway: "Gateway", entry: InboxEntry, live: LiveConversatio
             return 0
         gateway.dispatch(entry, live, client_id=entry.external_id)  # the page's bubble is accepted
         return 1
+    if entry.id in gateway._handling:
+        return 0
+    if entry.status == RUNNING:  # its worker died under it, or let the conversation go
+        entry = await _cut_off(gateway, entry)
     if await _settled_without_a_turn(gateway, entry):
         return 1
     if entry.id in gateway._handling:
         return 0
-    gateway.dispatch(entry, live, client_id=entry.external_id, resume=entry.status == RUNNING)
+    gateway.dispatch(entry, live, client_id=entry.external_id, resume=entry.attempts > 0)
     return 1
 
 
+async def _cut_off(gateway: "Gateway", entry: InboxEntry) -> InboxEntry:
+    """A ``running`` entry nobody here runs: the process that ran its turn died. Back to
+    ``pending``, with the death counted when nothing else finished meanwhile."""
+    return await asyncio.to_thread(gateway.store.gateway.inbox_interrupted, entry.id, died=True)
+
+
 async def _settled_without_a_turn(gateway: "Gateway", entry: InboxEntry) -> bool:
-    """Finish ``entry`` with the answer its history already holds, or give up on it after
-    :data:`MAX_ATTEMPTS`; ``False`` when it needs a turn."""
+    """Finish ``entry`` with the answer its history already holds, or set it aside as poison
+    after :data:`POISON_DEATHS`; ``False`` when it needs a turn."""
     answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
     if answer is not None:
         reply = NewOutbound(entry.route, answer, kind="reply", session_id=session_id, inbox_id=entry.id)
         await gateway.finish(entry, ANSWERED, reply)
         return True
-    if entry.attempts >= MAX_ATTEMPTS:
-        note = f"⚠ vigil gave up on this message after {entry.attempts} attempts that did not finish"
-        await gateway.finish(entry, FAILED, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
-                             error="gave up after repeated attempts")
+    if entry.deaths >= POISON_DEATHS:
+        why = f"the process died {entry.deaths} times in a row while answering it, with nothing else answered in between"
+        note = (f"⚠ vigil set this message aside without answering it: {why}, so the message itself may be "
+                f"what brings vigil down. Send /retry {entry.id} to try it again (or run `vigil gateway retry {entry.id}`).")
+        await gateway.finish(entry, SET_ASIDE, NewOutbound(entry.route, note, kind="notice", inbox_id=entry.id),
+                             error=why)
+        gateway.count("inbox_set_aside", reason="deaths")
+        gateway.say(f"vigil gateway: error: message {entry.id} from {describe_route(entry.route)} set aside as "
+                    f"poison: {why} (vigil gateway retry {entry.id} sends it again)")
         return True
     return False
+
+
+class SuspectGate:
+    """Holds back the turns of suspect entries (``deaths`` > 0: the process died under them
+    with nothing else finished). A suspect runs only once the process has stayed up for
+    ``hold`` seconds (a crash loop that kills it sooner, as a failing host does, is then no
+    evidence against the suspects, which did not run); one that was already running at
+    :data:`POISON_DEATHS` - 1 such deaths runs alone among those, in the order they reach the
+    gate, so that the next death points at one entry. Other entries never wait here."""
+
+    def __init__(self, clock: Clock, hold: float) -> None:
+        self.clock = clock
+        self.hold = hold
+        self.ready_at = clock.now() + hold
+        self._lock = asyncio.Lock()
+        self._holder: int | None = None
+
+    def started(self) -> None:
+        """The process (re)starts now: suspects wait ``hold`` seconds from here."""
+        self.ready_at = self.clock.now() + self.hold
+
+    async def enter(self, entry: InboxEntry) -> None:
+        """Wait until ``entry`` may run (at once when it is no suspect)."""
+        if entry.deaths <= 0:
+            return
+        await self.clock.sleep_until(self.ready_at)
+        if entry.deaths >= POISON_DEATHS - 1:
+            await self._lock.acquire()
+            self._holder = entry.id
+
+    def leave(self, entry_id: int) -> None:
+        """``entry_id``'s turn ended or waits for the model: the next suspect may run."""
+        if self._holder == entry_id:
+            self._holder = None
+            self._lock.release()
+
+
+async def requeue(gateway: "Gateway", entry_id: int) -> InboxEntry:
+    """Put a set-aside entry back to be answered (``vigil gateway retry``, ``/retry``) and
+    hand it to its conversation now; the entry as it is now (``KeyError`` for an unknown id)."""
+    entry = await asyncio.to_thread(gateway.store.gateway.inbox_requeue, entry_id)
+    if entry.status == PENDING and entry.id not in gateway._handling:
+        gateway.spawn(recover_entry(gateway, entry))
+    return entry
+
+
+class PendingWatch:
+    """On a store only this gateway uses: hands on, every :data:`PENDING_WATCH` seconds,
+    entries put back by another process (``vigil gateway retry``); with several workers
+    the hand-over's sweep does it."""
+
+    def __init__(self, gateway: "Gateway", every: float | None = None) -> None:
+        self.gateway = gateway
+        self.every = PENDING_WATCH if every is None else every
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None and not self.gateway.ownership.shared:
+            self._task = asyncio.create_task(self._run(), name="gateway-pending-watch")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        gateway = self.gateway
+        while True:
+            await asyncio.sleep(self.every)
+            try:
+                entries = await asyncio.to_thread(gateway.store.gateway.inbox_list, statuses=[PENDING], limit=100)
+                for entry in sorted(entries, key=lambda e: e.id):
+                    if entry.id not in gateway._handling and not gateway._closing:
+                        await recover_entry(gateway, entry)
+            except StoreError as exc:
+                log.warning("cannot look for messages put back in the inbox (trying again): %s", exc)
+            except Exception:  # one bad entry must not end the watch
+                log.exception("the look for messages put back in the inbox failed")

@@ -17,13 +17,17 @@ The record (a JSON object)::
 
     pid, host, started_at, updated_at, interval, url,
     adapters: [{name, ok, detail, state, since, last_error}],
-    live_conversations, armed_heartbeats, next_cron_run, version, state
+    live_conversations, armed_heartbeats, next_cron_run, version, state,
+    waiting: [{inbox_id, session_id, reason, detail, since, retry_at}], waiting_count
 
 ``url`` is the web chat's base URL without the login token (``None`` without a web server);
 ``next_cron_run`` is epoch seconds or ``None``; ``state`` is ``running``, ``stopping`` or
 ``stopped``. An adapter's ``state`` is ``connected``, ``retrying`` (since ``since``, epoch
 seconds), ``misconfigured`` or ``stopped`` (:mod:`vigil.gateway.supervisor`); ``last_error`` is
-the text of its last failure or ``None``.
+the text of its last failure or ``None``. ``waiting`` lists (some of) the messages whose turns
+wait to be tried again (``reason``: ``transient`` — the model or the store cannot be used now —,
+``no_model`` or ``internal``; ``retry_at``: epoch seconds of the next try); ``waiting_count``
+counts them all.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ STALE_AFTER_INTERVALS = 3
 """A record not rewritten for this many intervals is stale: its writer is gone or hung."""
 MIN_STALE_AFTER = 15.0
 States = Literal["running", "stopping", "stopped"]
-SNAPSHOT_FIELDS = ("url", "adapters", "live_conversations", "armed_heartbeats", "next_cron_run")
+SNAPSHOT_FIELDS = ("url", "adapters", "live_conversations", "armed_heartbeats", "next_cron_run", "waiting",
+                   "waiting_count")
 """What the gateway's ``snapshot()`` supplies; the keeper adds who, where, when and the state."""
 
 
@@ -106,6 +111,8 @@ class StatusKeeper:
             "live_conversations": int(live.get("live_conversations") or 0),
             "armed_heartbeats": int(live.get("armed_heartbeats") or 0),
             "next_cron_run": live.get("next_cron_run"),
+            "waiting": [dict(item) for item in live.get("waiting") or () if isinstance(item, dict)],
+            "waiting_count": int(live.get("waiting_count") or 0),
             "version": __version__,
             "state": self.state,
             **({} if self.worker is None else {
@@ -246,6 +253,23 @@ def adapter_line(entry: dict[str, Any], now: float) -> str:
     elif item["last_error"]:
         text += f" (last error: {item['last_error']})"
     return text
+
+
+def waiting_line(record: dict[str, Any], now: float) -> str | None:
+    """What ``vigil gateway status`` says about the messages that wait, e.g. "2 message(s)
+    waiting for the model (retrying, next try in 40 s): cannot reach …"; ``None``: none wait."""
+    count = record.get("waiting_count")
+    listed = [item for item in record.get("waiting") or () if isinstance(item, dict)]
+    if not isinstance(count, int) or count <= 0 or not listed:
+        return None
+    soonest = min(listed, key=lambda item: _number(item.get("retry_at")) or now)
+    retry_at = _number(soonest.get("retry_at"))
+    seconds = max(0.0, (retry_at or now) - now)
+    what = {"no_model": "for a model to be configured", "internal": "after an error"}.get(
+        str(soonest.get("reason")), "for the model")
+    detail = str(soonest.get("detail") or "")
+    when = f"next try in {seconds:.0f} s" if seconds >= 1 else "trying again now"
+    return f"{count} message(s) waiting {what} (retrying, {when})" + (f": {detail}" if detail else "")
 
 
 def _number(value: Any) -> float | None:
