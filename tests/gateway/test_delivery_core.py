@@ -99,6 +99,7 @@ async def test_a_busy_store_during_a_turn_delays_the_answer(
     await eventually(lambda: h.adapter.sent, what="the answer once the store is free")
     assert h.adapter.texts() == ["ok"] and users(h, CHAT) == ["hello"]
     assert [item["reason"] for item in waits(h)] == ["transient", "transient"]
+    assert all(item["text"].startswith("waiting for the session store (retrying") for item in waits(h))
 
 
 async def test_a_turn_failing_with_the_same_internal_error_is_set_aside_and_others_go_on(

@@ -11,7 +11,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
-from vigil.gateway.metrics import GatewayMetrics, http_routes, store_check
+from vigil.gateway.health import store_check
+from vigil.gateway.metrics import GatewayMetrics, http_routes
 from vigil.store import open_store
 from vigil.usage import Usage
 
@@ -93,7 +94,7 @@ def test_healthz_is_ok_while_the_store_answers_and_503_once_it_does_not(vigil_ho
         store.close()
         down = client.get("/healthz")
         assert down.status_code == 503
-        assert down.text == f"store unreachable: the session store {vigil_home / 'state.db'} is closed\n"
+        assert down.text == f"store unavailable: the session store {vigil_home / 'state.db'} is closed\n"
 
 
 def test_healthz_reports_a_check_that_says_no(store) -> None:

@@ -23,6 +23,7 @@ from tests.gateway.operations import (
     answers, configure, gateway, interrupted_then_restarted, log_text, output, users, vigil,
 )
 from tests.gateway.process import GatewayProcess, free_port, history, new_conversation, send, wait_for
+from tests.tools.mcp_helpers import TIME_SERVER
 from vigil.store import SQLiteStore
 from vigil.store.gateway_tables import NewOutbound, RouteKey
 from vigil.testing.fake_model import FakeModelServer
@@ -258,6 +259,34 @@ def test_sighup_reloads_and_a_broken_config_keeps_the_running_one(
         wait_for(lambda: answers(client, session_id)[-1:] == ["after broken reload"], what="an answer after it")
     lines = [line for line in log_text(gateway).splitlines() if "SIGHUP" in line]
     assert len(lines) == 2, lines
+    assert gateway.stop() == 0
+
+
+def test_sighup_gives_new_conversations_an_mcp_server_added_meanwhile_and_old_ones_keep_their_tools(
+    gateway: GatewayProcess, fake_model: FakeModelServer
+) -> None:
+    fake_model.set_default_reply("noted")
+    gateway.start()
+
+    def tools_of_last_request() -> set[str]:
+        return {tool["function"]["name"] for tool in fake_model.requests[-1].body.get("tools", [])}
+
+    with gateway.client() as client:
+        old = new_conversation(client)
+        send(client, old, "before")
+        wait_for(lambda: answers(client, old) == ["noted"], what="the first answer")
+        added = vigil(gateway, "mcp", "add", "time", "--unattended", "--", TIME_SERVER, "--local-timezone", "UTC")
+        assert added.returncode == 0, added.stdout + added.stderr
+
+        gateway.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP: MCP servers for new sessions: time" in log_text(gateway), what="the reload logged")
+        fresh = new_conversation(client)
+        send(client, fresh, "after")
+        wait_for(lambda: answers(client, fresh) == ["noted"], what="the new conversation's answer")
+        assert "mcp__time__get_current_time" in tools_of_last_request()
+        send(client, old, "again")
+        wait_for(lambda: answers(client, old) == ["noted", "noted"], what="the old conversation's answer")
+        assert not any(name.startswith("mcp__") for name in tools_of_last_request())  # its pin holds
     assert gateway.stop() == 0
 
 

@@ -8,15 +8,15 @@ are known in advance are created at zero, so a scrape shows them before the firs
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from vigil.gateway.health import StoreCheck
 from vigil.masking import mask_secrets
-from vigil.store.base import SessionStore
 from vigil.usage import Usage
 
 PREFIX = "vigil_gateway"
@@ -27,8 +27,6 @@ GIVE_UP_REASONS = ("permanent", "retry_window")
 SET_ASIDE_REASONS = ("deaths", "error")
 HEALTH_TIMEOUT = 5.0
 """Seconds ``/healthz`` waits for the store before it answers 503."""
-
-StoreCheck = Callable[[], Awaitable[bool]]
 
 
 class GatewayMetrics:
@@ -118,17 +116,6 @@ class GatewayMetrics:
         return generate_latest(self.registry)
 
 
-def store_check(store: SessionStore) -> StoreCheck:
-    """A ``store_ok`` for :func:`http_routes`: one cheap read of ``store`` in a worker thread
-    (``True``, or the store's error)."""
-
-    async def check() -> bool:
-        await asyncio.to_thread(store.schema_version)
-        return True
-
-    return check
-
-
 def http_routes(
     metrics: GatewayMetrics,
     store_ok: StoreCheck,
@@ -147,12 +134,12 @@ def http_routes(
         try:
             ok = await asyncio.wait_for(store_ok(), health_timeout)
         except asyncio.TimeoutError:
-            return PlainTextResponse(f"store unreachable: no answer within {health_timeout:g}s\n", status_code=503)
+            return PlainTextResponse(f"store unavailable: no answer within {health_timeout:g}s\n", status_code=503)
         except Exception as exc:  # any failure of the check is the reason to report
             reason = " ".join(mask_secrets(str(exc) or type(exc).__name__).split())
-            return PlainTextResponse(f"store unreachable: {reason}\n", status_code=503)
+            return PlainTextResponse(f"store unavailable: {reason}\n", status_code=503)
         if not ok:
-            return PlainTextResponse("store unreachable: the store check failed\n", status_code=503)
+            return PlainTextResponse("store unavailable: the store check failed\n", status_code=503)
         return PlainTextResponse("ok\n")
 
     async def metrics_page(request: Request) -> Response:

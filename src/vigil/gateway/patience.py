@@ -5,7 +5,7 @@ judged here (:func:`classify`) before its conversation moves on, so the messages
 it keep their order:
 
 - *transient* (the model endpoint down, slow, 5xx, 429, an answer that broke off; the store
-  busy): asked again after jittered exponential back-off (:class:`~vigil.models.retry.RetryPolicy`
+  busy, unreachable or unwritable — a lost PostgreSQL server, a full disk): asked again after jittered exponential back-off (:class:`~vigil.models.retry.RetryPolicy`
   capped at ``gateway.retry_max_delay``, the provider's ``Retry-After`` honoured), without a
   fixed number of tries, until ``gateway.retry_window`` runs out;
 - *no model configured*: the person is told how to set one up, once, and the turn looks again
@@ -99,15 +99,16 @@ class Waiting:
                 "detail": self.detail, "since": self.since, "retry_at": self.retry_at}
 
 
-def waiting_text(reason: str, seconds: float) -> str:
+def waiting_text(reason: str, seconds: float, *, store: bool = False) -> str:
     """What the conversation shows while it waits, e.g. "waiting for the model (retrying,
-    next try in 40 s)"."""
+    next try in 40 s)"; ``store``: the session store, not the model, failed."""
     shown = f"{seconds:.0f} s" if seconds >= 1 else "a moment"  # "in 0 s" reads like a bug
     if reason == NO_MODEL:
         return f"waiting for a model to be configured (next look in {shown})"
     if reason == INTERNAL:
         return f"an error stopped the answer (trying again in {shown})"
-    return f"waiting for the model (retrying, next try in {shown})"
+    what = "the session store" if store else "the model"
+    return f"waiting for {what} (retrying, next try in {shown})"
 
 
 class Patience:
@@ -194,7 +195,7 @@ class Patience:
         gateway.suspects.leave(inbox_id)  # waiting, it is no evidence against itself
         await self._store(gateway.store.gateway.inbox_interrupted, inbox_id, died=False)
         gateway.announce(live, event("waiting", live.session_id, inbox_id=inbox_id, reason=kind,
-                                     text=waiting_text(kind, delay), retry_in=delay, retry_at=now + delay))
+                                     text=waiting_text(kind, delay, store=isinstance(exc, StoreError)), retry_in=delay, retry_at=now + delay))
         sleeping = asyncio.ensure_future(gateway.clock.sleep(delay))
         closing = asyncio.ensure_future(self._closing.wait())
         try:

@@ -136,6 +136,7 @@ async def serve(
         scheduler.execute = counted_cron_runs(scheduler.execute, metrics)
         outcomes = CronOutcomes(store).attach(gateway, runner.router, scheduler)
         run = GatewayRun(scheduler, gateway)
+        run.extra["cron_runner"] = runner
         token = load_or_create_token(profile)
         run.extra["token"] = token
         if sock is not None:
@@ -273,6 +274,7 @@ async def _reload(run: GatewayRun, profile: Profile, activity: GatewayActivity) 
     except OSError as exc:
         activity.say(f"vigil gateway: error: SIGHUP: cannot read the login token, keeping the old one: {exc}")
     run.gateway.authorization.reload(settings)
+    _reload_mcp_servers(run, settings, activity)
     for adapter in run.gateway.adapters.values():
         try:
             await adapter.reload(settings)
@@ -280,6 +282,20 @@ async def _reload(run: GatewayRun, profile: Profile, activity: GatewayActivity) 
             activity.say(f"vigil gateway: error: adapter {adapter.name} could not reload: {exc}")
     run.reloads += 1
     activity.say("vigil gateway: SIGHUP: adapter configuration reloaded")
+
+
+def _reload_mcp_servers(run: GatewayRun, settings: Settings, activity: GatewayActivity) -> None:
+    """New sessions (conversations and cron runs) pin the re-read ``mcp.servers``; a running
+    session keeps the tools it pinned (the prompt cache), so nothing else needs to change."""
+    gateway = run.gateway
+    if settings.mcp == gateway.settings.mcp:
+        return
+    gateway.settings = gateway.settings.model_copy(update={"mcp": settings.mcp})
+    runner = run.extra.get("cron_runner")
+    if isinstance(runner, CronRunner):
+        runner.settings = runner.settings.model_copy(update={"mcp": settings.mcp})
+    names = ", ".join(settings.mcp.servers) or "none"
+    activity.say(f"vigil gateway: SIGHUP: MCP servers for new sessions: {names}")
 
 
 async def run_until_signalled(
