@@ -1,4 +1,4 @@
-"""The gateway core under a busy queue: conversation boundaries (/stop, /new) with messages
+"""The gateway core under a busy queue: conversation boundaries (/suspend, /new) with messages
 waiting behind them, and slash commands from a platform."""
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from vigil.testing.scripting import Reply
 CHAT = RouteKey("chat", "q1")
 
 
-async def test_a_message_queued_behind_stop_is_answered_in_a_new_conversation(make_gateway: GatewayFactory) -> None:
-    """/stop jumps the queue and ends the conversation; the message that was waiting behind
+async def test_a_message_queued_behind_suspend_is_answered_in_a_new_conversation(make_gateway: GatewayFactory) -> None:
+    """/suspend jumps the queue and ends the conversation; the message that was waiting behind
     it must still be answered (in the next conversation), not left for the next start."""
     h = await make_gateway()
-    h.fake.queue(Reply.text(["slow "] * 40, chunk_delay=0.1), "answer after stop")
+    h.fake.queue(Reply.text(["slow "] * 40, chunk_delay=0.1), "answer after suspend")
     first = await h.gateway.receive(Inbound(CHAT, "1", "a long task"))
     await eventually(lambda: h.fake.requests, what="the slow turn running")
     waiting = await h.gateway.receive(Inbound(CHAT, "2", "are you there?"))
-    await h.gateway.receive(Inbound(CHAT, "3", "/stop"))
-    await eventually(lambda: "answer after stop" in h.adapter.texts(), what="the queued message answered")
+    await h.gateway.receive(Inbound(CHAT, "3", "/suspend"))
+    await eventually(lambda: "answer after suspend" in h.adapter.texts(), what="the queued message answered")
     await eventually(lambda: h.store.gateway.inbox_get(waiting.inbox_id).status == ANSWERED, what="entry finished")
     new_session = h.store.gateway.route_get(CHAT)
     assert new_session is not None and new_session != first.session_id
@@ -31,14 +31,14 @@ async def test_a_message_queued_behind_stop_is_answered_in_a_new_conversation(ma
     assert h.store.get_session(first.session_id).is_ended
 
 
-async def test_after_stop_the_next_message_starts_one_new_conversation(make_gateway: GatewayFactory) -> None:
+async def test_after_suspend_the_next_message_starts_one_new_conversation(make_gateway: GatewayFactory) -> None:
     h = await make_gateway()
     h.fake.set_default_reply("ok")
     first = await h.gateway.receive(Inbound(CHAT, "1", "hello"))
-    await eventually(lambda: len(h.adapter.sent) == 1, what="the first reply")  # /stop would interrupt it
-    await h.gateway.receive(Inbound(CHAT, "2", "/stop"))
+    await eventually(lambda: len(h.adapter.sent) == 1, what="the first reply")  # /suspend would interrupt it
+    await h.gateway.receive(Inbound(CHAT, "2", "/suspend"))
     await eventually(lambda: len(h.adapter.sent) == 2, what="two replies")
-    await eventually(lambda: not h.gateway.all_live(), what="the stopped conversation closed")
+    await eventually(lambda: not h.gateway.all_live(), what="the suspended conversation closed")
     again = await h.gateway.receive(Inbound(CHAT, "3", "hello again"))
     await eventually(lambda: len(h.adapter.sent) == 3, what="the third reply")
     assert again.session_id is not None and again.session_id != first.session_id
@@ -91,7 +91,7 @@ async def test_quit_from_a_platform_does_not_pretend_to_leave(make_gateway: Gate
     await h.gateway.receive(Inbound(CHAT, "0", "/quit"))
     await eventually(lambda: h.adapter.sent, what="the reply")
     assert h.adapter.sent[0].text != "Bye."
-    assert "/stop" in h.adapter.sent[0].text
+    assert "/suspend" in h.adapter.sent[0].text
 
 
 async def test_the_queue_depth_gauge_goes_back_to_zero_once_the_queue_drains(make_gateway: GatewayFactory) -> None:

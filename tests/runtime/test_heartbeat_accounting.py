@@ -185,13 +185,13 @@ async def test_user_input_arriving_once_confirmed_still_goes_first(make_runtime:
     assert rt.heartbeat().fire_count == 1 and _stored_heartbeats(rt) == 1
 
 
-async def test_stop_arriving_during_confirmation_wins_at_once(make_runtime: RuntimeFactory) -> None:
+async def test_suspend_arriving_during_confirmation_wins_at_once(make_runtime: RuntimeFactory) -> None:
     rt = await _hooked(make_runtime)
     old = rt.session_id
     stopping: list[asyncio.Future] = []
 
     async def stop_now(reservation: Reservation) -> None:
-        stopping.append(rt.conversation.submit("/stop"))
+        stopping.append(rt.conversation.submit("/suspend"))
 
     rt.scheduler.before_confirm = stop_now
     await rt.clock.advance(10 * MIN)

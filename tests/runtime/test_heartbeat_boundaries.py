@@ -1,4 +1,4 @@
-"""Conversation boundaries: /new, /resume <other> and /stop clear the old conversation's
+"""Conversation boundaries: /new, /resume <other> and /suspend clear the old conversation's
 heartbeat for good; compression carries it into the continuation."""
 
 from __future__ import annotations
@@ -44,19 +44,36 @@ async def test_resume_other_clears_but_resume_same_keeps(rt: Runtime, make_runti
     assert rt.heartbeat_turns() == []
 
 
-async def test_stop_suspends_and_clears(rt: Runtime) -> None:
+async def test_suspend_suspends_and_clears(rt: Runtime) -> None:
     old = await _with_heartbeat(rt)
-    reply = await rt.command("/stop")
+    reply = await rt.command("/suspend")
     assert reply.startswith(f"Conversation {old} suspended. The previous conversation's heartbeat was cleared.")
     assert rt.controller.session_id is None and rt.heartbeat(old) is None
-    assert rt.store.get_session(old).end_reason == "stop"
+    assert rt.store.get_session(old).end_reason == "suspend"
     await rt.advance(30 * MIN)
     assert rt.heartbeat_turns() == []
     await rt.send("a new start")
     assert rt.session_id != old and rt.heartbeat() is None
 
 
-async def test_stop_interrupts_a_running_heartbeat_turn(rt: Runtime, fake_model: FakeModelServer) -> None:
+async def test_suspend_interrupts_a_running_heartbeat_turn(rt: Runtime, fake_model: FakeModelServer) -> None:
+    from vigil.testing.scripting import Reply
+
+    old = await _with_heartbeat(rt)
+    sent = len(fake_model.requests)
+    fake_model.queue(Reply.text("slow heartbeat", delay=5))
+    await rt.clock.advance(10 * MIN)
+    await fake_model.wait_for_requests_async(sent + 1)
+    outcome = await rt.conversation.send("/suspend")
+    await rt.settle()
+    assert outcome.reply.text.startswith(f"Conversation {old} suspended.")
+    assert [e.cancelled for e in rt.ended() if e.kind == "heartbeat"] == [True]
+    assert rt.heartbeat(old) is None
+
+
+async def test_stop_ends_the_running_turn_and_keeps_the_conversation_and_heartbeat(
+    rt: Runtime, fake_model: FakeModelServer
+) -> None:
     from vigil.testing.scripting import Reply
 
     old = await _with_heartbeat(rt)
@@ -66,9 +83,14 @@ async def test_stop_interrupts_a_running_heartbeat_turn(rt: Runtime, fake_model:
     await fake_model.wait_for_requests_async(sent + 1)
     outcome = await rt.conversation.send("/stop")
     await rt.settle()
-    assert outcome.reply.text.startswith(f"Conversation {old} suspended.")
+    assert outcome.reply.text == "Stopped the answer. The conversation and its heartbeat go on."
     assert [e.cancelled for e in rt.ended() if e.kind == "heartbeat"] == [True]
-    assert rt.heartbeat(old) is None
+    assert rt.session_id == old and not rt.store.get_session(old).is_ended
+    heartbeat = rt.heartbeat(old)
+    assert heartbeat is not None and heartbeat.active
+    nothing = await rt.conversation.send("/stop")
+    assert nothing.reply.text.startswith("Nothing is running: nothing to stop.")
+    assert rt.session_id == old and rt.heartbeat(old) is not None
 
 
 def _small_window() -> Settings:

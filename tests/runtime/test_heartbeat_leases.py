@@ -1,5 +1,5 @@
 """A conversation wired as `vigil chat` wires it, with a REPL lease book: opening a conversation
-takes its heartbeat lease (from a gateway too), leaving it by /new, /resume <other>, /stop or
+takes its heartbeat lease (from a gateway too), leaving it by /new, /resume <other>, /suspend or
 closing releases it, and the heartbeat fires here while the lease is held. A conversation
 without a heartbeat holds no lease (and writes nothing to keep one)."""
 
@@ -59,7 +59,7 @@ async def test_new_releases_the_old_conversations_lease(rt: Runtime) -> None:
     assert _holder(rt, rt.session_id) == REPL
 
 
-async def test_resume_other_moves_the_lease_and_stop_releases_it(rt: Runtime, make_runtime: RuntimeFactory) -> None:
+async def test_resume_other_moves_the_lease_and_suspend_releases_it(rt: Runtime, make_runtime: RuntimeFactory) -> None:
     other = await make_runtime()
     await other.send("another conversation")
     first = rt.session_id
@@ -68,7 +68,7 @@ async def test_resume_other_moves_the_lease_and_stop_releases_it(rt: Runtime, ma
     assert _holder(rt, first) is None
     await rt.command("/hb every 10m check the other CI")
     assert _holder(rt, other.session_id) == REPL
-    await rt.command("/stop")
+    await rt.command("/suspend")
     assert _holder(rt, other.session_id) is None
 
 

@@ -93,7 +93,7 @@ _race = _step(
     "race",
     st.tuples(
         st.sampled_from(range(17)),  # uniform: integers() would favour the ends
-        st.sampled_from(["busy 0", "busy 30", "/hb pause", "/hb clear", "/stop", "/new"]),
+        st.sampled_from(["busy 0", "busy 30", "/hb pause", "/hb clear", "/suspend", "/stop", "/new"]),
     ),
 )
 ops = st.one_of(
@@ -108,7 +108,7 @@ ops = st.one_of(
     _step("yield", st.sampled_from(range(41))),
     _race,
     _race,
-    _step("boundary", st.sampled_from(["/new", "/stop"]), may_interleave=False),
+    _step("boundary", st.sampled_from(["/new", "/suspend"]), may_interleave=False),
     # "on-silent": engaged by another process, noticed only when a fire is about to start
     _step("estop", st.sampled_from(["on", "on-silent", "off"]), may_interleave=False),
 )

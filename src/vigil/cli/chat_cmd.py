@@ -144,7 +144,7 @@ async def _ask_on_stderr(tool: str, description: str) -> bool:
 async def _interactive(app: AppContext, controller: ConversationController, stream: bool) -> int:
     """The REPL, with the conversation runtime and the heartbeat scheduler running behind it:
     this process owns the open conversation's heartbeat while it runs. Opening a conversation
-    takes its heartbeat lease over (from a gateway too); leaving it (/new, /resume, /stop,
+    takes its heartbeat lease over (from a gateway too); leaving it (/new, /resume, /suspend,
     the end of the REPL) releases it, and the gateway runs the heartbeat from then on."""
     from vigil.cli.repl import Repl
     from vigil.runtime.conversation import Conversation

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 QUIT_WORDS = frozenset({"quit", "exit", "q"})
 QUIT_REPLY = ("There is nothing to leave here: the conversation stays open for your next message. "
-              "/stop suspends it, /new starts another.")
+              "/suspend puts it aside, /new starts another, /stop ends a running answer.")
 
 
 def gateway_registry(live: "LiveConversation") -> CommandRegistry:

@@ -10,7 +10,7 @@ sender delivers it. A crash leaves unfinished entries: :mod:`vigil.gateway.recov
 them once at the next start.
 
 A route leads to its live conversation while that runs (:attr:`Gateway.by_route`), whatever
-the stored route says meanwhile, so messages sent right after ``/new`` or ``/stop`` follow the
+the stored route says meanwhile, so messages sent right after ``/new`` or ``/suspend`` follow the
 conversation's queue; conversation moves are in :mod:`vigil.gateway.moves`, the fan-out of
 live events in :mod:`vigil.gateway.fanout`, closing idle ones in :mod:`vigil.gateway.idle`,
 starting and stopping in :mod:`vigil.gateway.lifecycle`.
@@ -125,7 +125,7 @@ class Gateway:
         self.by_route: dict[RouteKey, LiveConversation] = {}
         """Live conversations by the route they answer now. A message goes to the route's live
         conversation while it runs, whatever the stored route says meanwhile: right after
-        ``/new`` or ``/stop`` the route is re-pointed only once the command has settled."""
+        ``/new`` or ``/suspend`` the route is re-pointed only once the command has settled."""
         self.idle = IdleCloser(self, idle_close)
         self.patience = Patience(self)
         """The turns that wait for the model (or the store) to try again."""
@@ -251,7 +251,7 @@ class Gateway:
         return self._tasks
 
     def all_live(self) -> list[LiveConversation]:
-        """Every live conversation once (one stopped by ``/stop`` is known by its route only)."""
+        """Every live conversation once (one suspended by ``/suspend`` is known by its route only)."""
         return list(dict.fromkeys([*self.live.values(), *self.by_route.values()]))
 
     # -- conversations ----------------------------------------------------------------------

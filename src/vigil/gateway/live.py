@@ -50,7 +50,7 @@ class GatewayController(ConversationController):
             try:
                 return await super().turn(text, **options)
             except Exception as exc:
-                # inside the turn's task: /stop and busy: interrupt cancel the wait too
+                # inside the turn's task: /stop, /suspend and busy: interrupt cancel the wait too
                 if self.try_again is None or not isinstance(inbox_id, int):
                     raise
                 if not await self.try_again(exc, attempt, inbox_id):

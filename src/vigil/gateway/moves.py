@@ -1,5 +1,5 @@
-"""A live conversation moving to another session: ``/new``, ``/resume``, ``/stop`` and
-compression. Its watchers and its route follow it; after ``/stop`` it stays only while
+"""A live conversation moving to another session: ``/new``, ``/resume``, ``/suspend`` and
+compression. Its watchers and its route follow it; after ``/suspend`` it stays only while
 input waits in it; after ``/resume`` of a session another live conversation runs, the two
 become one, so the session keeps a single queue.
 """
@@ -20,13 +20,13 @@ WEB = "web"
 
 
 async def moved(gateway: "Gateway", live: "LiveConversation", old: str | None, new: str | None, reason: str) -> None:
-    """The conversation of ``live`` went on from ``old`` to ``new`` (``None``: ``/stop``
+    """The conversation of ``live`` went on from ``old`` to ``new`` (``None``: ``/suspend``
     ended it): re-key it, carry its watchers and re-point its route."""
     if old is not None and gateway.live.get(old) is live:
         del gateway.live[old]
     if new is None:
         if old is not None:
-            gateway.bus.publish(old, event("session_moved", old, new_session_id=None, reason="stop"))
+            gateway.bus.publish(old, event("session_moved", old, new_session_id=None, reason="suspend"))
         await _close_if_unused(gateway, live)
         return
     other = gateway.live.get(new)
@@ -62,7 +62,7 @@ async def _merge(gateway: "Gateway", other: "LiveConversation", into: "LiveConve
 
 
 async def _close_if_unused(gateway: "Gateway", live: "LiveConversation") -> None:
-    """After ``/stop``: close the live conversation unless input waits in it (that input
+    """After ``/suspend``: close the live conversation unless input waits in it (that input
     starts the next conversation there, and so does a message that arrives meanwhile, as
     the route still leads to it). Under the locks of its routes, so that no message is handed to
     a conversation being closed."""

@@ -2,7 +2,7 @@
 
 The routing table (``store.gateway``) maps a route (adapter, chat, thread, user) to a session.
 A route follows compression continuations (and is re-pointed to the newest one); a route whose
-conversation was ended by ``/new`` elsewhere or ``/stop`` starts a new conversation on the next
+conversation was ended by ``/new`` elsewhere or ``/suspend`` starts a new conversation on the next
 message. The web chat is different in one way: a page always names the conversation it shows
 (its chat id is a session id), so an unknown web route opens that session, and an ended one is
 reopened, as ``/resume`` would.

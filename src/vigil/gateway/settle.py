@@ -164,7 +164,7 @@ async def _stopped_under(gateway: "Gateway", entry: InboxEntry) -> None:
 
 
 async def _after_input(gateway: "Gateway", live: "LiveConversation", before: str | None, outcome: Outcome) -> None:
-    """After a command: follow the conversation to another session (/new, /resume, /stop)
+    """After a command: follow the conversation to another session (/new, /resume, /suspend)
     and tell its pages what the command said and what its heartbeat is now."""
     after = live.session_id
     if after != before:

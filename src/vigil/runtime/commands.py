@@ -31,13 +31,23 @@ async def _new(control: ConversationControl, _args: str) -> CommandReply:
 
 
 async def _stop(control: ConversationControl, _args: str) -> CommandReply:
-    stop = getattr(control, "stop_conversation", None)
-    if stop is None or control.session_id is None:
-        return CommandReply("No conversation to stop.")
-    stopped = await stop()
+    """``/stop``: end the turn running now; the conversation, its queue and its heartbeat go on
+    (the conversation interrupted the turn when the command arrived, see ``URGENT_COMMANDS``)."""
+    if getattr(control, "stopped_turn", False):
+        return CommandReply("Stopped the answer. The conversation and its heartbeat go on.")
+    return CommandReply("Nothing is running: nothing to stop. (/suspend puts the whole conversation aside.)")
+
+
+async def _suspend(control: ConversationControl, _args: str) -> CommandReply:
+    """``/suspend``: end a running turn, clear the heartbeat and end the conversation; the next
+    message starts a new one and ``/resume ID`` picks this one up again."""
+    suspend = getattr(control, "suspend_conversation", None)
+    if suspend is None or control.session_id is None:
+        return CommandReply("No conversation to suspend.")
+    suspended = await suspend()
     return CommandReply(
-        f"Conversation {stopped} suspended.{_cleared_note(control)} "
-        f"/resume {stopped} picks it up again; the next message starts a new conversation."
+        f"Conversation {suspended} suspended.{_cleared_note(control)} "
+        f"/resume {suspended} picks it up again; the next message starts a new conversation."
     )
 
 
@@ -176,7 +186,10 @@ def build_registry() -> CommandRegistry:
     registry.register(SlashCommand("help", "list the commands", lambda c, a: CommandReply(registry.help_text()), aliases=("?",)))
     registry.register(SlashCommand("new", "start a new conversation (files are read afresh)", _new, aliases=("reset",)))
     registry.register(SlashCommand("resume", "switch to a stored conversation", _resume, usage="[ID]"))
-    registry.register(SlashCommand("stop", "suspend this conversation (interrupts a running turn)", _stop))
+    registry.register(SlashCommand("stop", "end the running answer (the conversation and its heartbeat go on)", _stop))
+    registry.register(
+        SlashCommand("suspend", "put this conversation aside: end it and clear its heartbeat (/resume ID returns)", _suspend)
+    )
     registry.register(
         SlashCommand(
             "heartbeat",

@@ -39,7 +39,10 @@ class ConversationController:
         self._registry = registry
         self._heartbeats: HeartbeatRepo | None = None
         self.cleared_heartbeat: Heartbeat | None = None
-        """The heartbeat the last conversation boundary (/new, /resume other, /stop) cleared."""
+        """The heartbeat the last conversation boundary (/new, /resume other, /suspend) cleared."""
+        self.stopped_turn = False
+        """Whether the urgent command now running (``/stop``, ``/suspend``) interrupted a turn
+        when it arrived (set by :class:`~vigil.runtime.conversation.Conversation`)."""
         self._session_id = session_id
         install_heartbeat_mover(agent, lambda: self.heartbeats)
 
@@ -100,15 +103,15 @@ class ConversationController:
         self._session_id = session_id
         return session_id
 
-    async def stop_conversation(self) -> str | None:
-        """Suspend the current conversation (``/stop``): clear its heartbeat and end it with
-        reason ``stop``; the next message starts a new conversation. Returns the id stopped."""
+    async def suspend_conversation(self) -> str | None:
+        """Suspend the current conversation (``/suspend``): clear its heartbeat and end it with
+        reason ``suspend``; the next message starts a new conversation. Returns the id suspended."""
         old = self._session_id
         self.cleared_heartbeat = None
         if old is None:
             return None
         await self._clear_heartbeat(old)
-        await asyncio.to_thread(self.store.end_session, old, "stop")
+        await asyncio.to_thread(self.store.end_session, old, "suspend")
         self.agent.forget(old)
         self._session_id = None
         return old

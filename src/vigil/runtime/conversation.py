@@ -47,9 +47,10 @@ log = logging.getLogger(__name__)
 DRAFT_QUIET = 120.0
 """Seconds without a keystroke after which a draft no longer holds a due heartbeat back."""
 
-URGENT_COMMANDS = frozenset({"stop"})
+URGENT_COMMANDS = frozenset({"stop", "suspend"})
 """Commands that interrupt the running turn and jump the queue: waiting behind the very turn
-they are meant to stop would defeat them."""
+they are meant to stop would defeat them. Whether one did interrupt a turn is
+``controller.stopped_turn`` while it runs."""
 
 
 @dataclass(eq=False)
@@ -59,6 +60,8 @@ class _Item:
     meta: dict[str, Any] | None = None
     on_start: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
     resume: bool = False
+    interrupted: bool = False
+    """An urgent command that interrupted the running turn when it arrived."""
 
 
 class Conversation:
@@ -179,7 +182,7 @@ class Conversation:
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         item = _Item(text, future, meta, on_start, resume)
         if self._is_urgent(text):
-            self.interrupt()
+            item.interrupted = self.interrupt()
             self._queue.appendleft(item)
         else:
             self._queue.append(item)
@@ -282,7 +285,11 @@ class Conversation:
                 except Exception:  # bookkeeping of the front end; the input is handled all the same
                     log.exception("the start hook of an input failed")
             if self.controller.is_command(item.text):
-                outcome = await self._command(item.text)
+                self.controller.stopped_turn = item.interrupted
+                try:
+                    outcome = await self._command(item.text)
+                finally:
+                    self.controller.stopped_turn = False
             else:
                 outcome = await self._turn(USER, item.text, meta=item.meta, resume=item.resume)
         finally:
@@ -417,7 +424,7 @@ class Conversation:
                 log.exception("on_refund failed")
 
     async def _track(self, *, refresh: bool) -> None:
-        """Own the heartbeat of the current session (after /new, /resume, /stop, compression)."""
+        """Own the heartbeat of the current session (after /new, /resume, /suspend, compression)."""
         scheduler = self.scheduler
         if scheduler is None:
             return
