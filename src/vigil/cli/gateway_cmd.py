@@ -347,7 +347,7 @@ def _how_to_start(profile: Profile) -> str:
 
 
 @gateway.command("retry")
-@click.argument("entry_id", metavar="ID", type=click.IntRange(min=1), required=False)
+@click.argument("entry_id", metavar="[ID]", type=click.IntRange(min=1), required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
 def retry_cmd(app: AppContext, entry_id: int | None, as_json: bool) -> None:

@@ -15,7 +15,8 @@ from vigil.cli.signals import run_stoppable
 from vigil.config_errors import ConfigError
 
 _NEW_ONLY = (
-    "New conversations get its tools; conversations already running keep the tools they started with."
+    "New conversations get its tools (a running gateway's after `kill -HUP` or a restart); "
+    "conversations already running keep the tools they started with."
 )
 
 
