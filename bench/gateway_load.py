@@ -1,37 +1,43 @@
-"""Load on the gateway through the web API and Telegram: many conversations at once, nothing lost, nothing doubled.
+"""Load on the gateway: its CPU per message, throughput and latency against a baseline; and,
+with ``--audit``, many conversations through the web API and Telegram with nothing lost or
+doubled across a SIGKILL.
 
-Starts the fake model server (answering at once) and the fake Telegram Bot API in this process,
-and ``vigil gateway run`` as a child process on a fresh profile with the durable SQLite store,
-Telegram enabled (long polling against the fake, the bench's users on ``telegram.allow``, the
-token in ``TELEGRAM_BOT_TOKEN``), then:
+**Default: the gateway's cost, measured honestly** (see ``gateway_load_parts/throughput.py``).
+The fake model server, ``vigil gateway run``, a bare Starlette echo endpoint of the same web API
+and the load drivers each run as a process of their own. At 1, 10 and 50 concurrent web
+conversations (``--concurrency``), each sending its messages one after another on its open event
+stream, it prints for the gateway and for the echo endpoint in the same run: messages/s, latency
+p50/p99 (POST sent -> ``turn_ended``), and CPU per message read from each server process's own
+``/proc/PID/stat``, with the ratio gateway / echo. Issue 26's target: gateway CPU <= 8 ms a message
+at 50 conversations.
+
+    .venv/bin/python bench/gateway_load.py [--concurrency 1,10,50] [--per-level 600] [--drivers 1]
+        [--profile FILE.pstats] [--py-spy FILE.txt]
+
+**``--audit``: exactly once.** Starts the fake model and the fake Telegram Bot API in this
+process and ``vigil gateway run`` as a child on a fresh profile with the durable SQLite store,
+Telegram enabled (long polling against the fake), then:
 
 1. **steady**: ``--conversations`` conversations (default 200; ``--telegram-share`` of them,
    default half, are Telegram private chats, the rest web conversations) each send
-   ``--messages`` messages (default 10, so 2,000 in all) one after another, all conversations
-   at once. Web: ``POST /api/conversations/{id}/messages`` with a bearer token, the answer
-   awaited on the conversation's event stream (SSE). Telegram: a user writes in the fake and
-   waits until the answer's ``sendMessage``/``editMessageText`` reaches the fake. Reported
-   for web, Telegram and both: messages/s, and the added latency per message (web: POST sent
-   -> ``turn_ended``; Telegram: update available to the bot -> the answer at the fake; both
-   minus the fake model's mean time per call), p50/p99/max.
+   ``--messages`` messages (default 10) one after another, all conversations at once;
 2. **kill**: the same load again on a new profile, and in the middle the gateway is killed
    with SIGKILL and started again. Web clients post without waiting for answers, and retry a
-   POST that failed with the same ``client_id`` (its idempotency key) until the new gateway
-   takes it; Telegram users keep writing once answered, and the fake keeps their updates until
-   the bot confirms them.
+   POST that failed with the same ``client_id`` until the new gateway takes it; Telegram users
+   keep writing once answered, and the fake keeps their updates until the bot confirms them.
 
 After each phase the store is read (every accepted message has exactly one final answer and at
-most one reply in the outbox), and for Telegram also what the users saw (the fake model answers
-each Telegram message with a text naming it, so each message must show exactly one answer in its
-chat): lost and duplicated counts, target 0 and 0. ``--keep DIR`` keeps the profiles (store,
-logs) for a look afterwards.
+most one reply in the outbox), and for Telegram also what the users saw: lost and duplicated
+counts, target 0 and 0. Its clients and fakes share this process, which spends more CPU per
+message than the gateway: its messages/s and latencies are the bench's own limits, not the
+gateway's (the default mode measures those). ``--keep DIR`` keeps the profiles.
 
-``--store postgresql://…``: instead, the web-chat load (no Telegram, no kill) on ``--workers``
-gateways sharing that PostgreSQL store, once per worker count (default ``1,3``), each on a fresh
-schema dropped afterwards; messages/s, latency p50/p99 and the exactly-once audit of each, side
-by side with the ratio to the first count (see ``gateway_load_parts/workers.py``).
+``--store postgresql://…``: the web-chat load (no Telegram, no kill) on ``--workers`` gateways
+sharing that PostgreSQL store, once per worker count (default ``1,3``), each on a fresh schema
+dropped afterwards; messages/s, latency p50/p99 and the exactly-once audit of each, side by side
+(see ``gateway_load_parts/workers.py``; its clients share this process too).
 
-    .venv/bin/python bench/gateway_load.py [--conversations 200] [--messages 10] [--telegram-share 0.5]
+    .venv/bin/python bench/gateway_load.py --audit [--conversations 200] [--messages 10] [--telegram-share 0.5]
     .venv/bin/python bench/gateway_load.py --store postgresql://USER@HOST/DB [--workers 1,3] [--json]
         [--conversations 200] [--messages 10]
 """
@@ -55,6 +61,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from gateway_load_parts import audit as store_audit  # noqa: E402
 from gateway_load_parts import telegram as tg  # noqa: E402
+from gateway_load_parts import throughput  # noqa: E402
 from gateway_load_parts import workers  # noqa: E402
 from gateway_load_parts.process import Gateway, TimedModel, free_port  # noqa: E402
 from gateway_load_parts.report import report  # noqa: E402
@@ -113,11 +120,23 @@ async def run_phase(gateway: Gateway, web: int, telegram: list[int], messages: i
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--conversations", type=int, default=200, help="conversations at once (default 200)")
-    parser.add_argument("--messages", type=int, default=10, help="messages each conversation sends (default 10)")
+    parser.add_argument("--concurrency", default="1,10,50",
+                        help="conversations at once, one run per number (default 1,10,50)")
+    parser.add_argument("--per-level", type=int, default=600,
+                        help="messages per concurrency level, shared by its conversations (default 600)")
+    parser.add_argument("--drivers", type=int, default=1, help="load driver processes (default 1)")
+    parser.add_argument("--py-spy", type=Path, metavar="FILE",
+                        help="sample the gateway with py-spy (on PATH) at the last level, collapsed stacks into FILE")
+    parser.add_argument("--audit", action="store_true",
+                        help="the exactly-once check instead: web and Telegram, steady then across a SIGKILL")
+    parser.add_argument("--conversations", type=int, default=200,
+                        help="--audit/--store: conversations at once (default 200)")
+    parser.add_argument("--messages", type=int, default=10,
+                        help="--audit/--store: messages each conversation sends (default 10)")
     parser.add_argument("--telegram-share", type=float,
                         help="fraction of the conversations on Telegram, 0 to 1 (default 0.5; none with --store)")
-    parser.add_argument("--profile", type=Path, help="write a cProfile of the steady phase's gateway here")
+    parser.add_argument("--profile", type=Path,
+                        help="write a cProfile of the gateway here (default mode, or --audit's steady phase)")
     parser.add_argument("--steady-only", action="store_true", help="skip the SIGKILL phase")
     parser.add_argument("--keep", type=Path, help="keep the gateways' profiles (store, logs) in this new directory")
     parser.add_argument("--store", metavar="URL",
@@ -127,6 +146,18 @@ def main() -> int:
     args = parser.parse_args()
     if args.conversations < 1 or args.messages < 1:
         parser.error("--conversations and --messages must be at least 1")
+    if not args.audit and args.store is None:
+        if args.telegram_share is not None or args.steady_only:
+            parser.error("--telegram-share and --steady-only go with --audit")
+        try:
+            levels = [int(n) for n in args.concurrency.split(",") if n.strip()]
+        except ValueError:
+            levels = []
+        if not levels or min(levels) < 1 or args.per_level < 1 or args.drivers < 1:
+            parser.error("--concurrency: positive numbers such as 1,10,50; --per-level and --drivers at least 1")
+        if args.keep is not None and args.keep.exists():
+            parser.error(f"--keep: {args.keep} exists; name a new directory")
+        return throughput.bench(levels, args.per_level, args.drivers, args.profile, args.keep, args.py_spy)
     if args.store is None:
         if args.workers is not None or args.json:
             parser.error("--workers and --json go with --store")
@@ -146,6 +177,8 @@ def main() -> int:
     print(f"workload: {args.conversations} concurrent conversations ({on_web} web, {on_telegram} Telegram) "
           f"x {args.messages} messages, fake model answering at once, durable SQLite store, "
           f"{1 if args.steady_only else 2} phase(s); load average {Path('/proc/loadavg').read_text().split(' ', 3)[:3]}")
+    print("(an exactly-once check: the clients and fakes share this process, so messages/s and latencies "
+          "below are the bench's limits, not the gateway's; the default mode measures those)")
     fake = FakeModelServer()
     model = TimedModel(fake)
     if args.keep is not None and args.keep.exists():

@@ -20,6 +20,53 @@ from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.telegram_api.server import FakeTelegramServer
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` (all its threads, and the children it waited for),
+    from the kernel's own accounting in ``/proc/PID/stat``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # After the command name: state is field 3; utime, stime, cutime, cstime are fields 14-17.
+    return sum(int(fields[n - 3]) for n in (14, 15, 16, 17)) / CLOCK_TICKS
+
+
+class ModelProcess:
+    """The fake model server (``python -m vigil.testing``) as a process of its own, answering
+    every request at once with ``reply``; ``base_url`` and ``api_key`` as FakeModelServer has them."""
+
+    def __init__(self, reply: str = "ok") -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "vigil.testing", "--port", "0", "--reply", reply],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        assert self.process.stdout is not None
+        self.base_url = self.api_key = ""
+        for line in self.process.stdout:
+            if line.startswith("OpenAI base URL:"):
+                self.base_url = line.split(":", 1)[1].strip()
+            elif line.startswith("API key:"):
+                self.api_key = line.split()[2]
+            if line.startswith("Serving"):
+                break
+        if not self.base_url:
+            raise SystemExit(f"the fake model did not start: {self.process.stdout.read()[-2000:]}")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -45,7 +92,7 @@ class TimedModel:
 class Gateway:
     home: Path
     port: int
-    fake: FakeModelServer
+    fake: FakeModelServer | ModelProcess
     telegram: FakeTelegramServer | None
     allow: list[int]
     process: subprocess.Popen[bytes] | None = None
