@@ -14,8 +14,12 @@ processes hits every variant alike:
 * the openai SDK alone, importing it and making one streamed completion against the same
   server: the floor for any one-shot chat that uses the SDK;
 * with ``--baseline-rev REV`` (default: e9ba041, the commit before lazy start-up), the same
-  vigil workloads from that revision's code, checked out with ``git worktree`` into a
-  temporary directory and run with the same interpreter and packages.
+  vigil workloads from that revision's code, exported with ``git archive`` into a temporary
+  directory and run with the same interpreter and packages.
+
+Nothing is written to the checkout: the baseline is an export (``git archive`` only reads the
+repository), and every process's bytecode caches go to the temporary directory
+(``PYTHONPYCACHEPREFIX``), this script's own included.
 
 CPU is user + system time of the child, from ``os.wait4``. Each figure is the median of
 ``--runs`` runs (default 9, minimum 7) after one warm-up run per variant, which also writes
@@ -92,18 +96,15 @@ class Variant:
         return statistics.median(self.walls), statistics.median(self.cpus)
 
 
-def checkout(rev: str, into: Path) -> Path:
-    """The ``src`` directory of ``rev``, checked out (detached) under ``into``."""
+def export(rev: str, into: Path) -> Path:
+    """The ``src`` directory of ``rev``, exported with ``git archive`` under ``into`` (read
+    from the repository; the checkout is not touched)."""
     target = into / f"vigil-{rev}"
-    subprocess.run(
-        ["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(target), rev],
-        check=True,
-    )
+    target.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", rev, "src"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target / "src"
-
-
-def remove_checkout(src: Path) -> None:
-    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(src.parent)], check=False)
 
 
 def vigil_command() -> list[str]:
@@ -112,11 +113,12 @@ def vigil_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "vigil.cli.main"]
 
 
-def child_env(home: Path, model_env: dict[str, str], src: Path | None) -> dict[str, str]:
+def child_env(home: Path, model_env: dict[str, str], src: Path | None, pycache: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIGIL_", "OPENAI_", "ANTHROPIC_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # let the warm-up write bytecode caches
     env.pop("PYTHONPATH", None)
-    env.update(model_env, VIGIL_HOME=str(home), COLUMNS="80")
+    # The caches go to the bench's temporary directory, not next to the sources in the checkout.
+    env.update(model_env, VIGIL_HOME=str(home), COLUMNS="80", PYTHONPYCACHEPREFIX=str(pycache))
     if src is not None:
         env["PYTHONPATH"] = str(src)  # ahead of the editable install's path entry
     return env
@@ -137,6 +139,9 @@ def main() -> None:
     if args.runs < 7:
         parser.error("--runs must be at least 7")
 
+    work = Path(tempfile.mkdtemp(prefix="vigil-startup-bench-"))
+    pycache = work / "pycache"
+    sys.pycache_prefix = str(pycache)  # this process's imports too
     sys.path.insert(0, str(REPO / "src"))
     from vigil.testing.fake_model import FakeModelServer
 
@@ -146,16 +151,15 @@ def main() -> None:
         "OPENAI_API_KEY": server.api_key,
         "VIGIL_MODEL": server.models[0],
     }
-    work = Path(tempfile.mkdtemp(prefix="vigil-startup-bench-"))
     baseline_src: Path | None = None
     try:
         if args.baseline_rev:
-            baseline_src = checkout(args.baseline_rev, work)
+            baseline_src = export(args.baseline_rev, work)
         trees: list[tuple[str, Path | None]] = [("now", None)]
         if baseline_src is not None:
             trees.append((args.baseline_rev, baseline_src))
 
-        plain_env = child_env(work / "plain-home", model_env, None)
+        plain_env = child_env(work / "plain-home", model_env, None, pycache)
         variants: dict[str, list[Variant]] = {
             "baselines": [
                 Variant("python -c pass", [sys.executable, "-c", "pass"], plain_env),
@@ -164,7 +168,7 @@ def main() -> None:
             ]
         }
         for tree, src in trees:
-            env = child_env(work / f"home-{tree}", model_env, src)
+            env = child_env(work / f"home-{tree}", model_env, src, pycache)
             seed(work / f"home-{tree}", env)
             for name, argv in WORKLOADS.items():
                 variants.setdefault(name, []).append(Variant(f"vigil {name} ({tree})", [*vigil_command(), *argv], env))
@@ -180,8 +184,6 @@ def main() -> None:
         report(variants, args.runs)
     finally:
         server.stop()
-        if baseline_src is not None:
-            remove_checkout(baseline_src)
         shutil.rmtree(work, ignore_errors=True)
 
 
