@@ -1,4 +1,4 @@
-"""``vigil sessions``: list, show, search, export, rename and delete stored conversations."""
+"""``vigil sessions``: list, show, search, export, rename, archive and delete stored conversations."""
 
 from __future__ import annotations
 
@@ -56,26 +56,40 @@ def sessions() -> None:
     help="How many to show (0 = all).",
 )
 @click.option("--source", help="Only sessions from this source (cli, cron, slack, ...).")
+@click.option("--archived", is_flag=True, help="List only the archived conversations.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
-def list_cmd(app: AppContext, limit: int, source: str | None, as_json: bool) -> None:
+def list_cmd(app: AppContext, limit: int, source: str | None, archived: bool, as_json: bool) -> None:
     """List conversations, most recent first.
 
     A compressed conversation appears once, under its newest continuation session id.
+    Archived conversations (`vigil sessions archive`, or Archive in the web chat) are left
+    out; --archived lists only them.
     """
-    heads = app.store.list_conversations(limit=None if source else limit or None)
+    from vigil.store import archive
+
+    heads = app.store.list_conversations()
+    put_away = archive.archived_roots(app.store)
+    heads = archive.split(heads, put_away)[1 if archived else 0]
     if source:
-        heads = [h for h in heads if h.head.source == source][: limit or None]
+        heads = [h for h in heads if h.head.source == source]
+    heads = heads[: limit or None]
     if as_json:
         echo_json(
             [
-                {**session_to_dict(h.head), "conversation_root": h.root_id, "segments": h.segments}
+                {**session_to_dict(h.head), "conversation_root": h.root_id, "segments": h.segments,
+                 "archived": h.root_id in put_away}
                 for h in heads
             ]
         )
         return
     if not heads:
-        console.print("No sessions yet. Start one with `vigil chat`.")
+        if archived:
+            console.print("No archived conversations.")
+        elif put_away:
+            console.print(f"No sessions listed; {len(put_away)} archived (`vigil sessions list --archived`).")
+        else:
+            console.print("No sessions yet. Start one with `vigil chat`.")
         return
     table = Table("id", "last active", "source", "msgs", "title", box=None)
     for h in heads:
@@ -239,6 +253,30 @@ def rename_cmd(app: AppContext, session: str, title: str) -> None:
     click.echo(f"Renamed {record.id} to '{record.title}'")
 
 
+@sessions.command("archive")
+@click.argument("session", type=SESSION_REF)
+@click.option("--undo", is_flag=True, help="Bring an archived conversation back into the list.")
+@pass_app
+def archive_cmd(app: AppContext, session: str, undo: bool) -> None:
+    """Archive a conversation: it leaves the list (here and in the web chat), nothing is deleted.
+
+    It stays searchable and can be resumed; `vigil sessions list --archived` lists it.
+    """
+    import time
+
+    from vigil.store import archive
+
+    store = app.store
+    record = store.get_session(store.newest_continuation(store.resolve_session(session)))
+    changed = archive.set_archived(store, record.id, not undo, now=time.time())
+    title = visible(record.title or "untitled")
+    if undo:
+        said = f"Brought back {record.id} ('{title}')." if changed else f"{record.id} ('{title}') was not archived."
+    else:
+        said = f"Archived {record.id} ('{title}')." if changed else f"{record.id} ('{title}') was archived already."
+    click.echo(said)
+
+
 @sessions.command("delete")
 @click.argument("session", type=SESSION_REF)
 @click.option(
@@ -275,6 +313,7 @@ def delete_cmd(app: AppContext, session: str, conversation: bool, yes: bool) -> 
         question = f"Delete session {record.id} ({record.message_count} messages, {title})?"
         action = f"delete session {record.id}"
     confirm_or_refuse(question, yes=yes, action=action)
+    _forget_conversation(app, [s.id for s in chain])
     gone = store.delete_sessions([s.id for s in chain])
     if gone.sessions == 1:
         console.print(f"Deleted session {record.id} ({gone.messages} messages).", markup=False)
@@ -282,6 +321,18 @@ def delete_cmd(app: AppContext, session: str, conversation: bool, yes: bool) -> 
         console.print(
             f"Deleted the conversation: {gone.sessions} sessions, {gone.messages} messages.", markup=False
         )
+
+
+def _forget_conversation(app: AppContext, session_ids: list[str]) -> None:
+    """Before sessions are deleted: their heartbeats are cleared and their conversation's
+    archive entry removed (as the web chat's Delete does)."""
+    from vigil.schedule.heartbeat.repo import HeartbeatRepo
+    from vigil.store import archive
+
+    repo = HeartbeatRepo(app.store)
+    for session_id in session_ids:
+        repo.clear(session_id)
+    archive.forget(app.store, [archive.root_of(app.store, session_ids[0])])
 
 
 def _chain_text(chain: list[SessionRecord], most: int = 6) -> str:

@@ -42,7 +42,7 @@ from vigil.gateway.claims import Claims
 from vigil.gateway.ownership import Ownership
 from vigil.gateway.workers import is_shared
 from vigil.gateway.routing import Router
-from vigil.gateway import fanout, lifecycle, settle, views
+from vigil.gateway import fanout, lifecycle, manage, settle, views
 from vigil.gateway.fanout import describe_route
 from vigil.gateway.idle import IDLE_CLOSE, IdleCloser
 from vigil.models.base import ModelClient
@@ -70,7 +70,7 @@ SUSPECT_HOLD = 5.0
 WAITING_SHOWN = 20
 """Waiting messages the status record lists (all are counted)."""
 
-class Gateway:
+class Gateway(manage.ConversationManagement):
     """Implements :class:`~vigil.gateway.adapters.base.GatewayPort` for the running process."""
 
     def __init__(
@@ -205,8 +205,8 @@ class Gateway:
     def subscribe(self, session_id: str) -> Watch:
         return self.bus.subscribe(session_id)
 
-    async def conversations(self, query: str | None = None, *, limit: int = 100) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(views.conversations, self, query, limit)
+    async def conversations(self, query: str | None = None, *, limit: int = 100, archived: bool = False) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(views.conversations, self, query, limit, archived)
 
     async def conversation(self, session_id: str) -> dict[str, Any]:
         return await asyncio.to_thread(views.conversation, self, session_id)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.gateway.wire import conversation_summary, heartbeat_view, message_view
 from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError
+from vigil.store import archive
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway
@@ -29,10 +30,13 @@ def owner_text(gateway: "Gateway", session_id: str) -> str | None:
     return "gateway" if gateway.heartbeats.owns(session_id) else None
 
 
-def conversations(gateway: "Gateway", query: str | None, limit: int) -> list[dict[str, Any]]:
+def conversations(gateway: "Gateway", query: str | None, limit: int, archived: bool = False) -> list[dict[str, Any]]:
+    """The conversation list: those not archived, or (``archived``) only the archived ones."""
     store = gateway.store
     query = (query or "").strip()
-    heads = store.list_conversations(limit=None if query else limit)
+    put_away = archive.archived_roots(store)
+    heads = store.list_conversations(limit=None if query or archived else limit + len(put_away))
+    heads = archive.split(heads, put_away)[1 if archived else 0]
     if query:
         folded = query.casefold()
         matched = {hit.session_id for hit in store.search(query, limit=SEARCH_HITS)}
@@ -41,15 +45,31 @@ def conversations(gateway: "Gateway", query: str | None, limit: int) -> list[dic
             members = {s.id for s in store.conversation_sessions(head.head.id)} if matched else set()
             if folded in (head.head.title or "").casefold() or members & matched:
                 keep.append(head)
-        heads = keep[:limit]
+        heads = keep
+    heads = heads[:limit]
     heartbeats = _heartbeats(gateway)
     out = []
     for head in heads:
         session = head.head
         live = gateway.live.get(session.id)
         view = heartbeat_view(heartbeats.get(session.id), owner_text(gateway, session.id))
-        out.append(conversation_summary(session, view, busy=bool(live and live.conversation.busy)))
+        summary = conversation_summary(session, view, busy=bool(live and live.conversation.busy))
+        out.append({**summary, "archived": head.root_id in put_away})
     return out
+
+
+def summary(gateway: "Gateway", session_id: str) -> dict[str, Any]:
+    """One conversation's list entry (``session_id``: its newest session)."""
+    store = gateway.store
+    session = store.get_session(session_id)
+    try:
+        heartbeat = gateway.heartbeat_repo.get(session_id)
+    except HeartbeatError:
+        heartbeat = None
+    live = gateway.live.get(session_id)
+    view = conversation_summary(session, heartbeat_view(heartbeat, owner_text(gateway, session_id)),
+                                busy=bool(live and live.conversation.busy))
+    return {**view, "archived": archive.is_archived(store, session_id)}
 
 
 def conversation(gateway: "Gateway", ref: str) -> dict[str, Any]:
@@ -71,4 +91,5 @@ def conversation(gateway: "Gateway", ref: str) -> dict[str, Any]:
         "heartbeat": heartbeat_view(heartbeat, owner_text(gateway, session_id)),
         "busy": bool(live and live.conversation.busy),
         "queued": live.conversation.queued if live else 0,
+        "archived": archive.is_archived(store, session_id),
     }

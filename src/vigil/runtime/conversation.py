@@ -224,6 +224,19 @@ class Conversation:
             dropped += 1
         return dropped
 
+    def withdraw_queued(self) -> int:
+        """Withdraw every input still waiting as its sender would (:meth:`cancel`): each future
+        resolves to a cancelled outcome, so a front end can settle what it handed in. The
+        running input goes on (:meth:`interrupt` ends it)."""
+        withdrawn = 0
+        while self._queue:
+            item = self._queue.popleft()
+            if not item.future.done():
+                kind = "command" if self.controller.is_command(item.text) else "turn"
+                item.future.set_result(Outcome(kind, cancelled=True))
+            withdrawn += 1
+        return withdrawn
+
     def drafting(self) -> None:
         """The person typed into a non-empty draft: hold heartbeats back for another
         :data:`DRAFT_QUIET` seconds."""

@@ -39,6 +39,11 @@ class GatewayClosed(Exception):
     """The gateway is shutting down and takes no new input (answer HTTP 503)."""
 
 
+class ConversationBusy(Exception):
+    """A conversation to delete did not finish its stopped turn in time; nothing was deleted
+    (answer HTTP 409)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Inbound:
     """A message from a platform, before it is stored."""
@@ -120,10 +125,34 @@ class GatewayPort(Protocol):
         which the ``session_moved`` event announces), whoever started the turn."""
         ...
 
-    async def conversations(self, query: str | None = None, *, limit: int = 100) -> list[dict[str, Any]]:
+    async def conversations(
+        self, query: str | None = None, *, limit: int = 100, archived: bool = False
+    ) -> list[dict[str, Any]]:
         """Every conversation of the profile (CLI ones included), newest activity first, as
-        wire dicts (:func:`vigil.gateway.wire.conversation_summary`); ``query`` searches
-        titles and message text."""
+        wire dicts (:func:`vigil.gateway.wire.conversation_summary` with ``archived``);
+        ``query`` searches titles and message text. Archived conversations are left out, or
+        (``archived``) are the only ones listed."""
+        ...
+
+    def interrupt(self, session_id: str) -> bool:
+        """End the turn the conversation now in ``session_id`` runs (a Stop button): the
+        conversation, its queue and its heartbeat go on. Whether a turn was running here."""
+        ...
+
+    async def rename_conversation(self, session_id: str, title: str) -> dict[str, Any]:
+        """Give a conversation a new title; ``ValueError`` (nothing written) for an empty, too
+        long or invisible-character title. Returns its summary. Raises ``SessionNotFound``."""
+        ...
+
+    async def archive_conversation(self, session_id: str, archived: bool = True) -> dict[str, Any]:
+        """Archive a conversation (left out of the list, nothing else changes) or bring it
+        back; returns its summary. Raises ``SessionNotFound``."""
+        ...
+
+    async def delete_conversation(self, session_id: str) -> dict[str, Any]:
+        """Delete a conversation, every session of it, for good: its running turn is stopped
+        and its heartbeat cleared first. Returns ``{id, title, sessions, messages}``. Raises
+        ``SessionNotFound``, or ``ConversationBusy`` when its turn does not finish in time."""
         ...
 
     async def conversation(self, session_id: str) -> dict[str, Any]:

@@ -28,26 +28,26 @@ MAX_QUERY = 500
 MAX_LIMIT = 500
 
 
-class _BadRequest(Exception):
+class BadRequest(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
+async def json_body(request: Request) -> dict[str, Any]:
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_JSON_BYTES:
-            raise _BadRequest(413, "the request body is too large")
+            raise BadRequest(413, "the request body is too large")
     try:
         value = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _BadRequest(400, "the body is not valid JSON") from None
+        raise BadRequest(400, "the body is not valid JSON") from None
     if not isinstance(value, dict):
-        raise _BadRequest(400, "the body must be a JSON object")
+        raise BadRequest(400, "the body must be a JSON object")
     if not _only_text(value):
-        raise _BadRequest(400, "the body holds text that is not valid Unicode (a lone surrogate such as \\ud800)")
+        raise BadRequest(400, "the body holds text that is not valid Unicode (a lone surrogate such as \\ud800)")
     return value
 
 
@@ -74,9 +74,7 @@ class ConversationRoutes:
 
     def __init__(self, state: WebState) -> None:
         self.state = state
-        self._routes: dict[str, RouteKey] = {}
-        """Conversation id as a page uses it → the web route its messages go through (routes
-        opened by this process; after a restart the first message opens it again)."""
+        self._routes = state.routes
 
     @property
     def gateway(self) -> GatewayPort:
@@ -107,7 +105,11 @@ class ConversationRoutes:
             limit = max(1, min(MAX_LIMIT, int(request.query_params.get("limit", "100"))))
         except ValueError:
             return error(400, "limit must be a whole number")
-        return JSONResponse({"conversations": await self.gateway.conversations(query, limit=limit)})
+        archived = request.query_params.get("archived", "0")
+        if archived not in ("0", "1"):
+            return error(400, "archived must be 0 or 1")
+        found = await self.gateway.conversations(query, limit=limit, archived=archived == "1")
+        return JSONResponse({"conversations": found})
 
     async def create(self, request: Request) -> Response:
         if not self.gateway.accepting:
@@ -121,7 +123,7 @@ class ConversationRoutes:
         return JSONResponse(await self.gateway.conversation(request.path_params["id"]))
 
     async def post_message(self, request: Request) -> Response:
-        body = await _json_body(request)
+        body = await json_body(request)
         text, client_id = body.get("text"), body.get("client_id")
         if not isinstance(text, str) or not text.strip():
             return error(400, "'text' must be a non-empty string")
@@ -148,7 +150,7 @@ class ConversationRoutes:
         )
 
     async def approve(self, request: Request) -> Response:
-        body = await _json_body(request)
+        body = await json_body(request)
         approve = body.get("approve")
         if not isinstance(approve, bool):
             return error(400, "'approve' must be true or false")
@@ -172,7 +174,7 @@ def _answering_errors(endpoint: Endpoint) -> Endpoint:
     async def answered(request: Request) -> Response:
         try:
             return await endpoint(request)
-        except _BadRequest as exc:
+        except BadRequest as exc:
             return error(exc.status, str(exc))
         except UploadError as exc:
             return error(exc.status, str(exc))

@@ -1,8 +1,14 @@
-"""The web chat's routes beyond the core API: stopping the running turn and searching message
-text with snippets. Behind :func:`guarded` like the rest.
+"""The web chat's routes beyond the core API: stopping the running turn, renaming, archiving
+and deleting a conversation, and searching message text with snippets. Behind :func:`guarded`
+like the rest; errors are JSON (``{"error": ...}``) and a refused request changes nothing.
 
 * ``POST /api/conversations/{id}/stop`` ends the turn running now (the conversation, its queue
-  and its heartbeat stay; ``/stop`` instead suspends the conversation): ``{"stopped": bool}``.
+  and its heartbeat stay, as with ``/stop``; ``/suspend`` puts the conversation aside):
+  ``{"stopped": bool}``.
+* ``PATCH /api/conversations/{id}`` with ``{"title": TEXT}`` and/or ``{"archived": BOOL}``:
+  the conversation's summary as the list shows it (400 for anything else in the body).
+* ``DELETE /api/conversations/{id}`` deletes it for good, every session and message of it:
+  ``{"id", "title", "sessions", "messages"}`` (409 when its stopped turn is still finishing).
 * ``GET /api/search?q=`` the messages matching ``q``, best first, at most one per conversation:
   ``{"results": [{id, snippet, role, created_at}]}``, the snippet's matches between « and ».
 """
@@ -10,40 +16,21 @@ text with snippets. Behind :func:`guarded` like the rest.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Mapping, Protocol
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from vigil.gateway.adapters.base import GatewayClosed, GatewayPort
+from vigil.gateway.adapters.base import ConversationBusy, GatewayClosed, GatewayPort
+from vigil.gateway.adapters.web.api import BadRequest, json_body
 from vigil.gateway.adapters.web.state import Endpoint, WebState, error, guarded
 from vigil.store import AmbiguousSession, SessionNotFound, SessionStore
 
 MAX_QUERY = 500
+CHANGEABLE = frozenset({"title", "archived"})
 SEARCH_HITS = 200
 """Message matches looked at; the list shows the best one of each conversation."""
-
-
-class _Runs(Protocol):
-    """A running conversation as the gateway keeps it (``LiveConversation``)."""
-
-    @property
-    def conversation(self) -> Any: ...
-
-
-def _live_conversations(gateway: GatewayPort) -> Mapping[str, _Runs]:
-    """The gateway's live conversations by session id. The port has no way to interrupt a
-    turn yet, so this reads the core's map; with several workers only this worker's are here
-    (a page served by another worker gets ``stopped: false``)."""
-    live = getattr(gateway, "live", None)
-    return live if isinstance(live, Mapping) else {}
-
-
-def stop_turn(gateway: GatewayPort, session_id: str) -> bool:
-    """Interrupt the turn ``session_id`` runs now; whether one was running here."""
-    live = _live_conversations(gateway).get(session_id)
-    return bool(live is not None and live.conversation.interrupt())
 
 
 def best_hits(store: SessionStore, query: str) -> list[dict[str, Any]]:
@@ -75,7 +62,36 @@ class ConversationExtras:
 
     async def stop(self, request: Request) -> Response:
         view = await self.gateway.conversation(request.path_params["id"])
-        return JSONResponse({"stopped": stop_turn(self.gateway, str(view["id"]))})
+        return JSONResponse({"stopped": self.gateway.interrupt(str(view["id"]))})
+
+    async def change(self, request: Request) -> Response:
+        body = await json_body(request)
+        unknown = sorted(set(body) - CHANGEABLE)
+        if unknown:
+            return error(400, f"unknown field {unknown[0]!r}: a conversation's 'title' and 'archived' can be changed")
+        if not body:
+            return error(400, "nothing to change: give 'title' (text) and/or 'archived' (true or false)")
+        title, archived = body.get("title"), body.get("archived")
+        if "title" in body and not isinstance(title, str):
+            return error(400, "'title' must be text")
+        if "archived" in body and not isinstance(archived, bool):
+            return error(400, "'archived' must be true or false")
+        ref = request.path_params["id"]
+        summary = await self.gateway.conversation(ref)  # 404 before anything is written
+        ref = str(summary["id"])
+        if isinstance(title, str):
+            try:  # first: a title it refuses leaves everything as it was
+                summary = await self.gateway.rename_conversation(ref, title)
+            except ValueError as exc:
+                return error(400, str(exc))
+        if isinstance(archived, bool):
+            summary = await self.gateway.archive_conversation(ref, archived)
+        return JSONResponse(summary)
+
+    async def delete(self, request: Request) -> Response:
+        gone = await self.gateway.delete_conversation(request.path_params["id"])
+        self.state.forget_routes({str(gone["id"])})
+        return JSONResponse(gone)
 
     async def search(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip()[:MAX_QUERY]
@@ -88,6 +104,10 @@ def _answering_errors(endpoint: Endpoint) -> Endpoint:
     async def answered(request: Request) -> Response:
         try:
             return await endpoint(request)
+        except BadRequest as exc:
+            return error(exc.status, str(exc))
+        except ConversationBusy as exc:
+            return error(409, str(exc))
         except SessionNotFound as exc:
             return error(404, str(exc))
         except AmbiguousSession as exc:
@@ -106,5 +126,7 @@ def conversation_routes(state: WebState) -> list[Route]:
 
     return [
         route("/api/conversations/{id}/stop", extras.stop, "POST"),
+        route("/api/conversations/{id}", extras.change, "PATCH"),
+        route("/api/conversations/{id}", extras.delete, "DELETE"),
         route("/api/search", extras.search, "GET"),
     ]

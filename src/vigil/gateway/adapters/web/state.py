@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from vigil.gateway.adapters.base import GatewayClosed, GatewayPort
 from vigil.gateway.adapters.web.auth import COOKIE_NAME, STATE_CHANGING, LoginThrottle, SessionSigner, same_origin
 from vigil.gateway.adapters.web.events import OpenPages
+from vigil.store.gateway_tables import RouteKey
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -25,6 +26,16 @@ class WebState:
     signer: SessionSigner | None = None
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     pages: OpenPages = field(default_factory=OpenPages)
+    routes: dict[str, RouteKey] = field(default_factory=dict)
+    """Conversation id as a page uses it → the web route its messages go through (routes
+    opened by this process; after a restart the first message opens it again)."""
+
+    def forget_routes(self, session_ids: set[str]) -> None:
+        """Drop the routes of deleted conversations: a message to one must be a 404, not
+        the start of a new conversation."""
+        for ref, route in list(self.routes.items()):
+            if ref in session_ids or route.chat in session_ids:
+                del self.routes[ref]
 
     def authenticated_by(self, request: Request) -> str | None:
         """``cookie``, ``bearer`` or ``None`` (not authenticated)."""
