@@ -58,10 +58,23 @@ class WebSettings(Section):
         return value
 
 
+class ApiSettings(Section):
+    """The OpenAI-compatible API on the gateway's HTTP server."""
+
+    enabled: bool = setting(
+        True,
+        description=(
+            "serve the OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/responses) on the "
+            "web chat's port, with the gateway token as the API key"
+        ),
+    )
+
+
 class GatewaySettings(Section):
     """The long-running process (``vigil gateway run``)."""
 
     web: WebSettings = setting(default_factory=WebSettings)
+    api: ApiSettings = setting(default_factory=ApiSettings)
     busy: Literal["queue", "interrupt"] = setting(
         "queue", description="a message arriving during a turn waits (queue) or stops the turn (interrupt)"
     )

@@ -43,7 +43,7 @@ def gateway() -> None:
 )
 @pass_app
 def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
-    """Run in the foreground: the web chat, heartbeats and cron jobs.
+    """Run in the foreground: the web chat, the OpenAI-compatible API, heartbeats and cron jobs.
 
     It runs until Ctrl-C or SIGTERM: it stops taking messages, lets running turns finish
     within gateway.stop_timeout (30 s), then exits 0. SIGHUP re-reads config.yaml for the
@@ -56,7 +56,9 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
 
     Prints one line per turn, heartbeat fire, delivery, cron run and error; the same lines go
     to logs/gateway.log in the profile (rotated at 5 MB, three old files kept). /healthz and
-    /metrics (Prometheus; send the token as a bearer token) are served on the same port.
+    /metrics (Prometheus; send the token as a bearer token) are served on the same port, and
+    the OpenAI-compatible API at /v1 (chat completions, responses, models; the token is the
+    API key) unless gateway.api.enabled is false.
 
     Works even before a model is configured: a message gets the set-up hint and waits until
     one is (config.yaml is read again when it changes); scheduled jobs fail with the hint.

@@ -141,8 +141,8 @@ def cli(ctx: click.Context) -> None:
       vigil chat -q "question"    one-shot answer
       vigil sessions list         past conversations
       vigil cron add ...          scheduled jobs, each in a fresh session
-      vigil gateway run           the always-on process: web chat, Slack, Telegram,
-                                  heartbeats and cron
+      vigil gateway run           the always-on process: web chat, OpenAI-compatible
+                                  API, Slack, Telegram, heartbeats and cron
       vigil config show           the active settings
     In a chat, /heartbeat every 15m PROMPT sets a recurring instruction.
     """

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EXEMPT = frozenset({"web"})
-"""Adapters whose users are authenticated by the adapter itself (the web chat's token)."""
+EXEMPT = frozenset({"web", "api"})
+"""Adapters whose users are authenticated by the adapter itself (the gateway token: the web
+chat's login, the OpenAI-compatible API's key)."""
 
 DENIED_INBOX_ID = 0
 """The ``Receipt.inbox_id`` of a denied message: it was not stored in the inbox."""

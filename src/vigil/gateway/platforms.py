@@ -1,7 +1,8 @@
 """Which adapters a profile's configuration turns on.
 
-The web chat is on unless ``gateway.web.enabled`` is false; Slack and Telegram join here when
-their sections are configured.
+The web chat is on unless ``gateway.web.enabled`` is false, the OpenAI-compatible API (``api``)
+unless ``gateway.api.enabled`` is false; Slack and Telegram join here when their sections are
+configured.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ def configured_adapters(settings: Settings, profile: Profile) -> "dict[str, Adap
 
         web = WebAdapter()
         adapters[web.name] = web
+    if settings.gateway.api.enabled:
+        from vigil.gateway.adapters.openai_api import ApiAdapter
+
+        api = ApiAdapter()
+        adapters[api.name] = api
     if settings.slack.enabled:
         from vigil.gateway.adapters.slack import SlackAdapter
 

@@ -162,7 +162,9 @@ async def serve(
             else f", next at {format_instant(upcoming, zone)} ({relative(upcoming - clock.now())})"
         )
         serving = f"the web chat at {run.url}/ and " if run.url is not None and "web" in adapters else ""
-        platforms = [f"{name} ({adapter.phase})" for name, adapter in adapters.items() if name != "web"]
+        if run.url is not None and "api" in adapters:
+            serving += f"the OpenAI-compatible API at {run.url}/v1 and "
+        platforms = [f"{name} ({adapter.phase})" for name, adapter in adapters.items() if name not in ("web", "api")]
         activity.say(
             f"vigil gateway: profile '{profile.name}' — serving {serving}the cron scheduler "
             f"({armed} job(s) armed{when}); "

@@ -4,7 +4,7 @@ Live events carry ``type`` and ``session_id``:
 
 ``turn_began`` {kind: user|heartbeat, text, header} · ``delta`` {text} · ``tool_started``
 {name, arguments} · ``tool_finished`` {name, content, is_error} · ``turn_ended`` {kind, content,
-error, cancelled} · ``command_reply`` {text, is_error} · ``approval_request`` {id, tool,
+error, cancelled, usage} · ``command_reply`` {text, is_error} · ``approval_request`` {id, tool,
 description, expires_at} · ``approval_resolved`` {id, approved} · ``heartbeat`` {heartbeat} ·
 ``session_moved`` {new_session_id, reason} · ``message_accepted`` {inbox_id, text, client_id} ·
 ``status`` {busy, queued}.
@@ -39,7 +39,9 @@ def live_event(session_id: str | None, item: ConversationEvent) -> dict[str, Any
     if isinstance(item, TurnEnded):
         error = None if item.error is None else str(item.error) or type(item.error).__name__
         content = item.result.answer if item.result is not None else None
-        return event("turn_ended", session_id, kind=item.kind, content=content, error=error, cancelled=item.cancelled)
+        usage = item.result.usage.as_dict() if item.result is not None else None
+        return event("turn_ended", session_id, kind=item.kind, content=content, error=error, cancelled=item.cancelled,
+                     usage=usage)
     if isinstance(item, ToolStarted):
         return event("tool_started", session_id, name=item.name, arguments=item.arguments)
     if isinstance(item, ToolFinished):

@@ -1,0 +1,292 @@
+"""One request's message through the gateway: stored in the durable inbox before the model is
+called, then answered like any other message; the answer streams back from the conversation's
+live events and ends with the reply the outbox hands to the adapter.
+
+The reply the outbox sends (kind ``reply``, ``command`` or ``notice``, carrying the message's
+inbox id) is the answer's final text; it is delivered whether or not the client is still
+connected, and then the exchange is remembered for matching (:mod:`.matching`). So a client
+that disconnects mid-stream loses nothing: the answer is in the conversation, and the chat's
+next request still finds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from vigil.gateway.adapters.base import GatewayClosed, GatewayPort, Inbound
+from vigil.gateway.adapters.openai_api import matching
+from vigil.gateway.adapters.openai_api.context import is_command, system_hash, turn_text
+from vigil.gateway.adapters.openai_api.errors import ApiError
+from vigil.gateway.adapters.openai_api.parsing import ClientTurn
+from vigil.store import AmbiguousSession, SessionNotFound, StoreError
+from vigil.store.gateway_tables import FINISHED_STATUSES, OutboxEntry, RouteKey
+
+log = logging.getLogger(__name__)
+
+KEEPALIVE_SECONDS = 15.0
+REMEMBERED = 10_000
+"""Exchanges waiting for their reply that the adapter keeps (a turn stopped from the web chat
+has none; the oldest are forgotten first)."""
+_ANSWER = "answer"
+_EVENT = "event"
+_END = "end"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """How a request was answered."""
+
+    text: str
+    session_id: str | None
+    usage: dict[str, int] = field(default_factory=dict)
+    kind: str = "reply"
+    """``reply``, ``command``, ``notice`` (the gateway says why it could not answer) or
+    ``stopped`` (the turn was stopped in the web chat)."""
+    truncated: bool = False
+
+
+class Exchange:
+    """A stored message waiting for its answer (see the module docstring)."""
+
+    def __init__(self, gateway: GatewayPort, turn: ClientTurn, inbox_id: int, session_id: str | None,
+                 stored_text: str, response_id: str | None) -> None:
+        self.gateway = gateway
+        self.turn = turn
+        self.inbox_id = inbox_id
+        self.session_id = session_id
+        self.stored_text = stored_text
+        self.response_id = response_id
+        self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.usage: dict[str, int] = {}
+        self._pump: asyncio.Task[None] | None = None
+        self._watch: Any = None
+
+    # -- what the gateway tells it -----------------------------------------------------------
+    def watch(self) -> None:
+        """Follow the conversation's live events (call at once after ``receive``: its turn
+        cannot have begun before this coroutine awaits again)."""
+        if self.session_id is None:
+            return
+        self._watch = self.gateway.subscribe(self.session_id)
+        self._pump = asyncio.ensure_future(self._follow(self._watch))
+
+    async def _follow(self, watch: Any) -> None:
+        async for item in watch:
+            self.queue.put_nowait((_EVENT, item))
+
+    def replied(self, entry: OutboxEntry) -> None:
+        self.queue.put_nowait((_ANSWER, entry))
+
+    def end(self, why: str) -> None:
+        self.queue.put_nowait((_END, why))
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+        if self._pump is not None:
+            self._pump.cancel()
+
+    # -- what the client hears ---------------------------------------------------------------
+    async def pieces(self, keepalive: float = KEEPALIVE_SECONDS) -> AsyncIterator[str | Answer | None]:
+        """The answer's text as it streams (``str``), ``None`` while nothing happens for
+        ``keepalive`` seconds, and finally the :class:`Answer`. ``GatewayClosed`` when the
+        gateway stops first (the message is answered after its restart)."""
+        ours = False  # our turn is running: its deltas are the answer
+        began = False
+        after_tool = False
+        streamed = ""
+        command = is_command(self.turn)
+        while True:
+            try:
+                what, item = await asyncio.wait_for(self.queue.get(), keepalive)
+            except asyncio.TimeoutError:
+                yield None
+                continue
+            if what == _END:
+                raise GatewayClosed(item)
+            if what == _ANSWER:
+                yield self._answer(item.text, item.session_id, item.kind)
+                return
+            kind = item.get("type")
+            if kind == "session_moved" and item.get("new_session_id"):
+                self.session_id = item["new_session_id"]
+            elif kind == "turn_began" and item.get("kind") == "user" and not began and item.get("text") == self.stored_text:
+                ours = began = True
+            elif kind == "delta" and ours and item.get("text"):
+                text = item["text"]
+                if after_tool and streamed and not streamed.endswith("\n\n"):
+                    text = ("\n" if streamed.endswith("\n") else "\n\n") + text
+                after_tool = False
+                streamed += text
+                yield text
+            elif kind == "tool_started" and ours:
+                after_tool = True
+            elif kind == "turn_ended" and ours:
+                ours = False
+                self.usage = item.get("usage") or {}
+                if item.get("cancelled"):  # stopped from the web chat: no reply will come
+                    yield self._answer(streamed, self.session_id, "stopped")
+                    return
+            elif kind == "command_reply" and command and not item.get("text"):
+                yield self._answer("", self.session_id, "command")  # a command that says nothing
+                return
+
+    def _answer(self, text: str, session_id: str | None, kind: str) -> Answer:
+        return Answer(text, session_id or self.session_id, dict(self.usage), kind)
+
+    async def remember(self, answers: list[str], session_id: str | None) -> None:
+        """Let the chat's next request find this conversation: the exchange with each form of
+        its answer, and the response id, point at ``session_id``."""
+        session_id = session_id or self.session_id
+        if session_id is None:
+            return
+        routes = matching.answered_routes(self.turn.prior, self.turn.text, answers)
+        if self.response_id is not None:
+            routes.append(matching.response_route(self.response_id))
+        tables = self.gateway.store.gateway
+        now = time.time()
+        try:
+            for route in routes:
+                await asyncio.to_thread(tables.route_set, route, session_id, now=now)
+        except (StoreError, SessionNotFound) as exc:  # the next request then starts a new conversation
+            log.warning("cannot remember the API exchange of inbox entry %d: %s", self.inbox_id, exc)
+
+
+class Exchanges:
+    """The exchanges of this process waiting for their replies, by inbox id, and the client
+    system text each conversation was last shown."""
+
+    def __init__(self) -> None:
+        self.waiting: OrderedDict[int, Exchange] = OrderedDict()
+        self.systems: dict[str, str | None] = {}
+
+    def add(self, exchange: Exchange) -> None:
+        self.waiting[exchange.inbox_id] = exchange
+        while len(self.waiting) > REMEMBERED:
+            self.waiting.popitem(last=False)
+
+    async def replied(self, entry: OutboxEntry) -> None:
+        """The outbox hands over a reply: the exchange it answers (if this process has it)
+        hears it, and is remembered for matching."""
+        if entry.inbox_id is None or entry.kind not in ("reply", "command", "notice"):
+            return
+        exchange = self.waiting.pop(entry.inbox_id, None)
+        if exchange is None:
+            return
+        await exchange.remember([entry.text], entry.session_id)  # first: the client may come back at once
+        exchange.replied(entry)
+
+    def end_all(self, why: str) -> None:
+        for exchange in self.waiting.values():
+            exchange.end(why)
+        self.waiting.clear()
+
+
+async def submit(
+    gateway: GatewayPort, exchanges: Exchanges, turn: ClientTurn, *, idempotency_key: str | None,
+    response_id: str | None = None,
+) -> Exchange:
+    """Store the request's message (durably, before the model is called) in the conversation
+    it belongs to, and return the exchange that waits for its answer."""
+    route, session_id, known = await _route(gateway, turn)
+    shown = system_hash(turn)
+    show_system = shown is not None and (session_id is None or exchanges.systems.get(session_id) != shown)
+    text = turn_text(turn, show_system=show_system, show_history=not known)
+    if not gateway.accepting:
+        raise GatewayClosed("the gateway is stopping")
+    external_id = f"key:{idempotency_key}" if idempotency_key else f"req:{uuid.uuid4().hex}"
+    receipt = await gateway.receive(Inbound(route, external_id=external_id, text=text, meta={"api": turn.model[:80]}))
+    exchange = Exchange(gateway, turn, receipt.inbox_id, receipt.session_id, text, response_id)
+    exchange.watch()  # before any other await: see Exchange.watch
+    exchanges.add(exchange)
+    if receipt.duplicate and await _duplicate(gateway, exchange):
+        exchanges.waiting.pop(exchange.inbox_id, None)
+    if receipt.session_id is not None and shown is not None:
+        exchanges.systems[receipt.session_id] = shown
+    return exchange
+
+
+async def _route(gateway: GatewayPort, turn: ClientTurn) -> tuple[RouteKey, str | None, bool]:
+    """The route the message goes through, the session it leads to now (``None``: a new
+    conversation) and whether that conversation saw the chat's earlier messages."""
+    tables = gateway.store.gateway
+    if turn.previous_response_id is not None:
+        session_id = await asyncio.to_thread(tables.route_get, matching.response_route(turn.previous_response_id))
+        if session_id is None:
+            raise ApiError(404, f"Previous response with id '{turn.previous_response_id}' not found.",
+                           code="previous_response_not_found", param="previous_response_id")
+        return await _session_route(gateway, session_id, turn)
+    if turn.conversation is not None:
+        route = matching.key_route(turn.conversation)
+        session_id = await asyncio.to_thread(tables.route_get, route)
+        if session_id is None and await asyncio.to_thread(_is_session, gateway, turn.conversation):
+            session_id = await gateway.open_conversation(route, turn.conversation)
+        return route, session_id, session_id is not None
+    if turn.prior:
+        session_id = await asyncio.to_thread(tables.route_get, matching.history_route(turn.prior))
+        if session_id is not None:
+            return await _session_route(gateway, session_id, turn)
+    return matching.new_route(), None, False
+
+
+async def _session_route(gateway: GatewayPort, session_id: str, turn: ClientTurn) -> tuple[RouteKey, str | None, bool]:
+    """The conversation's own route, pointed at it now: a lookup key (an exchange's hash, a
+    response id) may be re-pointed to another conversation later, and the gateway keeps a
+    route bound to the conversation it last led to while that runs."""
+    route = matching.session_route(session_id)
+    try:
+        return route, await gateway.open_conversation(route, session_id), True
+    except SessionNotFound:  # deleted meanwhile: the chat starts again
+        return matching.new_route(), None, False
+
+
+def _is_session(gateway: GatewayPort, key: str) -> bool:
+    """Whether ``key`` is the whole id of a stored session (a prefix is a key of its own)."""
+    try:
+        return gateway.store.resolve_session(key) == key
+    except (SessionNotFound, AmbiguousSession):
+        return False
+
+
+async def _duplicate(gateway: GatewayPort, exchange: Exchange) -> bool:
+    """A request sent again with the same ``Idempotency-Key``: its message is stored once;
+    one answered already is answered again from the outbox (then ``True``)."""
+    entry = await asyncio.to_thread(gateway.store.gateway.inbox_get, exchange.inbox_id)
+    if entry is None:
+        return False
+    exchange.stored_text = entry.text
+    if entry.status not in FINISHED_STATUSES:
+        return False
+    sent = await asyncio.to_thread(gateway.store.gateway.outbox_list, limit=1_000)
+    reply = next((e for e in sent if e.inbox_id == entry.id and e.kind in ("reply", "command", "notice")), None)
+    if reply is None:
+        raise ApiError(409, "this Idempotency-Key was answered before and its answer is no longer kept; "
+                       "send the request with a new key", code="idempotency_key_reused")
+    exchange.replied(reply)
+    return True
+
+
+def new_id(prefix: str) -> str:
+    """An id of OpenAI's form: ``chatcmpl-…``, ``resp_…``, ``msg_…``."""
+    return prefix + secrets.token_hex(12)
+
+
+def rest_of(streamed: str, final: str) -> str:
+    """What a stream that sent ``streamed`` still owes of the ``final`` answer: nothing when it
+    streamed it (tool-using turns stream their earlier steps' text before it), the rest when
+    it streamed its beginning, else the whole answer after a blank line (a notice, a command's
+    reply, a turn that was tried again)."""
+    if not streamed.strip():
+        return final
+    if " ".join(streamed.split()).endswith(" ".join(final.split())):
+        return ""
+    if final.startswith(streamed):
+        return final[len(streamed):]
+    return "\n\n" + final
