@@ -243,6 +243,18 @@ class PromptSettings(Section):
     context_files: bool = setting(True, description="include AGENTS.md and friends")
 
 
+class HeartbeatSettings(Section):
+    """Limits for every heartbeat of the profile."""
+
+    daily_token_budget: int | None = setting(
+        None,
+        ge=1,
+        le=10**12,
+        description="tokens a heartbeat's turns may use in 24 hours before it is paused "
+        "(empty = no limit)",
+    )
+
+
 class StoreSettings(Section):
     """Where sessions are kept."""
 
@@ -270,6 +282,7 @@ class Settings(Section):
     tools: ToolSettings = setting(default_factory=ToolSettings)
     prompt: PromptSettings = setting(default_factory=PromptSettings)
     store: StoreSettings = setting(default_factory=StoreSettings)
+    heartbeat: HeartbeatSettings = setting(default_factory=HeartbeatSettings)
     gateway: GatewaySettings = setting(default_factory=GatewaySettings)
     slack: SlackSettings = setting(default_factory=SlackSettings)
     telegram: TelegramSettings = setting(default_factory=TelegramSettings)

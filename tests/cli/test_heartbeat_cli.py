@@ -118,7 +118,7 @@ def test_set_errors_match_the_slash_command(session_id: str, args: list[str]) ->
     assert bad.exit_code == 1, bad.output
     lines = " ".join(bad.output.split()).replace("Error: ", "")
     assert lines.startswith(slash_rule[:1].upper() + slash_rule[1:] + ".")
-    assert f"Usage: vigil heartbeat set --session {session_id} <interval> <prompt>" in lines
+    assert f"Usage: vigil heartbeat set --session {session_id} [--quiet HH:MM-HH:MM]" in lines
     assert run_cli("heartbeat", "list", "--json").output == before
 
 

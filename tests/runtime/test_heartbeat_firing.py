@@ -11,7 +11,7 @@ from tests.runtime.conftest import Runtime, RuntimeFactory
 from vigil.agent.events import TextDelta
 from vigil.config import Settings
 from vigil.runtime.conversation_events import TurnEnded
-from vigil.schedule.heartbeat.text import NO_BUSYWORK, heartbeat_message
+from vigil.schedule.heartbeat.text import ASK_FOR_SILENCE, heartbeat_message
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
 
@@ -32,7 +32,7 @@ async def test_fires_as_an_ordinary_user_message_with_a_full_cache_hit(
 
     [began] = rt.heartbeat_turns()
     assert began.header == "[Heartbeat — recurring instruction, fires every 15m]"
-    assert began.text.startswith(began.header + "\nCheck whether the CI run") and NO_BUSYWORK in began.text
+    assert began.text.startswith(began.header + "\nCheck whether the CI run") and began.text.endswith(ASK_FOR_SILENCE)
     deltas = "".join(e.text for e in rt.events if isinstance(e, TextDelta))
     assert deltas.endswith("CI is still running. Nothing to report yet.")
     stored = rt.store.get_messages(rt.session_id)

@@ -15,7 +15,7 @@ from vigil.agent.events import TextDelta, TurnEvent
 from vigil.agent.turn import Agent
 from vigil.cli.arguments import SESSION_REF
 from vigil.cli.context import AppContext, pass_app
-from vigil.cli.render import err_console
+from vigil.cli.render import console, err_console
 from vigil.cli.signals import STOP_SIGNALS, Stopped, run_stoppable
 from vigil.models.base import ModelError
 from vigil.models.factory import build_client
@@ -153,7 +153,11 @@ async def _interactive(app: AppContext, controller: ConversationController, stre
 
     clock = controller.agent.clock
     leases = LeaseBook(app.store, clock, kind=REPL)
-    scheduler = HeartbeatScheduler(app.store, clock=clock, leases=leases)
+    scheduler = HeartbeatScheduler(
+        app.store, clock=clock, leases=leases, daily_token_budget=app.settings.heartbeat.daily_token_budget
+    )
+    # A heartbeat vigil ended or paused by itself: its note is stored; show it here too.
+    scheduler.on_note = lambda noted: console.print(f"\n[magenta]{escape(noted.text)}[/magenta]")
     conversation = Conversation(controller, scheduler=scheduler)
     await scheduler.start()
     await conversation.start()

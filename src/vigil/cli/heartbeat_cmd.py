@@ -31,6 +31,7 @@ from vigil.runtime.heartbeat_commands import (
 from vigil.runtime.slash import CommandReply
 from vigil.schedule import estop
 from vigil.schedule.heartbeat.lease import Lease, live_leases
+from vigil.schedule.heartbeat.options import OptionWords
 from vigil.schedule.heartbeat.record import Heartbeat
 from vigil.schedule.heartbeat.repo import HeartbeatRepo, Listed
 from vigil.schedule.heartbeat.text import format_time
@@ -49,7 +50,8 @@ _session_option = click.option(
 
 def _wording(session_id: str) -> Wording:
     return Wording(
-        f"vigil heartbeat set --session {session_id} <interval> <prompt>",
+        f"vigil heartbeat set --session {session_id} [--quiet HH:MM-HH:MM] [--for DURATION | --until DATE] "
+        "[--loud] <interval> <prompt>",
         f"vigil heartbeat resume --session {session_id}",
         f"vigil heartbeat clear --session {session_id}",
     )
@@ -68,7 +70,10 @@ def _run(app: AppContext, ref: str, command: HeartbeatCommand) -> tuple[str, Com
     def owner_of(h: Heartbeat) -> str:
         return owner_text(live_leases(app.store, [h.session_id], clock.now()).get(h.session_id), h)
 
-    reply = apply_command(repo, session_id, command, _wording(session_id), app.settings.timezone, owner_of)
+    budget = app.settings.heartbeat.daily_token_budget
+    reply = apply_command(
+        repo, session_id, command, _wording(session_id), app.settings.timezone, owner_of, budget=budget
+    )
     return session_id, reply
 
 
@@ -89,11 +94,13 @@ def heartbeat() -> None:
     In a chat, type /heartbeat every 15m <prompt> (or /hb ...). From the shell:
       vigil heartbeat list
       vigil heartbeat set --session ID 15m "check the CI run"
+      vigil heartbeat set --session ID --quiet 22:00-07:00 --for 3d 15m "check the CI run"
       vigil heartbeat status|pause|resume|clear --session ID
 
     A heartbeat fires in the REPL that has its conversation open, otherwise in the running
     gateway (`vigil gateway run`); `vigil heartbeat list` shows which. Intervals: 90s, 10m,
-    2h, 1d, 1h30m; at least 60 seconds.
+    2h, 1d, 1h30m; at least 60 seconds. When nothing changed the agent answers HEARTBEAT_OK,
+    which is stored but not pushed to a platform (--loud delivers every answer).
     """
 
 
@@ -124,19 +131,26 @@ def list_heartbeats(app: AppContext, as_json: bool) -> None:
     table = Table(box=None, pad_edge=False)
     for column in ("session", "interval", "status", "next fire", "count"):
         table.add_column(column, no_wrap=True)
+    ending = any(item.heartbeat is not None and item.heartbeat.ends_at is not None for item in listed)
+    if ending:  # only then: the table is wide already
+        table.add_column("ends", no_wrap=True)
     table.add_column("prompt", min_width=8)
     table.add_column("owner", min_width=7)  # "REPL pid 4242" may wrap in a narrow terminal
     unowned = False
     for item in listed:
         h = item.heartbeat
         if h is None:
-            table.add_row(escape(item.session_id), "?", "damaged", "-", "-", escape(shorten(item.error, 40)), "-")
+            table.add_row(
+                escape(item.session_id), "?", "damaged", "-", "-", *(["-"] if ending else []),
+                escape(shorten(item.error, 40)), "-",
+            )
             continue
         owner = owner_text(owners.get(h.session_id), h)
         unowned = unowned or owner == NOBODY
         table.add_row(
-            h.session_id, format_interval(h.interval), h.status, _next_fire(h, now, app.settings.timezone),
-            str(h.fire_count), escape(shorten(h.prompt, 40)), escape(owner.split(" — ")[0]),
+            h.session_id, format_interval(h.interval), _status(h, now), _next_fire(h, now, app.settings.timezone),
+            str(h.fire_count), *([_ends(h, app.settings.timezone)] if ending else []), escape(shorten(h.prompt, 40)),
+            escape(owner.split(" — ")[0]),
         )
     console.print(table)
     if unowned:
@@ -187,19 +201,43 @@ def _options_first(ctx: click.Context, params: list[click.Parameter], args: list
 
 @heartbeat.command("set", cls=_WordsCommand)
 @_session_option
+@click.option(
+    "--quiet", "quiet", metavar="HH:MM-HH:MM",
+    help="A daily window (profile's time zone; may cross midnight) with no fire; a slot due "
+    "inside it fires once when it ends.",
+)
+@click.option("--for", "for_", metavar="DURATION", help="End the heartbeat after this long (3d, 12h, 1d12h).")
+@click.option(
+    "--until", "until", metavar="DATE",
+    help="End the heartbeat then: 2026-12-24 (the end of that day), '2026-12-24 18:00' or with an offset.",
+)
+@click.option("--loud", is_flag=True, help="Deliver every answer, HEARTBEAT_OK (nothing changed) included.")
+@click.option("--json", "as_json", is_flag=True, help="Print the heartbeat set as JSON.")
 @click.argument("words", nargs=-1, metavar="INTERVAL PROMPT...")
 @pass_app
-def set_heartbeat(app: AppContext, session_ref: str, words: tuple[str, ...]) -> None:
+def set_heartbeat(
+    app: AppContext, session_ref: str, quiet: str | None, for_: str | None, until: str | None, loud: bool,
+    as_json: bool, words: tuple[str, ...],
+) -> None:
     """Set or replace a conversation's heartbeat.
 
-    INTERVAL is a duration such as 15m or 1h30m; PROMPT is the instruction.
+    INTERVAL is a duration such as 15m or 1h30m; PROMPT is the instruction. An ended heartbeat
+    (--for, --until) is cleared with a note in the conversation. A refused value changes nothing.
     """
+    options = OptionWords(quiet, for_, until, loud)
     try:
-        command = validated_words(words)
+        command = validated_words(words, options, app.settings.timezone, SystemClock().now())
     except HeartbeatInputError as exc:
         _show(input_error_reply(exc, _wording(session_ref)))
         return
     session_id, reply = _run(app, session_ref, command)
+    if as_json and not reply.is_error:
+        heartbeat = HeartbeatRepo(app.store).get(session_id)
+        if heartbeat is not None:
+            listed = Listed(session_id, heartbeat)
+            owner = live_leases(app.store, [session_id], SystemClock().now()).get(session_id)
+            echo_json(_as_json(listed, owner))
+            return
     _show(reply)
     click.echo(WHERE_IT_FIRES.format(id=session_id))
 
@@ -221,15 +259,31 @@ _simple("clear", "Delete the heartbeat.")
 
 
 def _next_fire(h: Heartbeat, now: float, zone: str | None) -> str:
-    if not h.active or h.next_due is None:
+    fire = h.fire_at()
+    if fire is None or h.ended(now):
         return "-"
     try:
-        when = format_time(h.next_due, zone, seconds=False)
+        when = format_time(fire, zone, seconds=False)
     except (OverflowError, ValueError, OSError):
         return "out of range"
-    if h.next_due <= now:
+    if fire <= now:
         return f"{when} (due)"
-    return f"{when} (in {relative(h.next_due - now)})"
+    return f"{when} (in {relative(fire - now)})"
+
+
+def _status(h: Heartbeat, now: float) -> str:
+    if h.ended(now):
+        return "ended"
+    return "paused (budget)" if h.paused_by and not h.active else h.status
+
+
+def _ends(h: Heartbeat, zone: str | None) -> str:
+    if h.ends_at is None:
+        return "-"
+    try:
+        return format_time(h.ends_at, zone, seconds=False)
+    except (OverflowError, ValueError, OSError):
+        return "out of range"
 
 
 def _as_json(item: Listed, owner: Lease | None) -> dict[str, Any]:
@@ -248,6 +302,13 @@ def _as_json(item: Listed, owner: Lease | None) -> dict[str, Any]:
         "version": h.version,
         "route": None if h.route is None else {"platform": h.route.platform, "chat": h.route.chat, "thread": h.route.thread},
         "owner": owner_json(owner),
+        "fire_at": h.fire_at(),
+        "quiet": h.quiet,
+        "zone": h.zone,
+        "ends_at": h.ends_at,
+        "ended": h.ended(SystemClock().now()),
+        "loud": h.loud,
+        "paused_by": h.paused_by,
     }
 
 

@@ -28,17 +28,28 @@ def _row(usage: Usage) -> dict[str, float | int]:
     help="Sessions to list (0 = all).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--heartbeats", is_flag=True,
+    help="Per conversation: heartbeat turns and their tokens (uncached, cached, output) of the last 24 hours and 7 days.",
+)
 @pass_app
-def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool) -> None:
+def usage(app: AppContext, session_ref: str | None, limit: int, as_json: bool, heartbeats: bool) -> None:
     """Show tokens used and the cache hit ratio.
 
     Uncached input, cache read, cache write and output tokens, and the cache hit
-    ratio, per session and in total.
+    ratio, per session and in total. With --heartbeats: what heartbeat turns cost per
+    conversation, beside heartbeat.daily_token_budget.
 
     The total counts the sessions that exist; when sessions were deleted, a line below it
     (and "excluded_deleted" in --json) says how much they took with them.
     """
     store = app.store
+    if heartbeats:
+        from vigil.cli.heartbeat_usage import heartbeat_usage
+
+        only = None if session_ref is None else store.resolve_session(session_ref)
+        heartbeat_usage(store, app.settings.heartbeat.daily_token_budget, as_json, only)
+        return
     if session_ref is not None:
         sessions = [store.get_session(store.resolve_session(session_ref))]
     else:

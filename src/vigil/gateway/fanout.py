@@ -1,6 +1,11 @@
 """Where a live conversation's events go: its pages (the event bus), its platform, the logs
 and metrics, and — for a heartbeat turn — the outbox.
 
+A heartbeat turn that was asked to answer ``HEARTBEAT_OK`` when nothing changed (not
+``--loud``) is not shown on the platform while it runs (no typing, no preview): its answer
+goes out through the outbox once it is known, and ``HEARTBEAT_OK`` not at all. Pages get every
+event; a silent answer's ``turn_ended`` carries ``silent: true`` so the web chat folds it.
+
 The gateway calls :func:`on_live_event` for every event of every live conversation; a
 compression moves the conversation (and its watchers and route) to the continuation.
 """
@@ -9,12 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from vigil.agent.events import AssistantStep, Compressed
 from vigil.gateway import moves
 from vigil.gateway.wire import event, heartbeat_view, live_event
 from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, TurnBegan, TurnEnded
+from vigil.schedule.heartbeat.record import Route
+from vigil.schedule.heartbeat.text import asks_for_silence, is_silent_answer
+from vigil.schedule.heartbeat.upkeep import Noted
 from vigil.store import StoreError
 from vigil.store.gateway_tables import NewOutbound, OutboxEntry, RouteKey
 
@@ -26,6 +35,9 @@ log = logging.getLogger(__name__)
 
 WEB = "web"
 
+_QUIET_TURNS: "weakref.WeakSet[LiveConversation]" = weakref.WeakSet()
+"""Live conversations running a heartbeat turn that may answer HEARTBEAT_OK."""
+
 
 async def on_live_event(gateway: "Gateway", live: "LiveConversation", item: ConversationEvent) -> None:
     """Fan one conversation event out (see the module docstring)."""
@@ -35,8 +47,19 @@ async def on_live_event(gateway: "Gateway", live: "LiveConversation", item: Conv
         await moves.moved(gateway, live, item.parent_id, item.child_id, "compression")
         return
     wire = live_event(session_id, item)
+    if isinstance(item, TurnBegan):
+        if item.kind == HEARTBEAT and asks_for_silence(item.text):
+            _QUIET_TURNS.add(live)
+        else:
+            _QUIET_TURNS.discard(live)
+    quiet = live in _QUIET_TURNS
+    silent = quiet and isinstance(item, TurnEnded) and silent_answer(item)
+    if isinstance(item, TurnEnded):
+        _QUIET_TURNS.discard(live)
     if wire is not None:
-        announce(gateway, live, wire)
+        if silent:
+            wire["silent"] = True
+        announce(gateway, live, wire, platform=not quiet)
     if isinstance(item, AssistantStep) and gateway.metrics is not None:
         gateway.metrics.add_usage(item.usage)
     if isinstance(item, TurnBegan) and item.kind == HEARTBEAT:
@@ -49,7 +72,7 @@ async def on_live_event(gateway: "Gateway", live: "LiveConversation", item: Conv
         gateway.say(f"vigil gateway: {item.kind} turn in {short(session_id)} {outcome}"
                     + (f" ({tokens} prompt tokens)" if tokens else "")
                     + (f": {item.error}" if item.error is not None else ""))
-        if item.kind == HEARTBEAT:
+        if item.kind == HEARTBEAT and not silent:
             await deliver_heartbeat(gateway, live, item)
             if session_id is not None:
                 await publish_heartbeat(gateway, session_id)
@@ -59,9 +82,16 @@ async def on_live_event(gateway: "Gateway", live: "LiveConversation", item: Conv
         gateway.bus.publish(session_id, event("status", session_id, busy=queued > 0, queued=queued))
 
 
-def announce(gateway: "Gateway", live: "LiveConversation", item: dict[str, Any]) -> None:
-    """Send a live event to the conversation's pages and to its platform."""
+def silent_answer(ended: TurnEnded) -> bool:
+    """Whether a heartbeat turn ended with ``HEARTBEAT_OK`` (nothing changed)."""
+    return ended.result is not None and is_silent_answer(ended.result.answer)
+
+
+def announce(gateway: "Gateway", live: "LiveConversation", item: dict[str, Any], *, platform: bool = True) -> None:
+    """Send a live event to the conversation's pages and (``platform``) to its platform."""
     gateway.bus.publish(item.get("session_id") or live.session_id, item)
+    if not platform:
+        return
     route = live.route
     adapter = gateway.adapters.get(route.adapter) if route is not None else None
     if adapter is not None and route is not None:
@@ -80,6 +110,30 @@ async def deliver_heartbeat(gateway: "Gateway", live: "LiveConversation", ended:
         log.error("cannot queue the heartbeat answer of %s: %s", live.session_id, exc)
         return
     gateway.outbox.wake()
+
+
+async def heartbeat_note(gateway: "Gateway", noted: Noted) -> None:
+    """A heartbeat vigil ended or paused by itself: its note (stored in the conversation
+    already) goes to the conversation's pages and, as a notice, to its platform."""
+    session_id = noted.session_id
+    gateway.say(f"vigil gateway: heartbeat of {short(session_id)} {noted.kind.replace('_', ' ')}")
+    gateway.bus.publish(session_id, event("note", session_id, text=noted.text, reason=noted.kind))
+    await publish_heartbeat(gateway, session_id)
+    live = gateway.live.get(session_id)
+    route = live.route if live is not None and live.route is not None else _route_key(noted.heartbeat.route)
+    if route is None:
+        return
+    message = NewOutbound(route, noted.text, kind="notice", session_id=session_id)
+    try:
+        await asyncio.to_thread(gateway.store.gateway.outbox_add, message, now=gateway.clock.now())
+    except StoreError as exc:
+        log.error("cannot queue the heartbeat note of %s: %s", session_id, exc)
+        return
+    gateway.outbox.wake()
+
+
+def _route_key(route: Route | None) -> RouteKey | None:
+    return None if route is None else RouteKey(route.platform, route.chat, route.thread or "")
 
 
 async def publish_heartbeat(gateway: "Gateway", session_id: str) -> None:

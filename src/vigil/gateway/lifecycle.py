@@ -28,9 +28,16 @@ async def start(gateway: Gateway) -> None:
     """Bring ``gateway`` up; it takes input once its heartbeats are armed."""
     from vigil.gateway.recovery import recover
 
+    from vigil.gateway.fanout import heartbeat_note
+
     ownership = gateway.ownership
-    gateway.heartbeats.adopt(gateway.adopted, ownership.adoptable if ownership.shared else None)
-    await gateway.heartbeats.start()
+    heartbeats = gateway.heartbeats
+    if heartbeats.daily_token_budget is None:
+        heartbeats.daily_token_budget = gateway.settings.heartbeat.daily_token_budget
+    if heartbeats.on_note is None:  # a heartbeat vigil ended or paused: its chat is told
+        heartbeats.on_note = lambda noted: gateway.spawn(heartbeat_note(gateway, noted))
+    heartbeats.adopt(gateway.adopted, ownership.adoptable if ownership.shared else None)
+    await heartbeats.start()
     armed = len(gateway.heartbeats.engine)
     if armed:
         gateway.say(f"vigil gateway: {armed} heartbeat(s) armed from the store")

@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from vigil.runtime.slash import CommandReply, ConversationControl
 from vigil.schedule import estop
 from vigil.schedule.heartbeat.lease import GATEWAY, Lease, this_host
-from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError, NoHeartbeat, Route
+from vigil.schedule.heartbeat.cost import DAY, conversation_cost
+from vigil.schedule.heartbeat.options import (
+    HeartbeatOptions,
+    OptionError,
+    OptionWords,
+    resolve,
+    take_options,
+)
+from vigil.schedule.heartbeat.record import BUDGET, Heartbeat, HeartbeatError, NoHeartbeat, Route
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
-from vigil.schedule.heartbeat.text import format_time
+from vigil.schedule.heartbeat.text import SILENT_ANSWER, format_time
 from vigil.schedule.intervals import IntervalError, format_interval, parse_interval
 
 SUBCOMMANDS = ("every", "status", "pause", "resume", "clear")
@@ -38,7 +47,8 @@ class Wording:
 
 
 SLASH = Wording(
-    "/heartbeat every <interval> <prompt>  (e.g. /heartbeat every 15m check the CI run)",
+    "/heartbeat every <interval> [--quiet HH:MM-HH:MM] [--for DURATION | --until DATE] [--loud] <prompt>"
+    "  (e.g. /heartbeat every 15m --quiet 22:00-07:00 --for 3d check the CI run)",
     "/heartbeat resume",
     "/heartbeat clear",
 )
@@ -56,10 +66,12 @@ class HeartbeatCommand:
     action: str
     interval: int | None = None
     prompt: str | None = None
+    options: HeartbeatOptions = HeartbeatOptions()
 
 
-def parse_command(args: str) -> HeartbeatCommand:
-    """Parse what follows ``/heartbeat``; raises :class:`HeartbeatInputError`."""
+def parse_command(args: str, zone: str | None = None, now: float | None = None) -> HeartbeatCommand:
+    """Parse what follows ``/heartbeat``; raises :class:`HeartbeatInputError`. ``zone`` (the
+    profile's) and ``now`` give ``--quiet`` and ``--until`` their meaning."""
     words = args.strip().split(maxsplit=1)
     if not words:
         return HeartbeatCommand("status")
@@ -73,21 +85,30 @@ def parse_command(args: str) -> HeartbeatCommand:
         if rest.strip():
             raise HeartbeatInputError(f"/heartbeat {action} takes no arguments")
         return HeartbeatCommand(action)
-    parts = rest.split(maxsplit=1)
-    if not parts:
+    try:
+        words, interval_text, prompt = take_options(rest)
+    except OptionError as exc:
+        raise HeartbeatInputError(str(exc)) from None
+    if interval_text is None:
         raise HeartbeatInputError(MISSING_INTERVAL)
-    return validated_set(parts[0], parts[1] if len(parts) > 1 else "")
+    return validated_set(interval_text, prompt, words, zone, now)
 
 
-def validated_words(words: Sequence[str]) -> HeartbeatCommand:
-    """A validated ``every`` command from shell words: the interval, then the prompt."""
+def validated_words(
+    words: Sequence[str], options: OptionWords = OptionWords(), zone: str | None = None, now: float | None = None
+) -> HeartbeatCommand:
+    """A validated ``every`` command from shell words (the interval, then the prompt) and the
+    shell command's options."""
     if not words:
         raise HeartbeatInputError(MISSING_INTERVAL)
-    return validated_set(words[0], " ".join(words[1:]))
+    return validated_set(words[0], " ".join(words[1:]), options, zone, now)
 
 
-def validated_set(interval_text: str, prompt: str) -> HeartbeatCommand:
-    """A validated ``every`` command from its two parts (used by the shell command too)."""
+def validated_set(
+    interval_text: str, prompt: str, options: OptionWords = OptionWords(), zone: str | None = None,
+    now: float | None = None,
+) -> HeartbeatCommand:
+    """A validated ``every`` command from its parts (used by the shell command too)."""
     try:
         interval = parse_interval(interval_text)
     except IntervalError as exc:
@@ -99,7 +120,11 @@ def validated_set(interval_text: str, prompt: str) -> HeartbeatCommand:
         )
     if len(text) > MAX_PROMPT_CHARS:
         raise HeartbeatInputError(f"the prompt is too long: at most {MAX_PROMPT_CHARS} characters")
-    return HeartbeatCommand("every", interval, text)
+    try:
+        resolved = resolve(options, interval, zone, time.time() if now is None else now)
+    except OptionError as exc:
+        raise HeartbeatInputError(str(exc)) from None
+    return HeartbeatCommand("every", interval, text, resolved)
 
 
 def input_error_reply(error: HeartbeatInputError, wording: Wording = SLASH) -> CommandReply:
@@ -110,9 +135,10 @@ def input_error_reply(error: HeartbeatInputError, wording: Wording = SLASH) -> C
 def apply_command(
     repo: HeartbeatRepo, session_id: str | None, command: HeartbeatCommand, wording: Wording = SLASH,
     zone: str | None = None, owner_of: Callable[[Heartbeat], str] | None = None,
-    route: Route | None = None,
+    route: Route | None = None, budget: int | None = None,
 ) -> CommandReply:
     """Carry out a validated command on ``session_id``'s heartbeat (synchronous: store calls).
+    ``budget``: ``heartbeat.daily_token_budget``, for the status reply.
     Times in the reply are shown in ``zone`` (the profile's ``timezone``; ``None``: the machine's).
     ``owner_of`` words who runs a heartbeat, for the status reply (``None``: not shown).
     ``route``: where a gateway conversation's heartbeat turns are delivered (stored with it).
@@ -123,7 +149,9 @@ def apply_command(
     now = repo.clock.now()
     if command.action == "every":
         assert session_id is not None and command.interval is not None and command.prompt is not None
-        new, replaced = repo.set(session_id, command.prompt, command.interval, route=route)
+        new, replaced = repo.set(
+            session_id, command.prompt, command.interval, route=route, options=command.options
+        )
         return CommandReply(set_message(new, replaced, now, zone))
     try:
         existing = repo.get(session_id) if session_id is not None else None
@@ -139,7 +167,14 @@ def apply_command(
     if command.action == "status":
         stopped = estop.status(repo.store) is not None
         owner = None if existing is None or owner_of is None else owner_of(existing)
-        return CommandReply(status_message(existing, now, stopped, wording, zone, owner))
+        spent = None
+        if existing is not None and session_id is not None:
+            spent = conversation_cost(repo.store, session_id, now - DAY)
+        text = status_message(existing, now, stopped, wording, zone, owner)
+        if spent is not None:
+            limit = f" of the daily budget of {budget:,}" if budget else " (no daily budget)"
+            text += f"\n  last 24 h: {spent.turns} heartbeat turns, {spent.tokens:,} tokens{limit}"
+        return CommandReply(text)
     if existing is None or session_id is None:
         return CommandReply(_none_message(command.action, wording), is_error=command.action != "clear")
     try:
@@ -172,8 +207,12 @@ def apply_command(
 # -- the slash command ----------------------------------------------------------------------------
 async def heartbeat_slash(control: ConversationControl, args: str) -> CommandReply:
     """``/heartbeat ...`` typed in a conversation."""
+    repo = _repo_of(control)
+    settings = getattr(control, "settings", None)
+    zone = getattr(settings, "timezone", None)
+    budget = getattr(getattr(settings, "heartbeat", None), "daily_token_budget", None)
     try:
-        command = parse_command(args)
+        command = parse_command(args, zone, repo.clock.now())
     except HeartbeatInputError as exc:
         return input_error_reply(exc)
     session_id = control.session_id
@@ -183,10 +222,10 @@ async def heartbeat_slash(control: ConversationControl, args: str) -> CommandRep
         if ensure is None:
             return CommandReply("No conversation yet: send a message first.", is_error=True)
         session_id = await ensure()
-    repo = _repo_of(control)
-    zone = getattr(getattr(control, "settings", None), "timezone", None)
     route: Route | None = getattr(control, "heartbeat_route", None)
-    return await asyncio.to_thread(lambda: apply_command(repo, session_id, command, SLASH, zone, route=route))
+    return await asyncio.to_thread(
+        lambda: apply_command(repo, session_id, command, SLASH, zone, route=route, budget=budget)
+    )
 
 
 def _repo_of(control: Any) -> HeartbeatRepo:
@@ -202,8 +241,24 @@ def set_message(new: Heartbeat, replaced: Heartbeat | None, now: float, zone: st
     lines = [f"{HEART} Heartbeat set ({_every(new)}): {shorten(new.prompt)}"]
     if replaced is not None:
         lines.append(f"  It replaces the previous heartbeat ({_every(replaced)}: {shorten(replaced.prompt, 40)}).")
-    lines.append(f"  First fire {describe_time(new.next_due, now, zone)}, when the conversation is idle.")
+    lines.append(f"  First fire {describe_time(new.fire_at(), now, zone)}, when the conversation is idle.")
+    lines += option_lines(new, now, zone)
     return "\n".join(lines)
+
+
+def option_lines(heartbeat: Heartbeat, now: float, zone: str | None = None) -> list[str]:
+    """The options of a heartbeat as the set and status replies show them."""
+    lines = []
+    if heartbeat.quiet is not None:
+        where = heartbeat.zone or "this machine's time zone"
+        lines.append(f"  quiet:     {heartbeat.quiet} ({where}): no fire then; one due inside fires when it ends")
+    if heartbeat.ends_at is not None:
+        lines.append(f"  ends:      {describe_time(heartbeat.ends_at, now, zone)}, then it is cleared")
+    if heartbeat.loud:
+        lines.append("  answers:   every answer is delivered (--loud)")
+    else:
+        lines.append(f"  answers:   {SILENT_ANSWER} (nothing changed) is stored but not pushed to you")
+    return lines
 
 
 def status_message(
@@ -215,11 +270,21 @@ def status_message(
     if heartbeat is None:
         return "No heartbeat in this conversation. Set one with " + wording.set_usage
     state = "active" if heartbeat.active else "paused"
-    if heartbeat.active:
-        overdue = heartbeat.next_due is not None and heartbeat.next_due <= now
-        next_fire = describe_time(heartbeat.next_due, now, zone) + (
+    if heartbeat.paused_by == BUDGET and not heartbeat.active:
+        state = "paused (its turns went over heartbeat.daily_token_budget)"
+    fire = heartbeat.fire_at()
+    if heartbeat.ended(now):
+        state = "ended"
+        next_fire = "none: it has ended and is cleared when the gateway or a REPL next runs it"
+    elif heartbeat.active and fire is None:
+        next_fire = "none: it ends before the next one"
+    elif heartbeat.active:
+        overdue = fire is not None and fire <= now
+        next_fire = describe_time(fire, now, zone) + (
             " — due now; it fires when the conversation is idle" if overdue else ""
         )
+        if fire != heartbeat.next_due and not overdue:
+            next_fire += " (after the quiet window)"
     else:
         next_fire = f"none while paused ({wording.resume} restarts the timer)"
     last = describe_time(heartbeat.last_fire, now, zone) if heartbeat.last_fire is not None else "never"
@@ -228,6 +293,7 @@ def status_message(
         f"  prompt:    {shorten(heartbeat.prompt, 200)}",
         f"  next fire: {next_fire}",
         f"  fired:     {_times(heartbeat.fire_count)}; last fire: {last}",
+        *option_lines(heartbeat, now, zone),
     ]
     if owner is not None:
         lines.append(f"  owner:     {owner}")

@@ -47,13 +47,24 @@ def minimum_interval() -> int:
     return MIN_INTERVAL_SECONDS
 
 
-def parse_interval(text: str, *, minimum: int | None = None) -> int:
+def parse_interval(text: str, *, minimum: int | None = None, noun: str = "interval") -> int:
     """Seconds in ``text`` (``15m``, ``1h30m`` ...); raises :class:`IntervalError`.
 
     Units are ``s``, ``m``, ``h`` and ``d``, each used at most once, largest first. The
     result must be at least ``minimum`` seconds (default: :func:`minimum_interval`) and at
-    most :data:`MAX_INTERVAL_SECONDS`.
+    most :data:`MAX_INTERVAL_SECONDS`. ``noun`` is what the messages call the value (a
+    heartbeat's ``--for`` is a ``duration``).
     """
+    try:
+        return _parse(text, minimum)
+    except IntervalError as exc:
+        if noun == "interval":
+            raise
+        message = str(exc).replace("an interval", f"a {noun}").replace("interval", noun)
+        raise IntervalError(message) from None
+
+
+def _parse(text: str, minimum: int | None) -> int:
     floor = minimum_interval() if minimum is None else minimum
     raw = text.strip()
     if not raw:

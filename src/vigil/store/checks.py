@@ -6,8 +6,9 @@ from typing import Any, Iterable
 
 from vigil.store.records import NewMessage
 
-ROLES = frozenset({"user", "assistant", "tool", "summary"})
-"""The message roles a session may hold (see ``NewMessage``)."""
+ROLES = frozenset({"user", "assistant", "tool", "summary", "note"})
+"""The message roles a session may hold (see ``NewMessage``). A ``note`` is shown to people
+(e.g. "the heartbeat ended") and never sent to the model."""
 
 
 def check_message(message: NewMessage) -> None:

@@ -40,7 +40,8 @@ class NewMessage:
     """A message about to be appended to a session.
 
     Roles: ``user``, ``assistant`` (may carry ``tool_calls``), ``tool`` (a tool result, with
-    ``tool_call_id`` and ``tool_name``), ``summary`` (a compression summary).
+    ``tool_call_id`` and ``tool_name``), ``summary`` (a compression summary), ``note`` (shown
+    to people, never sent to the model).
     """
 
     role: str

@@ -110,7 +110,7 @@ async def test_a_heartbeat_answer_streamed_before_a_restart_is_not_sent_again(
     h = await make_telegram()
     h.model.queue(Reply.text(["Deploy is ", "green."], chunk_delay=0.3))  # the preview shows the start
     h.model.set_default_reply("Still green.")
-    h.fake.message(OWNER, OWNER, "/heartbeat every 1s check the deploy")
+    h.fake.message(OWNER, OWNER, "/heartbeat every 1s --loud check the deploy")
     await eventually(lambda: h.fake.texts(OWNER), what="the command's answer")
     await h.gateway.outbox.stop()
 

@@ -4,6 +4,13 @@ The record is a plain JSON object; every change is a pure function from one reco
 next, so the persistence layer (``repo``) can apply it with compare-and-set and
 tests can reason about it without a store.
 
+Options (:mod:`vigil.schedule.heartbeat.options`) are part of the record: a daily ``quiet``
+window read in ``zone`` (no fire inside it; a slot due inside it fires when it ends), an end
+(``ends_at``: the heartbeat is then cleared), ``loud`` (every answer is delivered, even
+``HEARTBEAT_OK``) and ``paused_by`` (``budget``: paused because its turns went over
+``heartbeat.daily_token_budget``). Records written before the options existed read as
+having none of them.
+
 Run accounting lives in the record too: a fire first *reserves* its slot (count + 1, last fire
 set, timer re-anchored) and keeps what it replaced in ``pending``; the reservation is then
 *confirmed* when the agent begins executing, or *refunded* when the attempt ends before that.
@@ -14,10 +21,15 @@ from __future__ import annotations
 import secrets
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+from zoneinfo import ZoneInfo
+
+from vigil.schedule.heartbeat.options import HeartbeatOptions, QuietWindow
 
 KEY_PREFIX = "heartbeat:"
 ACTIVE = "active"
 PAUSED = "paused"
+BUDGET = "budget"
+"""``paused_by`` of a heartbeat paused for going over ``heartbeat.daily_token_budget``."""
 RECORD_FORMAT = 1
 
 
@@ -87,15 +99,64 @@ class Heartbeat:
     pending: Pending | None = None
     last_fire_id: str | None = None
     """The reservation behind ``last_fire``: tells one's own fire from a later one."""
+    quiet: str | None = None
+    """The daily quiet window, ``22:00-07:00`` (see :class:`QuietWindow`), read in ``zone``."""
+    zone: str | None = None
+    """The profile's time zone when the heartbeat was set (``None``: the machine's)."""
+    ends_at: float | None = None
+    """When the heartbeat ends by itself and is cleared (``--for``/``--until``)."""
+    loud: bool = False
+    """Deliver every answer, ``HEARTBEAT_OK`` included."""
+    paused_by: str | None = None
+    """Why it was paused when vigil paused it (:data:`BUDGET`); ``None``: a person did."""
 
     # -- reading ----------------------------------------------------------------------------
     @property
     def active(self) -> bool:
         return self.status == ACTIVE
 
+    @property
+    def window(self) -> QuietWindow | None:
+        """The quiet window, or ``None``."""
+        return None if self.quiet is None else QuietWindow.from_text(self.quiet)
+
+    def ended(self, now: float) -> bool:
+        """Whether its end (``--for``/``--until``) has come: it fires no more and is cleared."""
+        return self.ends_at is not None and now >= self.ends_at
+
+    def quiet_at(self, now: float) -> bool:
+        """Whether ``now`` lies in the quiet window."""
+        window = self.window
+        return window is not None and window.contains(now, self.zone)
+
+    def fire_at(self) -> float | None:
+        """When the next fire may happen: the due time, moved to the end of the quiet window
+        when it falls inside one; ``None`` while paused or when the heartbeat ends first."""
+        if not self.active or self.next_due is None:
+            return None
+        due = self.next_due
+        window = self.window
+        if window is not None:
+            due = window.release(due, self.zone)
+        if self.ends_at is not None and due >= self.ends_at:
+            return None
+        return due
+
+    def wake_at(self) -> float | None:
+        """When a scheduler must next look at it: its next fire, or its end."""
+        fire = self.fire_at()
+        return fire if fire is not None else self.ends_at
+
     def due(self, now: float) -> bool:
-        """Whether a fire may be reserved at ``now``."""
-        return self.active and self.next_due is not None and self.next_due <= now
+        """Whether a fire may be reserved at ``now``: active, due, outside the quiet window
+        and not ended."""
+        return (
+            self.active
+            and self.next_due is not None
+            and self.next_due <= now
+            and not self.ended(now)
+            and not self.quiet_at(now)
+        )
 
     # -- schedule changes ---------------------------------------------------------------------
     @classmethod
@@ -108,8 +169,11 @@ class Heartbeat:
         *,
         route: Route | None = None,
         replacing: "Heartbeat | None" = None,
+        options: HeartbeatOptions | None = None,
     ) -> "Heartbeat":
-        """A fresh, active heartbeat whose first fire is one interval from ``now``."""
+        """A fresh, active heartbeat whose first fire is one interval from ``now``, with
+        ``options`` (validated already; ``None``: none)."""
+        options = options or HeartbeatOptions()
         return cls(
             session_id=session_id,
             id=secrets.token_hex(6),
@@ -121,17 +185,24 @@ class Heartbeat:
             next_due=now + interval,
             version=(replacing.version + 1) if replacing is not None else 1,
             route=route,
+            quiet=None if options.quiet is None else str(options.quiet),
+            zone=options.zone,
+            ends_at=options.end(now),
+            loud=options.loud,
         )
 
-    def paused(self, now: float) -> "Heartbeat":
+    def paused(self, now: float, by: str | None = None) -> "Heartbeat":
         """Stop firing; interval and prompt stay. A pending reservation stays recorded so its
-        attempt can still give the count back."""
-        return replace(self, status=PAUSED, next_due=None, updated_at=now, version=self.version + 1)
+        attempt can still give the count back. ``by``: why vigil paused it (``None``: a person)."""
+        return replace(
+            self, status=PAUSED, next_due=None, updated_at=now, version=self.version + 1, paused_by=by
+        )
 
     def resumed(self, now: float) -> "Heartbeat":
         """Start again with the timer restarted from ``now`` (no stale, overdue fire)."""
         return replace(
-            self, status=ACTIVE, next_due=now + self.interval, updated_at=now, version=self.version + 1
+            self, status=ACTIVE, next_due=now + self.interval, updated_at=now, version=self.version + 1,
+            paused_by=None,
         )
 
     def moved_to(self, session_id: str, now: float) -> "Heartbeat":
@@ -220,4 +291,10 @@ class Heartbeat:
             raise HeartbeatError(f"damaged heartbeat record: {exc}") from None
         if heartbeat.status not in (ACTIVE, PAUSED) or heartbeat.interval <= 0:
             raise HeartbeatError("damaged heartbeat record: bad status or interval")
+        try:
+            heartbeat.window  # noqa: B018 - a damaged window is a damaged record
+            if heartbeat.zone is not None:
+                ZoneInfo(heartbeat.zone)
+        except (TypeError, ValueError, AttributeError, OSError, KeyError) as exc:
+            raise HeartbeatError(f"damaged heartbeat record: bad quiet window or zone ({exc})") from None
         return heartbeat

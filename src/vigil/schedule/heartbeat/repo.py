@@ -24,9 +24,11 @@ from vigil.schedule.heartbeat.record import (
     Heartbeat,
     HeartbeatError,
     NoHeartbeat,
+    BUDGET,
     Route,
     heartbeat_key,
 )
+from vigil.schedule.heartbeat.options import HeartbeatOptions
 from vigil.store import SessionStore
 
 _HOST = socket.gethostname()
@@ -109,19 +111,21 @@ class HeartbeatRepo:
 
     # -- schedule changes (each bumps the profile's schedule generation) ------------------------
     def set(
-        self, session_id: str, prompt: str, interval: int, *, route: Route | None = None
+        self, session_id: str, prompt: str, interval: int, *, route: Route | None = None,
+        options: HeartbeatOptions | None = None,
     ) -> tuple[Heartbeat, Heartbeat | None]:
         """Set or replace the session's heartbeat; returns (new, replaced or ``None``).
 
-        Validation (interval, prompt) is the caller's job and happens before this is called,
-        so that bad input never touches the stored record.
+        Validation (interval, prompt, options) is the caller's job and happens before this is
+        called, so that bad input never touches the stored record.
         """
         previous: list[Heartbeat | None] = [None]
 
         def change(current: Heartbeat | None) -> Heartbeat:
             previous[0] = current
             return Heartbeat.create(
-                session_id, prompt, interval, self.clock.now(), route=route, replacing=current
+                session_id, prompt, interval, self.clock.now(), route=route, replacing=current,
+                options=options,
             )
 
         new = self._update(session_id, change, create=True)
@@ -157,6 +161,41 @@ class HeartbeatRepo:
                 return None
         bump_generation(self.store)
         return removed[0]
+
+    def expire(self, session_id: str) -> Heartbeat | None:
+        """Clear the heartbeat if its end (``--for``/``--until``) has come; returns what was
+        removed (``None``: there was none, or it has not ended)."""
+        removed: list[Heartbeat | None] = [None]
+
+        def change(current: Heartbeat | None) -> None:
+            if current is None or not current.ended(self.clock.now()):
+                raise _Abort
+            removed[0] = current
+            return None
+
+        try:
+            self._update(session_id, change)
+        except _Abort:
+            return None
+        bump_generation(self.store)
+        return removed[0]
+
+    def pause_over_budget(self, session_id: str, version: int) -> Heartbeat | None:
+        """Pause the heartbeat because its turns went over the daily token budget, if it is
+        still the active schedule ``version``; returns the paused record (``None``: changed
+        meanwhile, nothing done)."""
+
+        def change(current: Heartbeat | None) -> Heartbeat:
+            if current is None or current.version != version or not current.active:
+                raise _Abort
+            return current.paused(self.clock.now(), by=BUDGET)
+
+        try:
+            paused = self._update(session_id, change)
+        except _Abort:
+            return None
+        bump_generation(self.store)
+        return paused
 
     def move(self, parent_id: str, child_id: str) -> Heartbeat | None:
         """Move the heartbeat of ``parent_id`` to ``child_id`` (a compression continuation);

@@ -16,6 +16,10 @@ but whose attempt then does not begin (cancelled meanwhile, user input arrived) 
 (:meth:`HeartbeatScheduler.withdraw`). A refund gives the count back but, when the schedule
 changed meanwhile, keeps the new schedule's timer (see ``Heartbeat.refunded``).
 
+The engine is armed for the end of a quiet window, not a due time inside it; an ended
+heartbeat is cleared and one over ``daily_token_budget`` paused, each with a note
+(:mod:`~vigil.schedule.heartbeat.upkeep`, :attr:`HeartbeatScheduler.on_note`).
+
 A due time in the past is never re-armed in a tight loop: after a claim that found the slot
 blocked, or an attempt that failed, the heartbeat is tried again :data:`HOLD_OFF` later.
 
@@ -44,6 +48,7 @@ from vigil.schedule.heartbeat.ownership import LeaseKeeper, tick_seconds
 from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError
 from vigil.schedule.heartbeat.repo import PROCESS_OWNER, HeartbeatRepo, Reservation
 from vigil.schedule.heartbeat.targets import DirectTarget, HeartbeatTarget, SchedulerStats
+from vigil.schedule.heartbeat.upkeep import Noted, Upkeep
 from vigil.schedule.polling import Offload, OffloadedCalls, poll_seconds, watch_changes
 from vigil.store import SessionStore, StoreError
 
@@ -85,8 +90,12 @@ class HeartbeatScheduler:
         hold_off: float = HOLD_OFF,
         retry_delays: Sequence[float] = GIVE_BACK_RETRY_DELAYS,
         leases: LeaseBook | None = None,
+        daily_token_budget: int | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
+        self.daily_token_budget = daily_token_budget  # tokens per 24 h (None: no limit)
+        self.on_note: Callable[[Noted], None] | None = None  # told of each note (must not block)
+        self.upkeep = Upkeep(self)
         self.repo = HeartbeatRepo(store, self.clock, owner=owner)
         self.poll_interval = poll_seconds(poll_interval)
         self.hold_off = hold_off
@@ -138,6 +147,7 @@ class HeartbeatScheduler:
             except asyncio.CancelledError:
                 pass
         await self.engine.stop()
+        self.upkeep.cancel()
         if self._leases is not None:
             await self._leases.close()
 
@@ -270,13 +280,19 @@ class HeartbeatScheduler:
         else:
             self._known[session_id] = heartbeat
         unleased = self._leases is not None and session_id in self._leases.pending
-        if unleased or heartbeat is None or not heartbeat.active or heartbeat.next_due is None:
+        wake = None if unleased or heartbeat is None else heartbeat.wake_at()
+        if wake is None or heartbeat is None:
             self.engine.disarm(session_id)
+        elif heartbeat.fire_at() is None:
+            self.engine.arm(session_id, wake)  # its end: cleared then, even while paused
         elif self._stopped:
             self._parked.add(session_id)
-            self.engine.disarm(session_id)
+            if heartbeat.ends_at is None:
+                self.engine.disarm(session_id)
+            else:
+                self.engine.arm(session_id, heartbeat.ends_at)
         else:
-            self.engine.arm(session_id, self._held(session_id, heartbeat.next_due))
+            self.engine.arm(session_id, self._held(session_id, wake))
 
     def _held(self, session_id: str, due: float) -> float:
         """``due``, or later while the heartbeat is held off (see :meth:`_hold_off`); a due
@@ -293,6 +309,10 @@ class HeartbeatScheduler:
         target = self._targets.get(session_id)
         if target is None:
             return
+        known = self._known.get(session_id)
+        if known is not None and known.ended(self.clock.now()):
+            self.upkeep.spawn(self.upkeep.expire(session_id))
+            return
         if self._stopped:
             self._parked.add(session_id)
             return
@@ -306,6 +326,8 @@ class HeartbeatScheduler:
         not_before = self._not_before.get(session_id)
         if not_before is not None and self.clock.now() < not_before:
             self.engine.arm(session_id, not_before)
+            return None
+        if await self.upkeep.over_budget(session_id):
             return None
         attempt = asyncio.ensure_future(self._call(self.repo.reserve, session_id))
         try:

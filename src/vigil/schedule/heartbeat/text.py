@@ -2,11 +2,15 @@
 
 It is an ordinary user-role message: the stored system prompt and the tool list stay exactly
 as they are, so the provider's prompt-prefix cache keeps hitting. The first line is the header
-that front ends show; the last paragraph keeps the agent from doing busywork.
+that front ends show; the last paragraph keeps the agent from doing busywork and, unless the
+heartbeat is ``loud``, asks for exactly :data:`SILENT_ANSWER` when nothing changed: such an
+answer is stored like any other (the history stays complete and cache-true) but is not pushed
+to the person's platform (:func:`is_silent_answer`).
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -22,14 +26,39 @@ NO_BUSYWORK = (
 )
 
 
+SILENT_ANSWER = "HEARTBEAT_OK"
+"""The whole answer of a heartbeat turn in which nothing changed."""
+
+ASK_FOR_SILENCE = (
+    "(This is an automatic heartbeat, not a new message from the user. If nothing meaningful "
+    f"has changed since the last heartbeat, answer exactly {SILENT_ANSWER} and nothing else. "
+    "Otherwise answer briefly: no busywork, no repeated summaries, no new work nobody asked for.)"
+)
+
+_SILENT = re.compile(rf"[\s*_`'\"]*{SILENT_ANSWER}[\s*_`'\".!]*")
+
+
 def heartbeat_header(interval: int) -> str:
     """``[Heartbeat — recurring instruction, fires every 15m]``."""
     return f"{HEADER_PREFIX}, fires every {format_interval(interval)}]"
 
 
 def heartbeat_message(heartbeat: Heartbeat) -> str:
-    """The user message a fire injects: header, the instruction, the no-busywork note."""
-    return f"{heartbeat_header(heartbeat.interval)}\n{heartbeat.prompt}\n\n{NO_BUSYWORK}"
+    """The user message a fire injects: header, the instruction, the no-busywork note (which
+    asks for :data:`SILENT_ANSWER` when nothing changed, unless the heartbeat is loud)."""
+    note = NO_BUSYWORK if heartbeat.loud else ASK_FOR_SILENCE
+    return f"{heartbeat_header(heartbeat.interval)}\n{heartbeat.prompt}\n\n{note}"
+
+
+def asks_for_silence(text: str | None) -> bool:
+    """Whether an injected heartbeat message asked for :data:`SILENT_ANSWER` (not loud)."""
+    return is_heartbeat_message(text) and (text or "").endswith(ASK_FOR_SILENCE)
+
+
+def is_silent_answer(answer: str | None) -> bool:
+    """Whether ``answer`` is :data:`SILENT_ANSWER` (emphasis, quotes and a final full stop
+    around it are forgiven; anything else is a real answer)."""
+    return bool(answer) and _SILENT.fullmatch(answer or "") is not None
 
 
 def is_heartbeat_message(text: str | None) -> bool:
