@@ -1,7 +1,7 @@
 """Delivery semantics of the real gateway process: a message that keeps killing the process is
 set aside after a bounded number of deaths while other conversations go on (and `vigil gateway
-retry` sends it again), a message sent while the model endpoint refuses connections is
-answered once the endpoint is back, and a message sent before any model is configured tells
+retry` sends it again), a message sent while the model endpoint refuses connections or
+answers 503 is answered once the endpoint is back, and a message sent before any model is configured tells
 the person how to set one up and is answered once one is."""
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ POISON = "poison pill"
 REFUSED_FOR = 10.0 if os.environ.get("VIGIL_DELIVERY_FULL") else 5.0
 """Seconds the model endpoint refuses connections (the acceptance test's 10 with
 ``VIGIL_DELIVERY_FULL=1``; shorter in the suite, for its time budget)."""
+OVERLOADED_FOR = 60.0 if os.environ.get("VIGIL_DELIVERY_FULL") else 3.0
+"""Seconds the model endpoint answers 503 (the acceptance test's minute with
+``VIGIL_DELIVERY_FULL=1``)."""
 
 
 def write_config(home: Path, config: dict[str, Any]) -> None:
@@ -178,7 +181,8 @@ def test_a_message_sent_while_the_model_refuses_connections_is_answered_once_it_
         sent = time.monotonic()
         wait_for(lambda: watcher.of("waiting"), what="the conversation saying it waits")
         assert watcher.of("waiting")[0]["text"].startswith("waiting for the model (retrying, next try in ")
-        status = wait_for(lambda: (lambda out: out if "waiting" in out else None)(run_cli("gateway", "status").output),
+        status = wait_for(lambda: (lambda out: out if "waiting for the model" in out else None)(
+                              run_cli("gateway", "status").output),
                           timeout=15, what="gateway status showing the waiting message")
         assert "1 message(s) waiting for the model (retrying, " in status and "cannot reach" in status
         time.sleep(max(0.0, REFUSED_FOR - (time.monotonic() - sent)))  # then the endpoint comes back
@@ -193,6 +197,32 @@ def test_a_message_sent_while_the_model_refuses_connections_is_answered_once_it_
     assert inbox(vigil_home, entry).status == ANSWERED
     assert gateway.stop() == 0
     assert "waits, retrying with back-off for up to 3600 s: cannot reach the model endpoint" in log_text(gateway)
+
+
+def test_a_message_sent_while_the_model_answers_503_is_answered_once_it_recovers(
+    vigil_home: Path, fake_model: FakeModelServer
+) -> None:
+    write_config(vigil_home, {"gateway": {"retry_max_delay": 1}})
+    fake_model.set_default_reply(Reply.error(503, "overloaded, try again later"))
+    gateway = GatewayProcess(vigil_home, fake_model).start()
+    with gateway.client() as client:
+        session_id = new_conversation(client)
+        watcher = Watcher(gateway, session_id)
+        entry = send(client, session_id, "still there?")["inbox_id"]
+        sent = time.monotonic()
+        wait_for(lambda: watcher.of("waiting"), what="the conversation saying it waits")
+        time.sleep(max(0.0, OVERLOADED_FOR - (time.monotonic() - sent)))  # the outage lasts this long
+        fake_model.set_default_reply("recovered")
+        back = time.monotonic()
+        wait_for(lambda: answers(client, session_id) == ["recovered"], timeout=15, what="the answer")
+        took = time.monotonic() - back
+        print(f"answered {took:.2f} s after {OVERLOADED_FOR:g} s of 503s (back-off cap 1 s), "
+              f"{len(fake_model.requests)} requests")
+        assert took < 1 + 2.0  # the cap, plus a turn and a slow machine's slack
+        assert users(client, session_id) == ["still there?"]
+        assert [r.status for r in fake_model.requests].count(200) == 1  # answered once
+    assert inbox(vigil_home, entry).status == ANSWERED
+    assert gateway.stop() == 0
 
 
 def test_without_a_model_the_person_is_told_how_to_set_one_up_and_the_message_waits(
