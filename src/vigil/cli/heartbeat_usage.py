@@ -9,7 +9,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from vigil.cli.render import console, echo_json, shorten
+from vigil.cli.render import console, echo_json
 from vigil.clock import SystemClock
 from vigil.schedule.heartbeat.cost import DAY, WEEK, HeartbeatCost, cost_of
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
@@ -29,18 +29,20 @@ def heartbeat_usage(store: SessionStore, budget: int | None, as_json: bool, only
         console.print("No heartbeat turns in the last 7 days.", markup=False)
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("conversation", "title", "heartbeat"):
-        table.add_column(column)
-    for span in ("24 h", "7 days"):
-        for column in ("turns", "uncached", "cached", "output"):
-            table.add_column(f"{column} {span}" if column == "turns" else column, justify="right")
+    table.add_column("conversation", no_wrap=True)
+    table.add_column("heartbeat")
+    table.add_column("last", no_wrap=True)
+    for column in ("turns", "uncached", "cached", "output"):
+        table.add_column(column, justify="right", no_wrap=True)
     for row in rows:
-        cells = [row["conversation"], escape(shorten(row["title"] or "", 24)), row["heartbeat"] or "-"]
-        for span in ("day", "week"):
+        for span, label in (("day", "24 h"), ("week", "7 days")):
             part = row[span]
-            cells += [str(part["turns"]), f"{part['uncached_tokens']:,}", f"{part['cached_tokens']:,}",
-                      f"{part['output_tokens']:,}"]
-        table.add_row(*cells)
+            first = span == "day"
+            table.add_row(
+                row["conversation"] if first else "", escape(row["heartbeat"] or "-") if first else "", label,
+                str(part["turns"]), f"{part['uncached_tokens']:,}", f"{part['cached_tokens']:,}",
+                f"{part['output_tokens']:,}",
+            )
     console.print(table)
     note = f"heartbeat.daily_token_budget: {budget:,} tokens per heartbeat in 24 hours" if budget else (
         "heartbeat.daily_token_budget is not set: no heartbeat is paused for its tokens"
