@@ -49,7 +49,8 @@ class ApiAdapter:
     async def send(self, message: OutboxEntry) -> None:
         """A reply to a request reaches the request that waits for it. Without one (the client
         went away, a heartbeat's answer) it succeeds all the same: the conversation holds it."""
-        await self.state.exchanges.replied(message)
+        if self.state.gateway_port is not None:
+            await self.state.exchanges.replied(self.state.gateway_port, message)
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
         """Nothing: each request follows its conversation's events itself."""

@@ -24,7 +24,7 @@ from vigil.gateway.adapters.base import GatewayClosed, GatewayPort, Inbound
 from vigil.gateway.adapters.openai_api import matching
 from vigil.gateway.adapters.openai_api.context import is_command, system_hash, turn_text
 from vigil.gateway.adapters.openai_api.errors import ApiError
-from vigil.gateway.adapters.openai_api.parsing import ClientTurn
+from vigil.gateway.adapters.openai_api.parsing import ClientTurn, Message
 from vigil.store import AmbiguousSession, SessionNotFound, StoreError
 from vigil.store.gateway_tables import FINISHED_STATUSES, OutboxEntry, RouteKey
 
@@ -34,6 +34,10 @@ KEEPALIVE_SECONDS = 15.0
 REMEMBERED = 10_000
 """Exchanges waiting for their reply that the adapter keeps (a turn stopped from the web chat
 has none; the oldest are forgotten first)."""
+ASKED = "api_asked"
+"""Inbox meta: the hash of the chat up to the message (:func:`asked_hash`)."""
+RESPONSE = "api_response"
+"""Inbox meta: the id of the response (``/v1/responses``)."""
 _ANSWER = "answer"
 _EVENT = "event"
 _END = "end"
@@ -52,12 +56,18 @@ class Answer:
     truncated: bool = False
 
 
+def asked_hash(turn: ClientTurn) -> str:
+    """The hash of the chat up to and including the new message, as its client sent it."""
+    return matching.exchange_hash([*turn.prior, Message("user", turn.text)])
+
+
 class Exchange:
     """A stored message waiting for its answer (see the module docstring)."""
 
     def __init__(self, gateway: GatewayPort, turn: ClientTurn, inbox_id: int, session_id: str | None,
                  stored_text: str, response_id: str | None) -> None:
         self.gateway = gateway
+        self.asked = asked_hash(turn)
         self.turn = turn
         self.inbox_id = inbox_id
         self.session_id = session_id
@@ -142,21 +152,27 @@ class Exchange:
         return Answer(text, session_id or self.session_id, dict(self.usage), kind)
 
     async def remember(self, answers: list[str], session_id: str | None) -> None:
-        """Let the chat's next request find this conversation: the exchange with each form of
-        its answer, and the response id, point at ``session_id``."""
-        session_id = session_id or self.session_id
-        if session_id is None:
-            return
-        routes = matching.answered_routes(self.turn.prior, self.turn.text, answers)
-        if self.response_id is not None:
-            routes.append(matching.response_route(self.response_id))
-        tables = self.gateway.store.gateway
-        now = time.time()
-        try:
-            for route in routes:
-                await asyncio.to_thread(tables.route_set, route, session_id, now=now)
-        except (StoreError, SessionNotFound) as exc:  # the next request then starts a new conversation
-            log.warning("cannot remember the API exchange of inbox entry %d: %s", self.inbox_id, exc)
+        """Let the chat's next request find this conversation (see :func:`remember`)."""
+        await remember(self.gateway, self.inbox_id, self.asked, self.response_id, answers,
+                       session_id or self.session_id)
+
+
+async def remember(
+    gateway: GatewayPort, inbox_id: int, asked: str | None, response_id: str | None, answers: list[str],
+    session_id: str | None,
+) -> None:
+    """Point the exchange with each form of its answer, and the response's id, at ``session_id``."""
+    if session_id is None or (asked is None and response_id is None):
+        return
+    routes = matching.answered_routes(asked, answers, response_id) if asked is not None else [
+        matching.response_route(response_id or "")]
+    tables = gateway.store.gateway
+    now = time.time()
+    try:
+        for route in routes:
+            await asyncio.to_thread(tables.route_set, route, session_id, now=now)
+    except (StoreError, SessionNotFound) as exc:  # the next request then starts a new conversation
+        log.warning("cannot remember the API exchange of inbox entry %d: %s", inbox_id, exc)
 
 
 class Exchanges:
@@ -172,16 +188,23 @@ class Exchanges:
         while len(self.waiting) > REMEMBERED:
             self.waiting.popitem(last=False)
 
-    async def replied(self, entry: OutboxEntry) -> None:
-        """The outbox hands over a reply: the exchange it answers (if this process has it)
-        hears it, and is remembered for matching."""
+    async def replied(self, gateway: GatewayPort, entry: OutboxEntry) -> None:
+        """The outbox hands over a reply: the exchange it answers hears it, once it is
+        remembered for matching (from the message's stored meta when this process does not
+        have the exchange: it was answered after a restart, or by another worker)."""
         if entry.inbox_id is None or entry.kind not in ("reply", "command", "notice"):
             return
         exchange = self.waiting.pop(entry.inbox_id, None)
-        if exchange is None:
+        if exchange is not None:
+            await exchange.remember([entry.text], entry.session_id)  # first: the client may come back at once
+            exchange.replied(entry)
             return
-        await exchange.remember([entry.text], entry.session_id)  # first: the client may come back at once
-        exchange.replied(entry)
+        stored = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry.inbox_id)
+        meta = stored.meta if stored is not None else {}
+        asked, response_id = meta.get(ASKED), meta.get(RESPONSE)
+        await remember(gateway, entry.inbox_id, asked if isinstance(asked, str) else None,
+                       response_id if isinstance(response_id, str) else None, [entry.text],
+                       entry.session_id or (stored.session_id if stored is not None else None))
 
     def end_all(self, why: str) -> None:
         for exchange in self.waiting.values():
@@ -202,7 +225,8 @@ async def submit(
     if not gateway.accepting:
         raise GatewayClosed("the gateway is stopping")
     external_id = f"key:{idempotency_key}" if idempotency_key else f"req:{uuid.uuid4().hex}"
-    receipt = await gateway.receive(Inbound(route, external_id=external_id, text=text, meta={"api": turn.model[:80]}))
+    meta = {ASKED: asked_hash(turn), RESPONSE: response_id, "model": turn.model[:80]}
+    receipt = await gateway.receive(Inbound(route, external_id=external_id, text=text, meta=meta))
     exchange = Exchange(gateway, turn, receipt.inbox_id, receipt.session_id, text, response_id)
     exchange.watch()  # before any other await: see Exchange.watch
     exchanges.add(exchange)
