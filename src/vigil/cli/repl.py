@@ -34,6 +34,7 @@ from vigil.cli.render import local_time, relative, shorten
 from vigil.profiles import Profile
 from vigil.runtime.conversation import Conversation
 from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, Outcome, TurnBegan, TurnEnded
+from vigil.schedule.heartbeat.text import asks_for_silence, is_silent_answer
 from vigil.schedule.intervals import format_interval
 
 console = Console(highlight=False)
@@ -108,6 +109,7 @@ class Repl:
         self._streaming = False  # this turn's answer is written as it arrives
         self._streamed = False  # a line of streamed text is open
         self._streamed_any = False
+        self._quiet_beat = False  # a heartbeat turn that may answer HEARTBEAT_OK: shown at its end
         self._ctrl_c_at: float | None = None  # when Ctrl-C last hit an empty prompt
         self.session: PromptSession[str] = PromptSession(
             history=private_history(profile.history_path),
@@ -155,10 +157,13 @@ class Repl:
             return " · ♥ due, waiting for your draft (send or clear it)"
         if scheduler.emergency_stopped:
             return f" · ♥ {every} on emergency stop"
-        if not heartbeat.active or heartbeat.next_due is None:
+        fire = heartbeat.fire_at()
+        if not heartbeat.active:
             return f" · ♥ {every} paused"
-        left = heartbeat.next_due - scheduler.clock.now()
-        when = local_time(heartbeat.next_due)[-5:]
+        if fire is None:
+            return f" · ♥ {every} ending"
+        left = fire - scheduler.clock.now()
+        when = local_time(fire)[-5:]
         return f" · ♥ next {when} (in {relative(left)})" if left > 0 else f" · ♥ due ({when})"
 
     async def run(self) -> int:
@@ -193,12 +198,16 @@ class Repl:
         unseen = recap.unseen_heartbeats
         if unseen:
             turns = "turn" if len(unseen) == 1 else "turns"
+            news = [beat for beat in unseen if not is_silent_answer(beat.answer)]
+            quiet = len(unseen) - len(news)
+            said = f" ({quiet} found nothing changed)" if quiet else ""
             console.print(
-                f"[magenta]♥ {len(unseen)} heartbeat {turns} fired while the conversation was not open:[/magenta]"
+                f"[magenta]♥ {len(unseen)} heartbeat {turns} fired while the conversation was not open"
+                f"{escape(said)}{':' if news else '.'}[/magenta]"
             )
-            if len(unseen) > SHOWN_HEARTBEATS:
-                console.print(f"  [dim]… {len(unseen) - SHOWN_HEARTBEATS} earlier not shown[/dim]")
-            for beat in unseen[-SHOWN_HEARTBEATS:]:
+            if len(news) > SHOWN_HEARTBEATS:
+                console.print(f"  [dim]… {len(news) - SHOWN_HEARTBEATS} earlier not shown[/dim]")
+            for beat in news[-SHOWN_HEARTBEATS:]:
                 answer = shorten(beat.answer or "(no answer)", width - 18)
                 console.print(f"  [magenta]♥[/magenta] [dim]{local_time(beat.at)}[/dim] {escape(answer)}")
 
@@ -328,7 +337,10 @@ class Repl:
     def _begin(self, event: TurnBegan) -> None:
         # Partial lines cannot be printed above an open prompt, so a turn that starts while
         # the person is typing is shown whole when it ends.
-        self._streaming = self.stream and not self._prompt_open
+        self._quiet_beat = event.kind == HEARTBEAT and asks_for_silence(event.text)
+        # HEARTBEAT_OK is known only at the end: such a turn is not streamed, so that it can
+        # be folded into one quiet line.
+        self._streaming = self.stream and not self._prompt_open and not self._quiet_beat
         self._streamed = self._streamed_any = False
         if event.kind == HEARTBEAT and event.header:
             console.print(f"\n[bold magenta]♥ {escape(event.header)}[/bold magenta]")
@@ -341,7 +353,9 @@ class Repl:
             console.print(f"[red]Error: {escape(str(event.error))}[/red]")
         elif event.result is not None:
             result = event.result
-            if result.answer and (not self._streamed_any or result.stop != "answered"):
+            if self._quiet_beat and is_silent_answer(result.answer):
+                console.print("[dim]  nothing changed (HEARTBEAT_OK)[/dim]")
+            elif result.answer and (not self._streamed_any or result.stop != "answered"):
                 console.print(escape(result.answer) + "\n")
 
     def _end_stream(self) -> None:
