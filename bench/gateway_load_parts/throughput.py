@@ -118,6 +118,14 @@ def sampler(pid: int, out: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def idle_rate(pid: int, seconds: float) -> float:
+    """CPU seconds a second ``pid`` spends with no load, over ``seconds``."""
+    quiet(pid, 5.0)
+    before, started = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - before) / (time.monotonic() - started)
+
+
 def drive(server: str, url: str, token: str, server_pid: int, model_pid: int | None, conversations: int,
           messages: int, drivers: int, spy_to: Path | None = None) -> Run:
     """One measured run of ``drivers`` driver processes against the server at ``url``."""
@@ -192,6 +200,8 @@ def bench(levels: list[int], total: int, drivers: int, profile_to: Path | None, 
             assert gateway.process is not None
             token = gateway.token
             echo = Echo(token)
+            idle = idle_rate(gateway.process.pid, 5.0)
+            print(f"gateway idle (no load, before the first level): {idle * 1000:.1f} ms of CPU a second")
             for conversations in levels:
                 messages = max(1, round(total / conversations))
                 pair = (
