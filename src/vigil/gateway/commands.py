@@ -60,11 +60,14 @@ def status_text(live: "LiveConversation") -> str:
     if heartbeat is None:
         lines.append("Heartbeat: none")
     else:
-        when = ""
-        if heartbeat.active and heartbeat.next_due is not None:
-            when = f", next fire {relative(heartbeat.next_due - gateway.clock.now())}"
+        when, now = "", gateway.clock.now()
+        fire = heartbeat.fire_at()
+        if heartbeat.active and fire is not None:
+            when = f", next fire {relative(fire - now)}"
+        if heartbeat.ends_at is not None:
+            when += f", ends {relative(heartbeat.ends_at - now)}" if heartbeat.ends_at > now else ", ended"
         lines.append(f"Heartbeat: every {format_interval(heartbeat.interval)} ({heartbeat.status}{when}), "
-                     f"fired {heartbeat.fire_count} time(s)")
+                     f"fired {heartbeat.fire_count} time(s); /heartbeat status tells more")
     return "\n".join(lines)
 
 

@@ -7,7 +7,9 @@ Live events carry ``type`` and ``session_id``:
 error, cancelled, usage} · ``command_reply`` {text, is_error} · ``approval_request`` {id, tool,
 description, expires_at} · ``approval_resolved`` {id, approved} · ``heartbeat`` {heartbeat} ·
 ``session_moved`` {new_session_id, reason} · ``message_accepted`` {inbox_id, text, client_id} ·
-``status`` {busy, queued}.
+``status`` {busy, queued} · ``note`` {text, reason: ended|over_budget} (a heartbeat vigil
+ended or paused). A heartbeat turn's ``turn_ended`` that answered ``HEARTBEAT_OK`` carries
+``silent: true`` (fold it); so does such an answer in a history (``message_view``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from vigil.agent.events import Compressed, TextDelta, ToolFinished, ToolStarted
 from vigil.runtime.conversation_events import ConversationEvent, TurnBegan, TurnEnded
 from vigil.schedule.heartbeat.record import Heartbeat
-from vigil.schedule.heartbeat.text import HEADER_PREFIX, is_heartbeat_message
+from vigil.schedule.heartbeat.text import HEADER_PREFIX, is_heartbeat_message, is_silent_answer
 from vigil.schedule.intervals import format_interval
 from vigil.store import MessageRecord, SessionRecord
 
@@ -65,10 +67,15 @@ def heartbeat_view(heartbeat: Heartbeat | None, owner: str | None = None) -> dic
         "interval_text": format_interval(heartbeat.interval),
         "prompt": heartbeat.prompt,
         "status": heartbeat.status,
-        "next_due": heartbeat.next_due,
+        "next_due": heartbeat.fire_at() if heartbeat.active else heartbeat.next_due,
         "fire_count": heartbeat.fire_count,
         "last_fire": heartbeat.last_fire,
         "owner": owner,
+        "quiet": heartbeat.quiet,
+        "zone": heartbeat.zone,
+        "ends_at": heartbeat.ends_at,
+        "loud": heartbeat.loud,
+        "paused_by": heartbeat.paused_by,
     }
 
 
@@ -88,6 +95,7 @@ def message_view(message: MessageRecord) -> dict[str, Any]:
         "heartbeat": heartbeat,
         "header": header,
         "inbox_id": message.meta.get("inbox") if message.role == "user" else None,
+        "silent": message.role == "assistant" and is_silent_answer(message.content),
     }
 
 
