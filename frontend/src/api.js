@@ -53,6 +53,22 @@ export async function postJSON(path, body, { attempts = 6 } = {}) {
   }
 }
 
+// PATCH or DELETE (not retried: the person sees the error and can try again).
+export async function sendJSON(method, path, body) {
+  const init = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch {
+    throw new HttpError(0, "the gateway cannot be reached");
+  }
+  return parse(response);
+}
+
 export async function upload(path, file) {
   const form = new FormData();
   form.append("file", file, file.name);

@@ -1,6 +1,6 @@
 // The page: which conversation is shown, its live stream, the list, the composer and the
 // keyboard. The parts are in their own modules; this wires them to the gateway's API.
-import { getJSON, postJSON, upload, LiveStream, HttpError } from "./api.js";
+import { getJSON, postJSON, sendJSON, upload, LiveStream, HttpError } from "./api.js";
 import { el, button, newClientId, formatSize, copyText } from "./dom.js";
 import { ConversationView } from "./conversation.js";
 import { drawList } from "./sidebar.js";
@@ -8,6 +8,9 @@ import { HeartbeatBadge } from "./heartbeat.js";
 import { Composer } from "./composer.js";
 import { cronNotice, notice } from "./rows.js";
 import { wireTheme } from "./theme.js";
+import { ConversationActions, askHeartbeat } from "./manage.js";
+import { openMenu } from "./menu.js";
+import { toast } from "./toast.js";
 
 const $ = (id) => document.getElementById(id);
 const NARROW = window.matchMedia("(max-width: 760px)");
@@ -19,14 +22,17 @@ const SUGGESTIONS = [
 
 const state = {
   id: null,
+  shown: null,      // the open conversation as last loaded (title, heartbeat, archived ...)
   stream: null,
   opening: Promise.resolve(),
   listed: [],
+  archived: false,  // the list shows the archived conversations
 };
 
 let view;
 let composer;
 let badge;
+let actions;
 
 function showError(text) { $("composer-error").textContent = text || ""; }
 
@@ -55,18 +61,80 @@ async function loadList() {
   const q = $("search").value.trim();
   let data;
   let snippets = {};
+  const archived = state.archived;
   try {
-    const list = getJSON(`/api/conversations?limit=200${q ? `&q=${encodeURIComponent(q)}` : ""}`);
+    const list = getJSON(`/api/conversations?limit=200${archived ? "&archived=1" : ""}${q ? `&q=${encodeURIComponent(q)}` : ""}`);
     const found = q ? getJSON(`/api/search?q=${encodeURIComponent(q)}`).catch(() => null) : null;
     data = await list;
     const hits = found ? await found : null;
     for (const hit of hits?.results || []) if (!(hit.id in snippets)) snippets[hit.id] = hit.snippet;
   } catch { return; }
-  if ($("search").value.trim() !== q) return;  // typed on meanwhile
+  if ($("search").value.trim() !== q || state.archived !== archived) return;  // changed meanwhile
   state.listed = data.conversations;
-  drawList($("conversation-list"), data.conversations, { selectedId: state.id, query: q, snippets, onSelect: choose });
+  drawList($("conversation-list"), data.conversations, {
+    selectedId: state.id, query: q, snippets, onSelect: choose, onMenu: listMenu, archived,
+  });
   const shown = data.conversations.find((c) => c.id === state.id);
-  if (shown) $("title").textContent = shown.title || "(untitled)";  // a title is given after the first answer
+  if (shown) showTitle({ ...state.shown, ...shown });  // a title is given after the first answer
+}
+
+// -- renaming, archiving, deleting, the heartbeat from controls --------------------------------
+
+function showTitle(c) {
+  if (!c) return;
+  state.shown = c;
+  $("title").textContent = c.title || "(untitled)";
+  const notes = [];
+  if (c.source && c.source !== "web") notes.push(`from ${c.source}`);
+  if (c.archived) notes.push("archived");
+  $("subtitle").textContent = notes.join(" · ");
+}
+
+function menuItems(c, { withHeartbeat = false } = {}) {
+  return [
+    { label: "Rename…", run: () => actions.rename(c) },
+    withHeartbeat && { label: c.heartbeat ? "Change heartbeat…" : "Set a heartbeat…", run: () => editHeartbeat(c.heartbeat) },
+    { label: c.archived ? "Unarchive" : "Archive", run: () => actions.archive(c, !c.archived) },
+    { label: "Delete…", run: () => actions.remove(c), danger: true },
+  ];
+}
+
+function listMenu(c, opener) {
+  openMenu(opener, menuItems(c), `Actions for ${c.title || "(untitled)"}`);
+}
+
+function headerMenu() {
+  if (!state.id || !state.shown) return;
+  openMenu($("conversation-menu"), menuItems({ ...state.shown }, { withHeartbeat: true }), "Conversation actions");
+}
+
+async function editHeartbeat(current) {
+  const command = await askHeartbeat(current);
+  if (command) send(command);
+}
+
+function onChanged(summary) {
+  if (summary.id === state.id) showTitle({ ...state.shown, ...summary });
+  loadList();
+}
+
+function forgetShown() {
+  if (state.stream) state.stream.close();
+  state.stream = null;
+  state.id = null;
+  state.shown = null;
+  history.replaceState(null, "", location.pathname);
+  $("title").textContent = "vigil";
+  $("subtitle").textContent = "";
+  $("conversation-menu").hidden = true;
+  badge.show(null);
+  showStatus(false, 0);
+  welcome();
+}
+
+function onDeleted(gone) {
+  if (gone.id === state.id) forgetShown();
+  loadList();
 }
 
 function refreshListSoon() {
@@ -101,8 +169,9 @@ async function loadView(id) {
     state.id = shown.id;
     history.replaceState(null, "", `#${shown.id}`);
   }
-  $("title").textContent = shown.title || "(untitled)";
-  $("subtitle").textContent = shown.source && shown.source !== "web" ? `from ${shown.source}` : "";
+  const { messages = [], ...summary } = shown;
+  showTitle({ ...summary, message_count: messages.length });
+  $("conversation-menu").hidden = false;
   view.renderHistory(shown);
   badge.show(shown.heartbeat);
   return shown;
@@ -111,6 +180,7 @@ async function loadView(id) {
 async function select(id) {
   if (state.stream) state.stream.close();
   state.id = id;
+  state.shown = null;
   view.clear();
   badge.show(null);
   showStatus(false, 0);
@@ -165,11 +235,25 @@ function handle(event) {
   switch (event.type) {
     case "heartbeat":
       badge.show(event.heartbeat);
+      if (state.shown) state.shown.heartbeat = event.heartbeat || null;
+      refreshListSoon();
+      break;
+    case "renamed":
+      showTitle({ ...state.shown, title: event.title });
+      refreshListSoon();
+      break;
+    case "conversation_deleted":  // deleted here or on another page
+      if (event.session_id === state.id) {
+        forgetShown();
+        toast("This conversation was deleted.");
+      }
       refreshListSoon();
       break;
     case "session_moved":
       if (!event.new_session_id) {
-        view.append(notice("This conversation has ended. Start a new one, or send a message to reopen it."));
+        view.append(notice(event.reason === "suspend"
+          ? "This conversation was suspended (/suspend) and its heartbeat cleared. Send a message to reopen it, or start a new one."
+          : "This conversation has ended. Start a new one, or send a message to reopen it."));
         badge.show(null);
         refreshListSoon();
         break;
@@ -287,7 +371,17 @@ function wire() {
     send: (text) => send(text),
   });
   composer = new Composer($("composer"), { onSend: send, onStop: stop });
-  badge = new HeartbeatBadge($("heartbeat"), (command) => send(command));
+  badge = new HeartbeatBadge($("heartbeat"), (command) => send(command), editHeartbeat);
+  actions = new ConversationActions({
+    patch: (id, body) => sendJSON("PATCH", `/api/conversations/${encodeURIComponent(id)}`, body),
+    remove: (id) => sendJSON("DELETE", `/api/conversations/${encodeURIComponent(id)}`),
+  }, { changed: onChanged, deleted: onDeleted, failed: showError });
+  $("conversation-menu").addEventListener("click", headerMenu);
+  $("show-archived").addEventListener("click", () => {
+    state.archived = !state.archived;
+    $("show-archived").setAttribute("aria-pressed", String(state.archived));
+    loadList();
+  });
   wireTheme($("theme-toggle"));
   $("messages").addEventListener("click", onCopy);
   document.addEventListener("keydown", onKey);

@@ -278,7 +278,9 @@ export class ConversationView {
         if (event.kind === "file" && event.url) { this.placeBeforeWaiting(fileLink(event)); break; }
         if (event.kind === "notice") {
           // Why a message could not be answered (yet). A turn's own error was shown with it.
-          if (event.text && event.text !== `⚠ ${this.lastError}`) this.placeBeforeWaiting(replyNotice(event.text, this.on.send));
+          if (event.text && event.text !== `⚠ ${this.lastError}`) {
+            this.placeBeforeWaiting(replyNotice(event.text, this.on.send, { original: this.failedText(event.inbox_id) }));
+          }
           break;
         }
         // The outbox's copy of an answer: already shown when it streamed; if this page missed
@@ -288,6 +290,15 @@ export class ConversationView {
       default:
         break;
     }
+  }
+
+  // The text of the person's message `inboxId`, when a notice says it was not answered (not
+  // for a notice without a message, such as "No model is configured", nor for a command).
+  failedText(inboxId) {
+    if (inboxId === null || inboxId === undefined) return "";
+    const row = [...this.box.querySelectorAll(".message.user")].find((r) => r.dataset.inbox === String(inboxId));
+    const text = row?.querySelector(".bubble")?.textContent || "";
+    return text.trimStart().startsWith("/") ? "" : text;
   }
 
   resolved(card, approved, text) {

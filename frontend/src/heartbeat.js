@@ -1,16 +1,18 @@
 // The conversation's heartbeat as a compact badge in the header (interval and countdown), with a
-// panel to pause, resume or clear it. No heartbeat: no badge.
+// panel to change, pause, resume or clear it (each a /heartbeat command sent in the
+// conversation, as if typed). No heartbeat: no badge.
 import { formatCountdown } from "./dom.js";
 
 export class HeartbeatBadge {
-  // `send(text)`: send a slash command in the conversation.
-  constructor(root, send) {
+  // `send(text)`: send a slash command in the conversation; `onEdit(hb)`: change it (a dialog).
+  constructor(root, send, onEdit = () => {}) {
     this.root = root;
     this.send = send;
     this.hb = null;
     this.$ = (id) => root.querySelector(`#${id}`);
     const toggle = this.$("hb-toggle");
     toggle.addEventListener("click", () => this.open(toggle.getAttribute("aria-expanded") !== "true"));
+    this.$("hb-edit").addEventListener("click", () => { this.open(false); onEdit(this.hb); });
     this.$("hb-pause").addEventListener("click", () => { this.open(false); send("/heartbeat pause"); });
     this.$("hb-resume").addEventListener("click", () => { this.open(false); send("/heartbeat resume"); });
     this.$("hb-clear").addEventListener("click", () => { this.open(false); send("/heartbeat clear"); });

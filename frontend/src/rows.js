@@ -63,15 +63,21 @@ export function commandReply(text, isError) {
 }
 
 const RETRY = /\/retry (\d+)/;
+// The gateway's notices for a message it gave up on (gateway/settle.py): they advise sending it
+// again. "vigil cannot answer yet ... Your message is kept" is not one: that message waits.
+export const GAVE_UP = /^⚠ (vigil stopped trying to answer this message|The model provider refused|The model refused this message|vigil cannot answer this message)/;
 
 // A notice the gateway sent instead of an answer ("No model is configured ...", a message set
-// aside); one that names `/retry N` gets a Retry button.
-export function replyNotice(text, send) {
+// aside, a message that failed for good). One that names `/retry N` gets a Retry button that
+// puts the set-aside message back; one about a message that failed (`original`: its text, as
+// shown above) gets a Retry button that sends that text again, as the notice advises.
+export function replyNotice(text, send, { original = "" } = {}) {
   const row = notice(text, { error: true, kind: "reply-notice" });
   const retry = RETRY.exec(text);
-  if (retry) {
-    const again = button("Retry", "small retry");
-    again.addEventListener("click", () => { again.disabled = true; send(`/retry ${retry[1]}`); });
+  if (!GAVE_UP.test(text)) original = "";
+  const again = retry || original ? button("Retry", "small retry", { label: "Retry: send the message again" }) : null;
+  if (again) {
+    again.addEventListener("click", () => { again.disabled = true; send(retry ? `/retry ${retry[1]}` : original); });
     row.appendChild(again);
   }
   return row;

@@ -1,5 +1,5 @@
 // The conversation list: grouped by day, or, while searching, the matches with their snippets
-// (the matched words marked).
+// (the matched words marked); or the archived conversations. Each has a ⋯ button for its actions.
 import { el, dayGroup, formatClock, formatTime } from "./dom.js";
 
 // A search snippet marks its matches «like this» (both store backends); drawn as <mark>.
@@ -25,7 +25,7 @@ export function markedTitle(title, query) {
   return node;
 }
 
-function item(c, { selected, query, snippet, onSelect }) {
+function item(c, { selected, query, snippet, onSelect, onMenu }) {
   const button = el("button", "conversation");
   button.type = "button";
   button.dataset.id = c.id;
@@ -57,22 +57,35 @@ function item(c, { selected, query, snippet, onSelect }) {
   }
   if (badges.childNodes.length) button.appendChild(badges);
   button.addEventListener("click", () => onSelect(c.id));
-  const li = el("li");
+  const li = el("li", "conv-item");
   li.appendChild(button);
+  if (onMenu) {
+    const more = el("button", "conv-more", "⋯");
+    more.type = "button";
+    more.setAttribute("aria-label", `Actions for ${title}`);
+    more.setAttribute("aria-haspopup", "menu");
+    more.setAttribute("aria-expanded", "false");
+    more.addEventListener("click", (e) => { e.stopPropagation(); onMenu(c, more); });
+    li.appendChild(more);
+  }
   return li;
 }
 
-// Draw `conversations` into `list`. `snippets`: conversation id -> snippet (a search's).
-export function drawList(list, conversations, { selectedId, query, snippets = {}, onSelect }) {
+// Draw `conversations` into `list`. `snippets`: conversation id -> snippet (a search's);
+// `archived`: the list shows the archived conversations; `onMenu(c, button)` opens a
+// conversation's actions.
+export function drawList(list, conversations, { selectedId, query, snippets = {}, onSelect, onMenu, archived = false }) {
   list.replaceChildren();
   if (!conversations.length) {
-    list.appendChild(el("p", "muted empty-list", query ? "Nothing matches." : "No conversations yet."));
+    const none = query ? "Nothing matches." : archived ? "No archived conversations." : "No conversations yet.";
+    list.appendChild(el("p", "muted empty-list", none));
     return;
   }
-  if (query) {
-    const heading = el("h2", "conv-group", `${conversations.length} match${conversations.length === 1 ? "" : "es"}`);
+  if (query || archived) {
+    const n = conversations.length;
+    const heading = el("h2", "conv-group", query ? `${n} ${archived ? "archived " : ""}match${n === 1 ? "" : "es"}` : `Archived · ${n}`);
     const ul = el("ul");
-    for (const c of conversations) ul.appendChild(item(c, { selected: c.id === selectedId, query, snippet: snippets[c.id], onSelect }));
+    for (const c of conversations) ul.appendChild(item(c, { selected: c.id === selectedId, query, snippet: snippets[c.id], onSelect, onMenu }));
     list.append(heading, ul);
     return;
   }
@@ -85,6 +98,6 @@ export function drawList(list, conversations, { selectedId, query, snippets = {}
       ul = el("ul");
       list.append(el("h2", "conv-group", name), ul);
     }
-    ul.appendChild(item(c, { selected: c.id === selectedId, onSelect }));
+    ul.appendChild(item(c, { selected: c.id === selectedId, onSelect, onMenu }));
   }
 }

@@ -203,5 +203,5 @@ describe("ConversationView", () => {
     while (box.querySelector("button.earlier")) box.querySelector("button.earlier").click();
     expect(drawn().length).toBe(2000);
     expect(drawn()[0]).toEqual(["user", "question 0"]);
-  });
+  }, 30_000);  // 2,000 answers through markdown-it in jsdom: seconds on a loaded machine
 });
