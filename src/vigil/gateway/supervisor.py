@@ -22,6 +22,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from vigil.backoff import Backoff
 from vigil.gateway.adapters.base import Adapter, AdapterHealth, DeliveryError, GatewayPort
 from vigil.store.gateway_tables import OutboxEntry, RouteKey
 
@@ -46,8 +47,10 @@ WATCH_INTERVAL = 1.0
 
 
 def delay(failures: int, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
-    """Seconds before the next try after ``failures`` failed ones in a row (1, 2, 4 … 60)."""
-    return min(cap, base * 2 ** max(0, failures - 1))
+    """Seconds before the next try after ``failures`` failed ones in a row (1, 2, 4 … 60):
+    the shared formula without jitter, since the log line says when the next try comes (one
+    adapter of a kind runs per gateway; a polling lease keeps workers from reconnecting together)."""
+    return Backoff(base, cap, jitter=None).delay(failures - 1)
 
 
 def missing_secrets(platform: str, settings: "Settings") -> list[str]:

@@ -2,8 +2,8 @@
 
 Both clients switch their SDK's own retries off and run every call through ``call_with_retries``,
 so the retry behaviour is the same for every provider and a test can drive it with a fake sleep.
-:class:`RetryPolicy` is vigil's one back-off formula: the gateway's patient turns and its outbox
-use it too. An error ``call_with_retries`` gives up on after retryable failures is marked so
+:class:`RetryPolicy` applies vigil's one back-off formula (:mod:`vigil.backoff`) with the
+provider's ``Retry-After``: the gateway's patient turns and its outbox use it too. An error ``call_with_retries`` gives up on after retryable failures is marked so
 (:func:`is_transient`, :func:`retry_after_of`): a caller with more patience may wait and ask again.
 """
 
@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
+from vigil.backoff import Backoff
 from vigil.masking import mask_secrets
 from vigil.models.base import (
     ModelAuthError,
@@ -60,8 +61,7 @@ class RetryPolicy:
         """Seconds to wait after the failed attempt number ``attempt`` (0-based)."""
         if retry_after is not None:
             return max(0.0, min(retry_after, self.max_retry_after))
-        backoff = min(self.max_delay, self.base_delay * (2**attempt))
-        return backoff * (0.5 + self.jitter() / 2)
+        return Backoff(self.base_delay, self.max_delay, self.jitter).delay(attempt)
 
 
 class Retryable(Exception):

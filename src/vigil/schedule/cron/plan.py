@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
+from vigil.backoff import Backoff
 from vigil.schedule.cron.jobs import DONE, MISSED, CronJob, Running
 from vigil.schedule.cron.runs import (
     FAILED,
@@ -47,7 +48,7 @@ def backoff_seconds(failures: int) -> float:
     """The pause after ``failures`` failures in a row: 1m, 2m, 4m ... at most 1h."""
     if failures <= 0:
         return 0.0
-    return min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (failures - 1))
+    return Backoff(BACKOFF_BASE, BACKOFF_MAX, jitter=None).delay(failures - 1)  # a schedule, shown as such
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from vigil.store.errors import StoreError, StoreUnavailable, StoreUnwritable
 from vigil.store.postgres.migrations import in_schema
-from vigil.store.postgres.retry import PAUSES, Retry, is_transient
+from vigil.store.postgres.retry import BACKOFF, Retry, is_transient
 from vigil.store.postgres.text import ESCAPE, escape_params, unescape
 
 DEFAULT_SCHEMA = "vigil"
@@ -225,7 +225,7 @@ class Database:
         progress" for a moment; one cut off from us by the network, until it is terminated).
         ``StoreError`` if that cannot be learnt within the retry time."""
         deadline = time.monotonic() + self.retry.seconds
-        pause, asked = PAUSES[0], time.monotonic()
+        tries, asked = 0, time.monotonic()
         while True:
             try:
                 with self.connect() as conn:
@@ -245,13 +245,14 @@ class Database:
                 failure = str(exc)
             else:
                 failure = f"transaction {xid} is {status or 'unknown to the server'}"
+            pause = BACKOFF.delay(tries)
             if time.monotonic() + pause > deadline:
                 raise StoreError(
                     f"PostgreSQL at {self.target.where}: the connection was lost while committing and "
                     f"whether the change was saved cannot be learnt ({self.target.scrub(failure)})"
                 )
             time.sleep(pause)
-            pause = min(pause * 2, PAUSES[1])
+            tries += 1
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one read statement as plain tuples (strings not unescaped), run in

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import psycopg
 from psycopg import pq, sql
 
+from vigil.backoff import Backoff, Streak
 from vigil.store.errors import StoreError
 from vigil.store.notify import check_channel, check_payload
 from vigil.store.postgres.conn import CONNECT_TIMEOUT_SECONDS, Database
@@ -224,7 +225,7 @@ class _Listener:
     def _run(self) -> None:
         conn: psycopg.Connection[Any] | None = None
         connected_before = False
-        pause = BACKOFF[0]
+        failures = Streak(Backoff(*BACKOFF))
         while not self._closing:
             try:
                 if conn is None:
@@ -234,7 +235,7 @@ class _Listener:
                     if connected_before:
                         self._reconnected()
                     connected_before = True
-                    pause = BACKOFF[0]
+                    failures.reset()
                 self._sync(conn)
                 ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], PING_SECONDS)
                 if self._wake_r in ready:
@@ -248,7 +249,8 @@ class _Listener:
                     break
                 message = self._db.target.scrub(str(exc))
                 # Said once per outage; the attempts that follow are logged at debug level.
-                level = logging.WARNING if pause == BACKOFF[0] else logging.DEBUG
+                level = logging.WARNING if failures.failures == 0 else logging.DEBUG
+                pause = failures.next()
                 log.log(level, "lost the notification listener at %s (%s); trying again in %.1f s",
                         self._db.target.where, message, pause)
                 with self._cond:
@@ -257,7 +259,6 @@ class _Listener:
                     self._cond.notify_all()
                 conn = self._discard(conn)
                 select.select([self._wake_r], [], [], pause)
-                pause = min(pause * 2, BACKOFF[1])
         self._discard(conn)
 
     def _connect(self) -> psycopg.Connection[Any]:

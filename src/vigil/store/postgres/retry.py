@@ -12,7 +12,6 @@ failed left nothing behind; the one case where that is unknown, a connection los
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from functools import wraps
@@ -21,14 +20,16 @@ from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from vigil.backoff import Backoff
 from vigil.store.errors import StoreUnavailable, StoreUnwritable
 
 RETRY_SECONDS = 30.0
 """How long one store operation is tried again while it fails transiently before
 ``StoreUnavailable`` is raised."""
 PAUSES = (0.02, 1.0)
-"""First and longest pause between two tries: doubling, each scaled by a random factor in
-[0.5, 1) so that threads that lost their connections together do not come back in step."""
+"""First and longest pause between two tries (:mod:`vigil.backoff`: doubling, jittered, so that
+threads that lost their connections together do not come back in step)."""
+BACKOFF = Backoff(*PAUSES)
 
 _RETRYABLE_STATES = frozenset({
     "40001",  # serialization_failure
@@ -81,21 +82,21 @@ class Retry:
         self._active.on = True
         try:
             deadline = time.monotonic() + self.seconds
-            pause, tries = PAUSES[0], 1
+            tries = 1
             while True:
                 try:
                     return work(*args, **kwargs)
                 except StoreUnwritable:
                     raise
                 except StoreUnavailable as exc:
-                    wait = pause * (0.5 + random.random() / 2)
+                    wait = BACKOFF.delay(tries - 1)
                     if time.monotonic() + wait > deadline:
                         if tries > 1:
                             raise StoreUnavailable(f"{exc} (still failing after {tries} tries)") from exc
                         raise
                     log.info("store operation failed (%s); trying again in %.2f s", exc, wait)
                     time.sleep(wait)
-                    pause, tries = min(pause * 2, PAUSES[1]), tries + 1
+                    tries += 1
         finally:
             self._active.on = False
 

@@ -18,6 +18,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from vigil.backoff import Backoff, Streak
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
 from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.gateway.adapters.slack import inbound as routing
@@ -120,10 +121,9 @@ class SlackAdapter:
 
     async def _identify(self) -> None:
         """auth.test again with back-off until Slack answers (the bot's own user id)."""
-        delay = 1.0
+        failures = Streak(Backoff(1.0, 300.0))
         while self.api is not None and not self.bot_user:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 300.0)
+            await asyncio.sleep(failures.next())
             try:
                 self.bot_user = str((await self.api.call("auth.test")).get("user_id") or "")
             except DeliveryError as exc:

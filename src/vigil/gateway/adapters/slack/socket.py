@@ -12,6 +12,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from vigil.backoff import Backoff, Streak
 from vigil.gateway.adapters.base import GatewayClosed
 
 if TYPE_CHECKING:
@@ -62,10 +63,9 @@ class SocketModeLink:
         return True
 
     async def _keep_trying(self) -> None:
-        delay = 1.0
+        failures = Streak(Backoff(1.0, RETRY_CAP))
         while self.client is not None:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, RETRY_CAP)
+            await asyncio.sleep(failures.next())
             if await self._connect():
                 return
 

@@ -27,7 +27,8 @@ from vigil.gateway.adapters.telegram import health as states
 from vigil.gateway.adapters.telegram.buttons import ApprovalButtons
 from vigil.gateway.adapters.telegram.health import REDACT, HealthState, install_redaction
 from vigil.gateway.adapters.telegram.messages import MessageHandler
-from vigil.gateway.adapters.telegram.polling import Backoff, Poller, StoredOffset
+from vigil.backoff import Streak
+from vigil.gateway.adapters.telegram.polling import Poller, StoredOffset, backoff_streak
 from vigil.gateway.adapters.telegram.sending import Sender
 from vigil.gateway.adapters.telegram.stream import Streams
 from vigil.gateway.adapters.telegram.takeover import PollLease, give_back, poll_in_turn
@@ -134,7 +135,7 @@ class TelegramAdapter:
     async def _run(self, ready: asyncio.Event) -> None:
         """Connect and receive; an unexpected error starts it over after a pause instead of
         leaving the adapter silently dead."""
-        backoff = Backoff(*self._backoff)
+        backoff = backoff_streak(*self._backoff)
         while True:
             try:
                 await self._connect_and_receive(ready, backoff)
@@ -148,7 +149,7 @@ class TelegramAdapter:
                 ready.set()
                 await asyncio.sleep(delay)
 
-    async def _connect_and_receive(self, ready: asyncio.Event, backoff: Backoff) -> None:
+    async def _connect_and_receive(self, ready: asyncio.Event, backoff: Streak) -> None:
         bot = self._require_bot()
         while True:
             try:
@@ -176,13 +177,13 @@ class TelegramAdapter:
         ready.set()
         await self.new_poller(bot, backoff).run()
 
-    def new_poller(self, bot: "Bot", backoff: Backoff, offsets: StoredOffset | None = None) -> Poller:
+    def new_poller(self, bot: "Bot", backoff: Streak, offsets: StoredOffset | None = None) -> Poller:
         """The poller of this connection (confirmed at stop)."""
         self.poller = Poller(bot, self.messages.handle, self.state.set, backoff=backoff,
                               poll_timeout=self._poll_timeout, offsets=offsets)
         return self.poller
 
-    async def _set_webhook(self, bot: "Bot", backoff: Backoff, ready: asyncio.Event) -> None:
+    async def _set_webhook(self, bot: "Bot", backoff: Streak, ready: asyncio.Event) -> None:
         from vigil.gateway.adapters.telegram.polling import ALLOWED_UPDATES
 
         while True:

@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from vigil.backoff import Backoff, Streak
 from vigil.gateway.adapters.telegram.inbound import owner_of, target_of
 from vigil.gateway.adapters.telegram.outbound import preview, seconds
 from vigil.store.gateway_tables import RouteKey
@@ -71,7 +72,7 @@ class ApprovalButtons:
             InlineKeyboardButton("Approve", callback_data=callback_data(approval_id, True)),
             InlineKeyboardButton("Deny", callback_data=callback_data(approval_id, False)),
         ]])
-        delay = 0.5
+        failures = Streak(Backoff(0.5, 30.0))
         for _ in range(ASK_TRIES):
             try:
                 sent = await self._bot().send_message(chat_id, text, message_thread_id=thread_id, reply_markup=keyboard)
@@ -86,8 +87,7 @@ class ApprovalButtons:
                     await asyncio.sleep(seconds(exc.retry_after))
             except TelegramError as exc:
                 log.info("telegram: approval request not sent yet (%s); retrying", exc)
-                await asyncio.sleep(delay)
-                delay *= 2
+                await asyncio.sleep(failures.next())
 
     async def resolved(self, item: dict[str, Any]) -> None:
         """Say on the request's message how it ended, without its buttons."""

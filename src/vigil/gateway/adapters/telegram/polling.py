@@ -20,6 +20,7 @@ import logging
 import warnings
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from vigil.backoff import Backoff, Streak
 from vigil.gateway.adapters.base import GatewayClosed
 from vigil.gateway.adapters.telegram.health import REDACT
 from vigil.gateway.adapters.telegram.outbound import seconds
@@ -40,16 +41,9 @@ Report = Callable[[str, str, str | None], None]
 """``(state, detail, error)`` for the adapter's health."""
 
 
-class Backoff:
-    def __init__(self, base: float, cap: float) -> None:
-        self.base, self.cap, self.failures = base, cap, 0
-
-    def next(self) -> float:
-        self.failures += 1
-        return min(self.cap, self.base * 2 ** (self.failures - 1))
-
-    def reset(self) -> None:
-        self.failures = 0
+def backoff_streak(base: float, cap: float) -> Streak:
+    """Telegram's reconnect and poll failures in a row, paused by the shared jittered formula."""
+    return Streak(Backoff(base, cap))
 
 
 class StoredOffset:
@@ -80,7 +74,7 @@ class Poller:
     the offset in the store and commit it there after each batch."""
 
     def __init__(self, bot: Any, handle: Callable[[Any], Awaitable[None]], report: Report, *,
-                 backoff: Backoff, poll_timeout: int = POLL_TIMEOUT, offsets: StoredOffset | None = None) -> None:
+                 backoff: Streak, poll_timeout: int = POLL_TIMEOUT, offsets: StoredOffset | None = None) -> None:
         self.bot = bot
         self.handle = handle
         self.report = report

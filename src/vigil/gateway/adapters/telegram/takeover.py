@@ -17,7 +17,8 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from vigil.gateway.adapters.telegram import health as states
-from vigil.gateway.adapters.telegram.polling import Backoff, Poller, StoredOffset
+from vigil.backoff import Streak
+from vigil.gateway.adapters.telegram.polling import Poller, StoredOffset
 from vigil.store import StoreError
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class PollLease(Protocol):
         """Give it up if ours (blocking)."""
 
 
-async def poll_in_turn(adapter: "TelegramAdapter", lease: PollLease, bot: "Bot", backoff: Backoff,
+async def poll_in_turn(adapter: "TelegramAdapter", lease: PollLease, bot: "Bot", backoff: Streak,
                        ready: asyncio.Event) -> None:
     """Poll while holding ``lease``, wait for it otherwise; runs until cancelled."""
     while True:
