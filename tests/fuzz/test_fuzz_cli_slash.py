@@ -92,6 +92,9 @@ WORD = st.one_of(
     st.text(TYPED, max_size=8),
     st.sampled_from(["every", "EVERY", "status", "pause", "resume", "clear", "15m", "1h30m", "-5m", "0s", "59s",
                      "1d", "366d", "١٥m", "１５m", "[bold]", "[/]", "\\", "''", "--", "-s"]),
+    st.sampled_from(["--quiet", "22:00-07:00", "24:00-01:00", "7:00-7:00", "--quiet=1:00-2:00", "--for", "3d",
+                     "--for=10s", "--until", "2031-01-01", "2020-01-01", "--until=2099-12-31", "--loud", "--loud=1",
+                     "--quite"]),
     st.text(NON_ASCII_DIGITS, min_size=1, max_size=2).map(lambda d: d + "m"),
     st.integers(min_value=-(10**30), max_value=10**30).map(lambda n: f"{n}m"),
     st.integers(min_value=20, max_value=300).map(lambda n: "9" * n + "s"),  # typed key by key: keep it short

@@ -280,19 +280,18 @@ class HeartbeatScheduler:
         else:
             self._known[session_id] = heartbeat
         unleased = self._leases is not None and session_id in self._leases.pending
+        # Armed for its next fire, or for its end (it is cleared then, even while paused).
         wake = None if unleased or heartbeat is None else heartbeat.wake_at()
-        if wake is None or heartbeat is None:
-            self.engine.disarm(session_id)
-        elif heartbeat.fire_at() is None:
-            self.engine.arm(session_id, wake)  # its end: cleared then, even while paused
-        elif self._stopped:
-            self._parked.add(session_id)
-            if heartbeat.ends_at is None:
-                self.engine.disarm(session_id)
+        if wake is not None and heartbeat is not None and heartbeat.fire_at() is not None:
+            if self._stopped:  # parked: only its end stays armed
+                self._parked.add(session_id)
+                wake = heartbeat.ends_at
             else:
-                self.engine.arm(session_id, heartbeat.ends_at)
+                wake = self._held(session_id, wake)
+        if wake is None:
+            self.engine.disarm(session_id)
         else:
-            self.engine.arm(session_id, self._held(session_id, wake))
+            self.engine.arm(session_id, wake)
 
     def _held(self, session_id: str, due: float) -> float:
         """``due``, or later while the heartbeat is held off (see :meth:`_hold_off`); a due
