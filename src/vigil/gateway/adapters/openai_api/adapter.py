@@ -40,6 +40,7 @@ class ApiAdapter:
         (its message stays stored and is answered after the restart)."""
         self.state.gateway_port = None
         self.state.exchanges.end_all("the gateway is stopping")
+        await self.state.exchanges.lookup.settle()
 
     def http_routes(self) -> Sequence[BaseRoute]:
         if self._routes is None:

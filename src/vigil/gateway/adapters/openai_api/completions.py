@@ -88,7 +88,7 @@ async def _stream(exchange: Exchange, turn: ClientTurn, completion_id: str, crea
                     streamed += rest
                     yield chunk({"content": rest})
                 if streamed != piece.text:
-                    await exchange.remember([streamed], piece.session_id)
+                    exchange.remember([streamed], piece.session_id)
                 yield chunk({}, "stop")
                 if turn.include_usage:
                     yield data_frame({"id": completion_id, "object": "chat.completion.chunk", "created": created,

@@ -4,9 +4,9 @@ live events and ends with the reply the outbox hands to the adapter.
 
 The reply the outbox sends (kind ``reply``, ``command`` or ``notice``, carrying the message's
 inbox id) is the answer's final text; it is delivered whether or not the client is still
-connected, and then the exchange is remembered for matching (:mod:`.matching`). So a client
-that disconnects mid-stream loses nothing: the answer is in the conversation, and the chat's
-next request still finds it.
+connected, and the exchange is remembered for matching (:mod:`.matching`) from what was stored
+with the message. So a client that disconnects mid-stream, or a gateway that dies under the
+turn, loses nothing: the answer is in the conversation, and the chat's next request finds it.
 """
 
 from __future__ import annotations
@@ -14,26 +14,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from vigil.gateway.adapters.base import GatewayClosed, GatewayPort, Inbound
 from vigil.gateway.adapters.openai_api import matching
 from vigil.gateway.adapters.openai_api.context import is_command, system_hash, turn_text
 from vigil.gateway.adapters.openai_api.errors import ApiError
+from vigil.gateway.adapters.openai_api.lookup import Bounded, Lookup
 from vigil.gateway.adapters.openai_api.parsing import ClientTurn, Message
-from vigil.store import AmbiguousSession, SessionNotFound, StoreError
-from vigil.store.gateway_tables import FINISHED_STATUSES, OutboxEntry, RouteKey
+from vigil.store.gateway_tables import FINISHED_STATUSES, OutboxEntry
 
 log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 15.0
 REMEMBERED = 10_000
-"""Exchanges waiting for their reply that the adapter keeps (a turn stopped from the web chat
-has none; the oldest are forgotten first)."""
+"""Requests waiting for their replies that the adapter keeps at most (the oldest are
+forgotten first)."""
 ASKED = "api_asked"
 """Inbox meta: the hash of the chat up to the message (:func:`asked_hash`)."""
 RESPONSE = "api_response"
@@ -53,7 +52,6 @@ class Answer:
     kind: str = "reply"
     """``reply``, ``command``, ``notice`` (the gateway says why it could not answer) or
     ``stopped`` (the turn was stopped in the web chat)."""
-    truncated: bool = False
 
 
 def asked_hash(turn: ClientTurn) -> str:
@@ -64,9 +62,10 @@ def asked_hash(turn: ClientTurn) -> str:
 class Exchange:
     """A stored message waiting for its answer (see the module docstring)."""
 
-    def __init__(self, gateway: GatewayPort, turn: ClientTurn, inbox_id: int, session_id: str | None,
-                 stored_text: str, response_id: str | None) -> None:
+    def __init__(self, gateway: GatewayPort, lookup: Lookup, turn: ClientTurn, inbox_id: int,
+                 session_id: str | None, stored_text: str, response_id: str | None) -> None:
         self.gateway = gateway
+        self.lookup = lookup
         self.asked = asked_hash(turn)
         self.turn = turn
         self.inbox_id = inbox_id
@@ -77,6 +76,8 @@ class Exchange:
         self.usage: dict[str, int] = {}
         self._pump: asyncio.Task[None] | None = None
         self._watch: Any = None
+        self.forget: Callable[[], None] = lambda: None
+        """Set by :class:`Exchanges`: the request no longer waits."""
 
     # -- what the gateway tells it -----------------------------------------------------------
     def watch(self) -> None:
@@ -98,6 +99,8 @@ class Exchange:
         self.queue.put_nowait((_END, why))
 
     def close(self) -> None:
+        """The request is done with it (answered, or its client went away)."""
+        self.forget()
         if self._watch is not None:
             self._watch.close()
         if self._pump is not None:
@@ -151,40 +154,27 @@ class Exchange:
     def _answer(self, text: str, session_id: str | None, kind: str) -> Answer:
         return Answer(text, session_id or self.session_id, dict(self.usage), kind)
 
-    async def remember(self, answers: list[str], session_id: str | None) -> None:
-        """Let the chat's next request find this conversation (see :func:`remember`)."""
-        await remember(self.gateway, self.inbox_id, self.asked, self.response_id, answers,
-                       session_id or self.session_id)
+    def remember(self, answers: list[str], session_id: str | None) -> None:
+        """Let the chat's next request find this conversation, by each form of the answer."""
+        self.lookup.remember(self.gateway, self.inbox_id, self.asked, self.response_id, answers,
+                             session_id or self.session_id)
 
-
-async def remember(
-    gateway: GatewayPort, inbox_id: int, asked: str | None, response_id: str | None, answers: list[str],
-    session_id: str | None,
-) -> None:
-    """Point the exchange with each form of its answer, and the response's id, at ``session_id``."""
-    if session_id is None or (asked is None and response_id is None):
-        return
-    routes = matching.answered_routes(asked, answers, response_id) if asked is not None else [
-        matching.response_route(response_id or "")]
-    tables = gateway.store.gateway
-    now = time.time()
-    try:
-        for route in routes:
-            await asyncio.to_thread(tables.route_set, route, session_id, now=now)
-    except (StoreError, SessionNotFound) as exc:  # the next request then starts a new conversation
-        log.warning("cannot remember the API exchange of inbox entry %d: %s", inbox_id, exc)
 
 
 class Exchanges:
-    """The exchanges of this process waiting for their replies, by inbox id, and the client
+    """The requests of this process waiting for their replies, by inbox id, and the client
     system text each conversation was last shown."""
 
     def __init__(self) -> None:
         self.waiting: OrderedDict[int, Exchange] = OrderedDict()
-        self.systems: dict[str, str | None] = {}
+        self.systems = Bounded()
+        """The hash of the client system text each conversation was last shown."""
+        self.lookup = Lookup()
 
     def add(self, exchange: Exchange) -> None:
         self.waiting[exchange.inbox_id] = exchange
+        exchange.forget = lambda: self.waiting.pop(exchange.inbox_id, None) if self.waiting.get(
+            exchange.inbox_id) is exchange else None
         while len(self.waiting) > REMEMBERED:
             self.waiting.popitem(last=False)
 
@@ -196,15 +186,15 @@ class Exchanges:
             return
         exchange = self.waiting.pop(entry.inbox_id, None)
         if exchange is not None:
-            await exchange.remember([entry.text], entry.session_id)  # first: the client may come back at once
+            exchange.remember([entry.text], entry.session_id)  # first: the client may come back at once
             exchange.replied(entry)
             return
         stored = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry.inbox_id)
         meta = stored.meta if stored is not None else {}
         asked, response_id = meta.get(ASKED), meta.get(RESPONSE)
-        await remember(gateway, entry.inbox_id, asked if isinstance(asked, str) else None,
-                       response_id if isinstance(response_id, str) else None, [entry.text],
-                       entry.session_id or (stored.session_id if stored is not None else None))
+        self.lookup.remember(gateway, entry.inbox_id, asked if isinstance(asked, str) else None,
+                             response_id if isinstance(response_id, str) else None, [entry.text],
+                             entry.session_id or (stored.session_id if stored is not None else None))
 
     def end_all(self, why: str) -> None:
         for exchange in self.waiting.values():
@@ -218,7 +208,7 @@ async def submit(
 ) -> Exchange:
     """Store the request's message (durably, before the model is called) in the conversation
     it belongs to, and return the exchange that waits for its answer."""
-    route, session_id, known = await _route(gateway, turn)
+    route, session_id, known = await exchanges.lookup.route(gateway, turn)
     shown = system_hash(turn)
     show_system = shown is not None and (session_id is None or exchanges.systems.get(session_id) != shown)
     text = turn_text(turn, show_system=show_system, show_history=not known)
@@ -227,56 +217,14 @@ async def submit(
     external_id = f"key:{idempotency_key}" if idempotency_key else f"req:{uuid.uuid4().hex}"
     meta = {ASKED: asked_hash(turn), RESPONSE: response_id, "model": turn.model[:80]}
     receipt = await gateway.receive(Inbound(route, external_id=external_id, text=text, meta=meta))
-    exchange = Exchange(gateway, turn, receipt.inbox_id, receipt.session_id, text, response_id)
+    exchange = Exchange(gateway, exchanges.lookup, turn, receipt.inbox_id, receipt.session_id, text, response_id)
     exchange.watch()  # before any other await: see Exchange.watch
     exchanges.add(exchange)
     if receipt.duplicate and await _duplicate(gateway, exchange):
         exchanges.waiting.pop(exchange.inbox_id, None)
     if receipt.session_id is not None and shown is not None:
-        exchanges.systems[receipt.session_id] = shown
+        exchanges.systems.put(receipt.session_id, shown)
     return exchange
-
-
-async def _route(gateway: GatewayPort, turn: ClientTurn) -> tuple[RouteKey, str | None, bool]:
-    """The route the message goes through, the session it leads to now (``None``: a new
-    conversation) and whether that conversation saw the chat's earlier messages."""
-    tables = gateway.store.gateway
-    if turn.previous_response_id is not None:
-        session_id = await asyncio.to_thread(tables.route_get, matching.response_route(turn.previous_response_id))
-        if session_id is None:
-            raise ApiError(404, f"Previous response with id '{turn.previous_response_id}' not found.",
-                           code="previous_response_not_found", param="previous_response_id")
-        return await _session_route(gateway, session_id, turn)
-    if turn.conversation is not None:
-        route = matching.key_route(turn.conversation)
-        session_id = await asyncio.to_thread(tables.route_get, route)
-        if session_id is None and await asyncio.to_thread(_is_session, gateway, turn.conversation):
-            session_id = await gateway.open_conversation(route, turn.conversation)
-        return route, session_id, session_id is not None
-    if turn.prior:
-        session_id = await asyncio.to_thread(tables.route_get, matching.history_route(turn.prior))
-        if session_id is not None:
-            return await _session_route(gateway, session_id, turn)
-    return matching.new_route(), None, False
-
-
-async def _session_route(gateway: GatewayPort, session_id: str, turn: ClientTurn) -> tuple[RouteKey, str | None, bool]:
-    """The conversation's own route, pointed at it now: a lookup key (an exchange's hash, a
-    response id) may be re-pointed to another conversation later, and the gateway keeps a
-    route bound to the conversation it last led to while that runs."""
-    route = matching.session_route(session_id)
-    try:
-        return route, await gateway.open_conversation(route, session_id), True
-    except SessionNotFound:  # deleted meanwhile: the chat starts again
-        return matching.new_route(), None, False
-
-
-def _is_session(gateway: GatewayPort, key: str) -> bool:
-    """Whether ``key`` is the whole id of a stored session (a prefix is a key of its own)."""
-    try:
-        return gateway.store.resolve_session(key) == key
-    except (SessionNotFound, AmbiguousSession):
-        return False
 
 
 async def _duplicate(gateway: GatewayPort, exchange: Exchange) -> bool:

@@ -24,7 +24,6 @@ conversation it led to while that runs.
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 from typing import Sequence
 

@@ -97,7 +97,7 @@ async def _stream(exchange: Exchange, shape: ResponseShape) -> AsyncIterator[str
                     streamed += rest
                     yield frame("response.output_text.delta", **where, delta=rest, logprobs=[])
                 if streamed != piece.text:
-                    await exchange.remember([streamed], piece.session_id)
+                    exchange.remember([streamed], piece.session_id)
                 answer = Answer(streamed, piece.session_id, piece.usage, piece.kind)
                 yield frame("response.output_text.done", **where, text=streamed, logprobs=[])
                 yield frame("response.content_part.done", **where, part=shape.part(streamed))
