@@ -44,6 +44,9 @@ def test_quiet_answers_fold_and_an_ended_heartbeat_says_so(fake_model: FakeModel
         expect_in_terminal(child, r"♥ Heartbeat ended \(every 2s, fired \d times\)")
         child.sendline("/hb")
         expect_in_terminal(child, "No heartbeat in this conversation")
+        fake_model.rule(contains="thanks", reply="you are welcome")
+        child.sendline("thanks")
+        expect_in_terminal(child, "you are welcome")
         child.sendline("/quit")
         expect_in_terminal(child, "vigil chat --resume ([0-9a-f]{12})")
         session_id = child.match.group(1)
@@ -55,3 +58,6 @@ def test_quiet_answers_fold_and_an_ended_heartbeat_says_so(fake_model: FakeModel
     assert answers[1:3] == ["HEARTBEAT_OK", "The CI run failed: 2 tests."]  # stored, history complete
     notes = [m["content"] for m in shown["messages"] if m["role"] == "note"]
     assert len(notes) == 1 and notes[0].startswith("♥ Heartbeat ended")
+    # the note is not for the model: the next request extends the last one byte for byte
+    before, after = (r.body["messages"] for r in fake_model.requests[-2:])
+    assert after[: len(before)] == before and "Heartbeat ended" not in str(after)

@@ -290,6 +290,19 @@ def test_tool_calls_and_meta_round_trip(store: SessionStore) -> None:
     assert [m.id for m in stored] == sorted(m.id for m in stored)
 
 
+def test_a_note_is_stored_and_searchable_like_any_message(store: SessionStore) -> None:
+    """A ``note`` (e.g. "the heartbeat ended") is kept in order with its meta; the model never
+    sees it, which is the agent's business, not the store's."""
+    session = store.create_session(source="cli")
+    say(store, session.id, "watch the deploy")
+    note = store.append_message(
+        session.id, NewMessage(role="note", content="Heartbeat ended, cleared", meta={"heartbeat": "ended"})
+    )
+    assert store.get_messages(session.id)[-1] == note and note.seq == 2 and note.role == "note"
+    assert note.meta == {"heartbeat": "ended"} and store.get_session(session.id).message_count == 2
+    assert [h.role for h in store.search("cleared", session_id=session.id)] == ["note"]
+
+
 def test_append_refuses_bad_input_without_writing(store: SessionStore) -> None:
     session = store.create_session(source="cli")
     with pytest.raises(SessionNotFound):
