@@ -55,47 +55,38 @@ def parse_interval(text: str, *, minimum: int | None = None, noun: str = "interv
     most :data:`MAX_INTERVAL_SECONDS`. ``noun`` is what the messages call the value (a
     heartbeat's ``--for`` is a ``duration``).
     """
-    try:
-        return _parse(text, minimum)
-    except IntervalError as exc:
-        if noun == "interval":
-            raise
-        message = str(exc).replace("an interval", f"a {noun}").replace("interval", noun)
-        raise IntervalError(message) from None
-
-
-def _parse(text: str, minimum: int | None) -> int:
     floor = minimum_interval() if minimum is None else minimum
+    a_noun = f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
     raw = text.strip()
     if not raw:
-        raise IntervalError(f"missing interval: give a number and a unit, e.g. {_EXAMPLES}")
+        raise IntervalError(f"missing {noun}: give a number and a unit, e.g. {_EXAMPLES}")
     # Only ASCII letters are case-folded: str.lower() maps e.g. the Kelvin sign to "k".
     lowered = raw.translate(_ASCII_LOWER)
     if any(ch.isdigit() and not ch.isascii() for ch in raw):
-        raise IntervalError(f"{_quoted(raw)} is not an interval: write its numbers with the digits 0-9")
+        raise IntervalError(f"{_quoted(raw)} is not {a_noun}: write its numbers with the digits 0-9")
     if lowered.startswith("-") and _COMPOUND.fullmatch(lowered[1:]):
-        raise IntervalError(f"{_quoted(raw)} is negative: an interval must be at least {_describe(floor)}")
+        raise IntervalError(f"{_quoted(raw)} is negative: {a_noun} must be at least {_describe(floor)}")
     if not _COMPOUND.fullmatch(lowered):
         raise IntervalError(
-            f"{_quoted(raw)} is not an interval: use a number and a unit s, m, h or d ({_EXAMPLES})"
+            f"{_quoted(raw)} is not {a_noun}: use a number and a unit s, m, h or d ({_EXAMPLES})"
         )
     parts = _PART.findall(lowered)
     units = [unit for _, unit in parts]
     order = list(_UNITS)
     if len(set(units)) != len(units) or units != sorted(units, key=order.index):
         raise IntervalError(
-            f"{_quoted(raw)} is not an interval: name each unit once, largest first (e.g. 1h30m)"
+            f"{_quoted(raw)} is not {a_noun}: name each unit once, largest first (e.g. 1h30m)"
         )
-    too_long = f"{_quoted(raw)} is too long: the maximum interval is {_describe(MAX_INTERVAL_SECONDS)}"
+    too_long = f"{_quoted(raw)} is too long: the maximum {noun} is {_describe(MAX_INTERVAL_SECONDS)}"
     if any(len(number.lstrip("0")) > _MAX_DIGITS for number, _ in parts):
         raise IntervalError(too_long)
     seconds = sum(int(number) * _UNITS[unit] for number, unit in parts)
     if seconds > MAX_INTERVAL_SECONDS:
         raise IntervalError(too_long)
     if seconds == 0:
-        raise IntervalError(f"{_quoted(raw)} is zero: an interval must be at least {_describe(floor)}")
+        raise IntervalError(f"{_quoted(raw)} is zero: {a_noun} must be at least {_describe(floor)}")
     if seconds < floor:
-        raise IntervalError(f"{_quoted(raw)} is too short: the minimum interval is {_describe(floor)}")
+        raise IntervalError(f"{_quoted(raw)} is too short: the minimum {noun} is {_describe(floor)}")
     return seconds
 
 
