@@ -222,7 +222,9 @@ def set_heartbeat(
     """Set or replace a conversation's heartbeat.
 
     INTERVAL is a duration such as 15m or 1h30m; PROMPT is the instruction. An ended heartbeat
-    (--for, --until) is cleared with a note in the conversation. A refused value changes nothing.
+    (--for, --until) is cleared with a note in the conversation. Unless --loud, the agent is
+    asked to answer HEARTBEAT_OK when nothing changed: that answer is stored but not sent to
+    Slack or Telegram. A refused value changes nothing.
     """
     options = OptionWords(quiet, for_, until, loud)
     try:

@@ -193,7 +193,8 @@ def build_registry() -> CommandRegistry:
     registry.register(
         SlashCommand(
             "heartbeat",
-            "recurring instruction: every 15m PROMPT | status | pause | resume | clear",
+            "recurring instruction: every 15m [--quiet 22:00-07:00] [--for 3d | --until DATE] [--loud] PROMPT"
+            " | status | pause | resume | clear",
             heartbeat_slash,
             usage="[...]",
             aliases=("hb",),
