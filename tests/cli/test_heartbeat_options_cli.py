@@ -111,4 +111,4 @@ def test_usage_heartbeats_counts_heartbeat_turns_and_their_tokens(session_id: st
     table = run_cli("usage", "--heartbeats").output
     assert session_id in table and "2,000" in table and "50,000 tokens per heartbeat in 24 hours" in table
     status = run_cli("heartbeat", "status", "-s", session_id).output
-    assert "last 24 h: 1 heartbeat turns, 2,257 tokens of the daily budget of 50,000" in status
+    assert "last 24 h: 1 heartbeat turn, 2,257 tokens of the daily budget of 50,000" in status
