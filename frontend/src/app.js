@@ -14,9 +14,10 @@ import { toast } from "./toast.js";
 
 const $ = (id) => document.getElementById(id);
 const NARROW = window.matchMedia("(max-width: 760px)");
+const HEARTBEAT_IDEA = "/heartbeat every 1h ";  // opens the heartbeat dialog
 const SUGGESTIONS = [
   ["What can you do?", "What can you do for me, and what can you not?"],
-  ["Set a heartbeat", "/heartbeat every 1h "],
+  ["Set a heartbeat", HEARTBEAT_IDEA],
   ["List the commands", "/help"],
 ];
 
@@ -72,7 +73,7 @@ async function loadList() {
   if ($("search").value.trim() !== q || state.archived !== archived) return;  // changed meanwhile
   state.listed = data.conversations;
   drawList($("conversation-list"), data.conversations, {
-    selectedId: state.id, query: q, snippets, onSelect: choose, onMenu: listMenu, archived,
+    selectedId: state.id, query: q, snippets, onSelect: choose, onMenu: listMenu, archived, onBack: toggleArchived,
   });
   const shown = data.conversations.find((c) => c.id === state.id);
   if (shown) showTitle({ ...state.shown, ...shown });  // a title is given after the first answer
@@ -111,6 +112,12 @@ function headerMenu() {
 async function editHeartbeat(current) {
   const command = await askHeartbeat(current);
   if (command) send(command);
+}
+
+function toggleArchived() {
+  state.archived = !state.archived;
+  $("show-archived").setAttribute("aria-pressed", String(state.archived));
+  loadList();
 }
 
 function onChanged(summary) {
@@ -156,7 +163,7 @@ function welcome() {
   const ideas = el("div", "suggestions");
   for (const [label, text] of SUGGESTIONS) {
     const idea = button(label, "suggestion");
-    idea.addEventListener("click", () => composer.fill(text));
+    idea.addEventListener("click", () => (text === HEARTBEAT_IDEA ? editHeartbeat(null) : composer.fill(text)));
     ideas.appendChild(idea);
   }
   box.appendChild(ideas);
@@ -377,11 +384,7 @@ function wire() {
     remove: (id) => sendJSON("DELETE", `/api/conversations/${encodeURIComponent(id)}`),
   }, { changed: onChanged, deleted: onDeleted, failed: showError });
   $("conversation-menu").addEventListener("click", headerMenu);
-  $("show-archived").addEventListener("click", () => {
-    state.archived = !state.archived;
-    $("show-archived").setAttribute("aria-pressed", String(state.archived));
-    loadList();
-  });
+  $("show-archived").addEventListener("click", toggleArchived);
   wireTheme($("theme-toggle"));
   $("messages").addEventListener("click", onCopy);
   document.addEventListener("keydown", onKey);

@@ -52,6 +52,9 @@ export class HeartbeatBadge {
     const out = this.$("hb-countdown");
     if (!hb) { out.textContent = ""; return; }
     if (hb.status && hb.status !== "active") { out.textContent = hb.status; return; }
-    out.textContent = hb.next_due ? `next ${formatCountdown(hb.next_due - now)}` : "";
+    if (!hb.next_due) { out.textContent = ""; return; }
+    // "next in 14m 05s"; a phone shows "in 14m 05s" (the word "next" is hidden there)
+    const next = Object.assign(document.createElement("span"), { className: "hb-next", textContent: "next " });
+    out.replaceChildren(next, formatCountdown(hb.next_due - now));
   }
 }

@@ -74,8 +74,14 @@ function item(c, { selected, query, snippet, onSelect, onMenu }) {
 // Draw `conversations` into `list`. `snippets`: conversation id -> snippet (a search's);
 // `archived`: the list shows the archived conversations; `onMenu(c, button)` opens a
 // conversation's actions.
-export function drawList(list, conversations, { selectedId, query, snippets = {}, onSelect, onMenu, archived = false }) {
+export function drawList(list, conversations, { selectedId, query, snippets = {}, onSelect, onMenu, archived = false, onBack }) {
   list.replaceChildren();
+  if (archived && onBack) {
+    const back = el("button", "link-button back-to-list", "← All conversations");
+    back.type = "button";
+    back.addEventListener("click", onBack);
+    list.appendChild(back);
+  }
   if (!conversations.length) {
     const none = query ? "Nothing matches." : archived ? "No archived conversations." : "No conversations yet.";
     list.appendChild(el("p", "muted empty-list", none));

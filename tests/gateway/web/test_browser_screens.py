@@ -66,11 +66,14 @@ def _violations(page: Any) -> list[str]:
     return list(found)
 
 
-def _check(page: Any, screen: str, problems: list[str]) -> None:
-    """axe on ``screen`` at each size, light and dark (and a screenshot of each, if asked)."""
+def _check(page: Any, screen: str, problems: list[str], prepare: Any = None) -> None:
+    """axe on ``screen`` at each size, light and dark (and a screenshot of each, if asked);
+    ``prepare()`` after each change of size (a menu closes when the window is resized)."""
     folder = os.environ.get("VIGIL_SCREENSHOTS")
     for size, viewport in SIZES.items():
         page.set_viewport_size(viewport)
+        if prepare is not None:
+            prepare()
         for scheme in ("light", "dark"):
             page.emulate_media(color_scheme=scheme)
             page.wait_for_timeout(50)  # one frame for the layout and colours to settle
@@ -113,6 +116,24 @@ def test_the_main_screens_have_no_serious_accessibility_problems(
     _check(page, "approval", problems)
     page.get_by_role("button", name="Deny").click()
     page.wait_for_selector(".message.assistant:not(.streaming) >> text=Not done.")
+
+    def open_actions() -> None:
+        page.click("#conversation-menu")
+        page.wait_for_selector(".menu [role=menuitem]")
+
+    _check(page, "actions", problems, open_actions)
+    page.keyboard.press("Escape")
+    open_actions()
+    page.get_by_role("menuitem", name="Change heartbeat…").click()
+    page.wait_for_selector("dialog[open] textarea")
+    _check(page, "heartbeat-dialog", problems)
+    page.keyboard.press("Escape")
+    open_actions()
+    page.get_by_role("menuitem", name="Delete…").click()
+    page.wait_for_selector("dialog[open] .danger")
+    _check(page, "delete", problems)
+    page.get_by_role("dialog").get_by_role("button", name="Cancel").click()
+    page.wait_for_selector("dialog", state="detached")
 
     page.fill("#search", "script")
     page.wait_for_selector("#conversation-list .conv-snippet mark")
