@@ -173,7 +173,8 @@ def apply_command(
         text = status_message(existing, now, stopped, wording, zone, owner)
         if spent is not None:
             limit = f" of the daily budget of {budget:,}" if budget else " (no daily budget)"
-            text += f"\n  last 24 h: {spent.turns} heartbeat turn{"" if spent.turns == 1 else "s"}, {spent.tokens:,} tokens{limit}"
+            turns = "1 heartbeat turn" if spent.turns == 1 else f"{spent.turns} heartbeat turns"
+            text += f"\n  last 24 h: {turns}, {spent.tokens:,} tokens{limit}"
         return CommandReply(text)
     if existing is None or session_id is None:
         return CommandReply(_none_message(command.action, wording), is_error=command.action != "clear")
