@@ -16,7 +16,6 @@ Nothing here knows a platform: what differs between them is the harness's job.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -27,6 +26,7 @@ from starlette.routing import BaseRoute
 from vigil.config import Settings
 from vigil.gateway.adapters.base import Adapter, DeliveryError, GatewayPort
 from vigil.store.gateway_tables import InboxEntry, OutboxEntry
+from vigil.testing.waiting import eventually
 
 HANG_GUARD = 20.0
 """Seconds after which a wait is a hang (a failure), not a slow machine."""
@@ -78,17 +78,6 @@ class ContractHarness(Protocol):
     async def answers(self, ack: Ack) -> list[str]:
         """The answers the conversation of a delivered message holds."""
         ...
-
-
-async def eventually(check: Any, *, what: str) -> Any:
-    deadline = time.monotonic() + HANG_GUARD
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 class AdapterContract:

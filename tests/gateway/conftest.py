@@ -3,8 +3,6 @@ with a recording platform adapter (a platform of the tests, not a stand-in for v
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -20,6 +18,7 @@ from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.store.gateway_tables import OutboxEntry, RouteKey
 from vigil.testing.fake_model import FakeModelServer
+from vigil.testing.waiting import eventually  # noqa: F401 (for the tests that import it from here)
 
 
 async def _no_sleep(_seconds: float) -> None:
@@ -65,17 +64,6 @@ class RecordingAdapter:
 
     def texts(self) -> list[str]:
         return [entry.text for entry in self.sent]
-
-
-async def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import httpx
 
 from vigil.testing.fake_model import FakeModelServer
+from vigil.testing.waiting import wait_for  # noqa: F401 (for the tests that import it from here)
 
 
 _STARTED: list[subprocess.Popen[str]] = []
@@ -154,14 +155,3 @@ def history(client: httpx.Client, session_id: str) -> dict[str, Any]:
     response = client.get(f"/api/conversations/{session_id}")
     assert response.status_code == 200, response.text
     return response.json()
-
-
-def wait_for(check, timeout: float = 30, what: str = "condition"):  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)

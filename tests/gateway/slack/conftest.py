@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
@@ -27,6 +26,7 @@ from vigil.store.gateway_tables import InboxEntry
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.slack_api import FakeSlackServer
 from vigil.testing.slack_api.events import EventsSender
+from vigil.testing.waiting import eventually  # noqa: F401 (for the tests that import it from here)
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 HANG = 20.0
@@ -34,17 +34,6 @@ HANG = 20.0
 
 async def _no_sleep(_seconds: float) -> None:
     return None
-
-
-async def eventually(check: Callable[[], Any], timeout: float = HANG, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -23,6 +22,7 @@ from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.slack_api import FakeSlackServer
 from vigil.testing.slack_api.events import EventsSender, Sent
 from vigil.testing.scripting import Reply
+from vigil.testing.waiting import eventually as until
 
 pytestmark = pytest.mark.slow
 
@@ -46,15 +46,6 @@ class E2E:
     def stored(self, external_id: str) -> bool:
         with sqlite3.connect(self.gateway.home / "state.db") as db:
             return db.execute("SELECT 1 FROM gateway_inbox WHERE external_id = ?", (external_id,)).fetchone() is not None
-
-
-async def until(check, timeout: float = 30.0, what: str = "condition"):  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-    return value
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,7 @@ fake model over HTTP) talking to the fake Bot API over HTTP through python-teleg
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
@@ -23,6 +21,7 @@ from vigil.store import SQLiteStore
 from vigil.store.gateway_tables import RouteKey
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.telegram_api.server import FakeTelegramServer
+from vigil.testing.waiting import eventually
 
 if importlib.util.find_spec("telegram") is None:  # pip install -e '.[telegram]' to run them
     collect_ignore_glob = ["test_*.py"]
@@ -36,17 +35,6 @@ TOKEN_ENV = "VIGIL_TEST_TELEGRAM_TOKEN"
 
 async def _no_sleep(_seconds: float) -> None:
     return None
-
-
-async def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture
