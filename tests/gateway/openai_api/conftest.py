@@ -12,7 +12,6 @@ import pytest
 
 from tests.gateway.process import history
 from tests.gateway.web.conftest import HEARTBEAT_MINIMUM, WebGateway
-from tests.gateway.web.conftest import gateway  # noqa: F401 - a gateway of one test's own
 from vigil.testing.fake_model import FakeModelServer
 
 

@@ -216,3 +216,20 @@ def test_a_client_that_goes_away_mid_stream_leaves_the_answer_in_the_conversatio
     _, again = _chat(client, [{"role": "user", "content": "tell me a story"},
                               {"role": "assistant", "content": "".join(parts)}, {"role": "user", "content": "more"}])
     assert again == session_id
+
+
+def test_a_heartbeat_set_through_the_api_fires_into_its_conversation(
+    gw: WebGateway, client: openai.OpenAI, fake_model: FakeModelServer
+) -> None:
+    fake_model.rule(contains="look around", reply="Nothing new.")
+    first, session_id = _chat(client, [{"role": "user", "content": "hello there"}])
+    chat = [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": first},
+            {"role": "user", "content": "/heartbeat every 2s look around"}]
+    reply, _ = _chat(client, chat)
+    try:
+        wait_for(lambda: (conversation(gw, session_id)["heartbeat"] or {}).get("fire_count", 0) >= 1,
+                 what="the heartbeat firing")
+        wait_for(lambda: "Nothing new." in said(gw, session_id, "assistant"), what="the heartbeat's answer stored")
+    finally:
+        _chat(client, [*chat, {"role": "assistant", "content": reply}, {"role": "user", "content": "/heartbeat clear"}])
+    assert conversation(gw, session_id)["heartbeat"] is None

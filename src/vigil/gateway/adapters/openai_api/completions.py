@@ -30,15 +30,25 @@ def usage_view(usage: dict[str, int]) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": cached}}
 
 
+def kept(exchange: Exchange, why: BaseException) -> ApiError:
+    """The 503 of a request whose gateway stops before the answer: its message is stored, so
+    sending it again would ask twice."""
+    where = f" {exchange.session_id}" if exchange.session_id else ""
+    return ApiError(503, f"{why}; the message is kept and is answered when the gateway is back: the answer will "
+                    f"be in the conversation{where} (do not send it again)", type=UNAVAILABLE, code="gateway_stopping")
+
+
 async def answer_of(exchange: Exchange) -> Answer:
     """Wait for the whole answer (the client does not stream)."""
     try:
         async for piece in exchange.pieces():
             if isinstance(piece, Answer):
                 return piece
+        raise GatewayClosed("the gateway is stopping")
+    except GatewayClosed as exc:
+        raise kept(exchange, exc) from None
     finally:
         exchange.close()
-    raise GatewayClosed("the gateway is stopping")
 
 
 def conversation_headers(exchange: Exchange) -> dict[str, str]:
@@ -97,7 +107,6 @@ async def _stream(exchange: Exchange, turn: ClientTurn, completion_id: str, crea
                 yield DONE
                 return
     except GatewayClosed as exc:  # the message stays stored: answered after the restart
-        yield data_frame(ApiError(503, f"{exc}; the message is kept and answered when the gateway is back "
-                                  "(it will be in the conversation)", type=UNAVAILABLE).body())
+        yield data_frame(kept(exchange, exc).body())
     finally:
         exchange.close()

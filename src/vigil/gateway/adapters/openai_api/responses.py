@@ -11,8 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from vigil.gateway.adapters.base import GatewayClosed
-from vigil.gateway.adapters.openai_api.completions import STREAM_HEADERS, answer_of, conversation_headers
-from vigil.gateway.adapters.openai_api.errors import UNAVAILABLE
+from vigil.gateway.adapters.openai_api.completions import STREAM_HEADERS, answer_of, conversation_headers, kept
 from vigil.gateway.adapters.openai_api.exchange import Answer, Exchange, new_id, rest_of, submit
 from vigil.gateway.adapters.openai_api.parsing import CONVERSATION_HEADER, ClientTurn, header_key, read_json, responses_turn
 from vigil.gateway.adapters.openai_api.sse import KEEPALIVE, event_frame
@@ -105,7 +104,7 @@ async def _stream(exchange: Exchange, shape: ResponseShape) -> AsyncIterator[str
                 yield frame("response.completed", response=shape.view("completed", answer))
                 return
     except GatewayClosed as exc:  # the message stays stored: answered after the restart
-        error = {"code": UNAVAILABLE, "message": f"{exc}; the message is kept and answered when the gateway is back"}
-        yield frame("response.failed", response=shape.view("failed", error=error))
+        error = kept(exchange, exc)
+        yield frame("response.failed", response=shape.view("failed", error={"code": error.code, "message": str(error)}))
     finally:
         exchange.close()
