@@ -146,7 +146,8 @@ def test_gateway_starts_without_a_model_and_a_due_run_fails_with_the_hint(
     _add_job_already_due("early", "hello", monkeypatch)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     env["VIGIL_HOME"] = str(vigil_home)
-    banner, runs, out, err, code = _gateway_until_a_run_ends(env)
+    # Embedded defaults but the port: 8787 may be taken by the user's own gateway.
+    banner, runs, out, err, code = _gateway_until_a_run_ends(env, "--web-port", str(free_port()))
     assert "the cron scheduler" in banner and "web chat at http://127.0.0.1:" in banner
     assert code == 0, err
     assert "no model is configured yet" in err
