@@ -60,6 +60,8 @@ def test_set_with_options_and_what_status_and_list_show(session_id: str) -> None
     shown = json.loads(loud.output)
     assert shown["loud"] is True and shown["quiet"] is None and shown["ends_at"] is None
     assert "every answer is delivered (--loud)" in run_cli("heartbeat", "status", "-s", session_id).output
+    run_cli("heartbeat", "clear", "-s", session_id)
+    assert json.loads(run_cli("heartbeat", "status", "-s", session_id, "--json").output) is None
 
 
 @pytest.mark.parametrize(
@@ -112,3 +114,6 @@ def test_usage_heartbeats_counts_heartbeat_turns_and_their_tokens(session_id: st
     assert session_id in table and "2,000" in table and "50,000 tokens per heartbeat in 24 hours" in table
     status = run_cli("heartbeat", "status", "-s", session_id).output
     assert "last 24 h: 1 heartbeat turn, 2,257 tokens of the daily budget of 50,000" in status
+    shown = json.loads(run_cli("heartbeat", "status", "-s", session_id, "--json").output)
+    assert shown["last_24h"]["turns"] == 1 and shown["last_24h"]["tokens"] == 2_257
+    assert shown["daily_token_budget"] == 50_000 and shown["interval_seconds"] == 900 and shown["loud"] is False

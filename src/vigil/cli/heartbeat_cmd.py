@@ -32,7 +32,7 @@ from vigil.runtime.slash import CommandReply
 from vigil.schedule import estop
 from vigil.schedule.heartbeat.lease import Lease, live_leases
 from vigil.schedule.heartbeat.options import OptionWords
-from vigil.schedule.heartbeat.record import Heartbeat
+from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError
 from vigil.schedule.heartbeat.repo import HeartbeatRepo, Listed
 from vigil.schedule.heartbeat.text import format_time
 from vigil.schedule.intervals import format_interval
@@ -254,7 +254,40 @@ def _simple(action: str, summary: str) -> click.Command:
     return command
 
 
-_simple("status", "Show the interval, prompt, state and fires.")
+@heartbeat.command("status")
+@_session_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (as one entry of `heartbeat list --json`, with last_24h).")
+@pass_app
+def status(app: AppContext, session_ref: str, as_json: bool) -> None:
+    """Show the interval, prompt, state, fires and options.
+
+    Also the quiet window, the end, whether every answer is delivered, and the heartbeat
+    turns and tokens of the last 24 hours beside heartbeat.daily_token_budget.
+    """
+    if not as_json:
+        _show(_run(app, session_ref, HeartbeatCommand("status"))[1])
+        return
+    from vigil.schedule.heartbeat.cost import DAY, conversation_cost
+
+    session_id = _resolve(app, session_ref)
+    now = SystemClock().now()
+    try:
+        heartbeat = HeartbeatRepo(app.store).get(session_id)
+    except HeartbeatError as exc:
+        echo_json({"session": session_id, "status": "damaged", "error": str(exc)})
+        return
+    if heartbeat is None:
+        echo_json(None)
+        return
+    owner = live_leases(app.store, [session_id], now).get(session_id)
+    spent = conversation_cost(app.store, session_id, now - DAY)
+    echo_json({
+        **_as_json(Listed(session_id, heartbeat), owner),
+        "last_24h": {"turns": spent.turns, "tokens": spent.tokens, **spent.usage.as_dict()},
+        "daily_token_budget": app.settings.heartbeat.daily_token_budget,
+    })
+
+
 _simple("pause", "Stop firing; interval and prompt are kept.")
 _simple("resume", "Start again; the timer restarts from now.")
 _simple("clear", "Delete the heartbeat.")
