@@ -63,3 +63,20 @@ async def test_a_loud_heartbeat_streams_and_delivers_heartbeat_ok(make_gateway: 
     assert [e for _, e in h.adapter.live_events if e.get("kind") == "heartbeat"]
     view = await h.gateway.conversation(receipt.session_id)
     assert view["heartbeat"]["loud"] is True
+
+
+async def test_the_daily_token_budget_pauses_a_heartbeat_with_a_note(make_gateway: GatewayFactory) -> None:
+    from vigil.config import HeartbeatSettings, Settings
+    from vigil.testing.scripting import Reply
+    from vigil.usage import Usage
+
+    settings = Settings().model_copy(update={"heartbeat": HeartbeatSettings(daily_token_budget=10_000)})
+    h = await make_gateway(settings=settings)
+    h.fake.set_default_reply(Reply.text("HEARTBEAT_OK", usage=Usage(4_000, 0, 0, 10)))
+    receipt = await h.gateway.receive(Inbound(CHAT, "1", "/heartbeat every 1s check the deploy"))
+    await eventually(lambda: any(e.kind == "notice" for e in h.adapter.sent), timeout=20, what="the budget note")
+    [notice] = [e.text for e in h.adapter.sent if e.kind == "notice"]
+    assert notice.startswith("♥ Heartbeat paused (every 1s): its turns used 12,030 tokens") and "(3 turns)" in notice
+    heartbeat = h.gateway.heartbeat_repo.get(receipt.session_id)
+    assert not heartbeat.active and heartbeat.paused_by == "budget" and heartbeat.fire_count == 3
+    assert len(h.fake.requests) == 3  # paused before a fourth turn
