@@ -116,7 +116,8 @@ def test_a_history_the_api_never_answered_starts_a_conversation_that_is_shown_it
         {"role": "user", "content": "and a number"},
     ])
     (shown,) = said(gw, session_id, "user")
-    assert "user: pick a colour\nassistant: Teal." in shown and shown.endswith("and a number")
+    assert "user: pick a colour\nassistant: Teal." in shown and shown.startswith("and a number\n\n")
+    assert conversation(gw, session_id)["title"] == "and a number"
 
 
 def test_the_clients_system_message_is_context_of_the_turn_not_the_stored_prompt(
@@ -130,7 +131,8 @@ def test_the_clients_system_message_is_context_of_the_turn_not_the_stored_prompt
                    {"role": "user", "content": "again"}])
     assert fake_model.requests[-1].body["messages"][0] == prompt  # byte for byte: the cache holds
     stored = said(gw, session_id, "user")
-    assert "Answer like a pirate." in stored[0] and stored[0].endswith("hello")
+    assert "Answer like a pirate." in stored[0] and stored[0].startswith("hello\n\n")
+    assert conversation(gw, session_id)["title"] == "hello"
     assert stored[1] == "again"  # shown once, not with every message
 
 

@@ -2,7 +2,7 @@
 
 A client's own system message (``system``/``developer`` messages, ``instructions``) does not
 replace the conversation's stored prompt — that prompt is replayed byte for byte so that the
-provider's prompt cache holds. It is put before the message as context of that turn, and only
+provider's prompt cache holds. It is put after the message as context of that turn, and only
 when it is new to the conversation (the first request, or when the client changed it; once
 more after a gateway restart). Likewise a history the API never answered (an edited chat, one
 started elsewhere) starts a new conversation that is shown the earlier messages once.
@@ -34,19 +34,24 @@ def is_command(turn: ClientTurn) -> bool:
 
 
 def turn_text(turn: ClientTurn, *, show_system: bool, show_history: bool) -> str:
-    """The text stored and answered as the user's message of this turn."""
+    """The text stored and answered as the user's message of this turn: the message first (it
+    leads in the web chat), then what the client sent with it."""
     if is_command(turn):
         return turn.text.strip()
-    blocks = []
-    if show_system and turn.system.strip():
-        blocks.append("[Context from the client app (its system message) for this message; it does not "
-                      "replace your instructions]\n" + _bounded(turn.system.strip()) + "\n[End of the client's context]")
+    blocks = [turn.text]
     if show_history and turn.prior:
-        blocks.append("[Earlier messages of this chat in the client app, which you did not see]\n"
-                      + _transcript(turn.prior) + "\n[End of the earlier messages]")
-    if not blocks:
-        return turn.text
-    return "\n\n".join([*blocks, turn.text])
+        blocks.append("[Earlier messages of this chat in the client app, before the message above, which you "
+                      "did not see]\n" + _transcript(turn.prior) + "\n[End of the earlier messages]")
+    if show_system and turn.system.strip():
+        blocks.append("[Context the client app sent with the message above (its system message); it does not "
+                      "replace your instructions]\n" + _bounded(turn.system.strip()) + "\n[End of the client's context]")
+    return "\n\n".join(blocks)
+
+
+def title_of(text: str) -> str:
+    """A conversation's title from its first message, as vigil makes it (one line, 60 characters)."""
+    line = " ".join(text.split())
+    return line if len(line) <= 60 else line[:59] + "…"
 
 
 def _transcript(messages: Sequence[Message]) -> str:

@@ -21,10 +21,11 @@ from typing import Any, AsyncIterator, Callable
 
 from vigil.gateway.adapters.base import GatewayClosed, GatewayPort, Inbound
 from vigil.gateway.adapters.openai_api import matching
-from vigil.gateway.adapters.openai_api.context import is_command, system_hash, turn_text
+from vigil.gateway.adapters.openai_api.context import is_command, system_hash, title_of, turn_text
 from vigil.gateway.adapters.openai_api.errors import ApiError
 from vigil.gateway.adapters.openai_api.lookup import Bounded, Lookup
 from vigil.gateway.adapters.openai_api.parsing import ClientTurn, Message
+from vigil.store import SessionNotFound, StoreError
 from vigil.store.gateway_tables import FINISHED_STATUSES, OutboxEntry
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ class Exchange:
         self.usage: dict[str, int] = {}
         self._pump: asyncio.Task[None] | None = None
         self._watch: Any = None
+        self.new = False
+        """The message started a new conversation."""
         self.forget: Callable[[], None] = lambda: None
         """Set by :class:`Exchanges`: the request no longer waits."""
 
@@ -187,6 +190,8 @@ class Exchanges:
         exchange = self.waiting.pop(entry.inbox_id, None)
         if exchange is not None:
             exchange.remember([entry.text], entry.session_id)  # first: the client may come back at once
+            if exchange.new and exchange.stored_text != exchange.turn.text and entry.session_id:
+                await _retitle(gateway, entry.session_id, exchange.stored_text, exchange.turn.text)
             exchange.replied(entry)
             return
         stored = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry.inbox_id)
@@ -219,12 +224,24 @@ async def submit(
     receipt = await gateway.receive(Inbound(route, external_id=external_id, text=text, meta=meta))
     exchange = Exchange(gateway, exchanges.lookup, turn, receipt.inbox_id, receipt.session_id, text, response_id)
     exchange.watch()  # before any other await: see Exchange.watch
+    exchange.new = session_id is None
     exchanges.add(exchange)
     if receipt.duplicate and await _duplicate(gateway, exchange):
         exchanges.waiting.pop(exchange.inbox_id, None)
     if receipt.session_id is not None and shown is not None:
         exchanges.systems.put(receipt.session_id, shown)
     return exchange
+
+
+async def _retitle(gateway: GatewayPort, session_id: str, stored: str, text: str) -> None:
+    """A new conversation is titled by the client's message, not by the context shown with it."""
+    store = gateway.store
+    try:
+        session = await asyncio.to_thread(store.get_session, session_id)
+        if session.title == title_of(stored):
+            await asyncio.to_thread(store.update_session, session_id, title=title_of(text))
+    except (StoreError, SessionNotFound) as exc:  # a title is cosmetic
+        log.warning("cannot title the API conversation %s: %s", session_id, exc)
 
 
 async def _duplicate(gateway: GatewayPort, exchange: Exchange) -> bool:
