@@ -152,7 +152,7 @@ def test_a_record_with_options_fires_only_outside_its_window_and_before_its_end(
 
 def test_a_damaged_window_or_zone_is_a_damaged_record() -> None:
     hb = Heartbeat.create("s", "p", 900, 0.0).to_json()
-    for damage in ({"quiet": "25:00-07:00"}, {"quiet": 7}, {"zone": "Nowhere/Else"}):
+    for damage in ({"quiet": "25:00-07:00"}, {"quiet": 7}, {"quiet": "22:00-07:00", "zone": "Nowhere/Else"}):
         with pytest.raises(HeartbeatError, match="damaged"):
             Heartbeat.from_json({**hb, **damage})
 

@@ -215,7 +215,7 @@ def resolve(words: OptionWords, interval: int, zone: str | None, now: float) -> 
         ends_in=None if words.for_ is None else parse_for(words.for_),
         ends_at=None if words.until is None else parse_until(words.until, zone, now),
         loud=words.loud,
-        zone=zone,
+        zone=zone if words.quiet is not None else None,  # only a quiet window needs it
     )
     options.check(interval, now)
     return options

@@ -293,7 +293,7 @@ class Heartbeat:
             raise HeartbeatError("damaged heartbeat record: bad status or interval")
         try:
             heartbeat.window  # noqa: B018 - a damaged window is a damaged record
-            if heartbeat.zone is not None:
+            if heartbeat.zone is not None and heartbeat.quiet is not None:
                 ZoneInfo(heartbeat.zone)
         except (TypeError, ValueError, AttributeError, OSError, KeyError) as exc:
             raise HeartbeatError(f"damaged heartbeat record: bad quiet window or zone ({exc})") from None
