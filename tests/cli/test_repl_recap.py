@@ -74,3 +74,23 @@ def test_a_new_conversation_has_no_recap(fake_model: FakeModelServer, vigil_home
     shown, child = _open(fake_model, vigil_home)
     _quit(child)
     assert "Last exchange" not in shown
+
+
+def test_the_recap_counts_heartbeat_turns_that_found_nothing_changed(
+    fake_model: FakeModelServer, vigil_home: Path
+) -> None:
+    fake_model.rule(contains="what is the plan", reply="Ship the release on Friday.")
+    first = run_vigil("chat", "-q", "what is the plan?", home=vigil_home, env=_env(fake_model, vigil_home))
+    session_id = first.stderr.strip().split()[-1]
+    store = SQLiteStore(vigil_home / "state.db")
+    try:
+        for answer in ("HEARTBEAT_OK", "CI is red: 2 tests fail.", "HEARTBEAT_OK"):
+            store.append_message(session_id, NewMessage("user", heartbeat_header(600) + "\ncheck the CI run"))
+            store.append_message(session_id, NewMessage("assistant", answer))
+    finally:
+        store.close()
+    shown, child = _open(fake_model, vigil_home, "--continue")
+    _quit(child)
+    flat = " ".join(shown.split())
+    assert "♥ 3 heartbeat turns fired while the conversation was not open (2 found nothing changed):" in flat
+    assert "CI is red: 2 tests fail." in flat and "HEARTBEAT_OK" not in flat
