@@ -62,6 +62,8 @@ class _Item:
     resume: bool = False
     interrupted: bool = False
     """An urgent command that interrupted the running turn when it arrived."""
+    stop: bool = False
+    """Interrupted before its turn began (while it was being started): the turn ends at once."""
 
 
 class Conversation:
@@ -195,9 +197,15 @@ class Conversation:
         return await self.submit(text)
 
     def interrupt(self) -> bool:
-        """Cancel the running turn, if any (the conversation keeps what was stored)."""
+        """Cancel the running turn, if any (the conversation keeps what was stored). A message
+        taken from the queue whose turn has not begun yet (its start hook, its announcement)
+        is stopped too: its turn ends, cancelled, as soon as it begins."""
         if self._running is not None and not self._running.done():
             self._running.cancel()
+            return True
+        current = self._current
+        if current is not None and not self.controller.is_command(current.text):
+            current.stop = True
             return True
         return False
 
@@ -340,6 +348,8 @@ class Conversation:
             )
         )
         self._running, self._attempt = task, attempt
+        if attempt is None and self._current is not None and self._current.stop:
+            task.cancel()  # stopped while it was being started
         ended: TurnEnded | None
         try:
             try:
