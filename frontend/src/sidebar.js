@@ -37,7 +37,10 @@ function item(c, { selected, query, snippet, onSelect, onMenu }) {
   button.appendChild(query ? markedTitle(title, query) : el("span", "conv-title", title));
   const when = query ? formatTime(c.updated_at) : dayGroup(c.updated_at) === "Today" ? formatClock(c.updated_at) : formatTime(c.updated_at);
   const count = c.message_count ?? 0;
-  button.appendChild(el("span", "conv-meta", `${when} · ${count} message${count === 1 ? "" : "s"}${c.source && c.source !== "web" ? ` · ${c.source}` : ""}`));
+  const notes = [`${count} message${count === 1 ? "" : "s"}`];
+  if (c.source && c.source !== "web") notes.push(c.source);
+  if (c.archived) notes.push("archived");
+  button.appendChild(el("span", "conv-meta", [when, ...notes].join(" · ")));
   if (snippet) button.appendChild(snippetNode(snippet));
   const badges = el("span", "conv-badges");
   if (c.heartbeat) {

@@ -31,12 +31,15 @@ def owner_text(gateway: "Gateway", session_id: str) -> str | None:
 
 
 def conversations(gateway: "Gateway", query: str | None, limit: int, archived: bool = False) -> list[dict[str, Any]]:
-    """The conversation list: those not archived, or (``archived``) only the archived ones."""
+    """The conversation list: those not archived, or (``archived``) only the archived ones. A
+    search (``query``) looks through the archived ones too, unless only they are asked for:
+    archiving puts a conversation out of the way, not out of reach."""
     store = gateway.store
     query = (query or "").strip()
     put_away = archive.archived_roots(store)
     heads = store.list_conversations(limit=None if query or archived else limit + len(put_away))
-    heads = archive.split(heads, put_away)[1 if archived else 0]
+    if archived or not query:
+        heads = archive.split(heads, put_away)[1 if archived else 0]
     if query:
         folded = query.casefold()
         matched = {hit.session_id for hit in store.search(query, limit=SEARCH_HITS)}

@@ -130,8 +130,8 @@ class GatewayPort(Protocol):
     ) -> list[dict[str, Any]]:
         """Every conversation of the profile (CLI ones included), newest activity first, as
         wire dicts (:func:`vigil.gateway.wire.conversation_summary` with ``archived``);
-        ``query`` searches titles and message text. Archived conversations are left out, or
-        (``archived``) are the only ones listed."""
+        ``query`` searches titles and message text. Archived conversations are left out but
+        found by a search, or (``archived``) are the only ones listed."""
         ...
 
     def interrupt(self, session_id: str) -> bool:
