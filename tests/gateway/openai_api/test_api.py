@@ -235,3 +235,14 @@ def test_a_heartbeat_set_through_the_api_fires_into_its_conversation(
     finally:
         _chat(client, [*chat, {"role": "assistant", "content": reply}, {"role": "user", "content": "/heartbeat clear"}])
     assert conversation(gw, session_id)["heartbeat"] is None
+
+
+def test_a_turn_the_model_refuses_is_answered_with_the_reason_in_words(
+    gw: WebGateway, client: openai.OpenAI, fake_model: FakeModelServer
+) -> None:
+    fake_model.rule(contains="refuse this", reply=Reply.error(400, "this request is not allowed"))
+    answer, session_id = _chat(client, [{"role": "user", "content": "please refuse this"}])
+    assert answer.startswith("⚠ The model refused this message") and "this request is not allowed" in answer
+    _, again = _chat(client, [{"role": "user", "content": "please refuse this"}, {"role": "assistant", "content": answer},
+                              {"role": "user", "content": "and now?"}])
+    assert again == session_id

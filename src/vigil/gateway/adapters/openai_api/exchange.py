@@ -81,6 +81,8 @@ class Exchange:
         """The message started a new conversation."""
         self.forget: Callable[[], None] = lambda: None
         """Set by :class:`Exchanges`: the request no longer waits."""
+        self.settled: Callable[[], None] = lambda: None
+        """Set by :class:`Exchanges`: the request has its answer (the outbox's reply is not needed)."""
 
     # -- what the gateway tells it -----------------------------------------------------------
     def watch(self) -> None:
@@ -128,7 +130,7 @@ class Exchange:
             if what == _END:
                 raise GatewayClosed(item)
             if what == _ANSWER:
-                yield self._answer(item.text, item.session_id, item.kind)
+                yield await self._finish(item.text, item.session_id, item.kind)
                 return
             kind = item.get("type")
             if kind == "session_moved" and item.get("new_session_id"):
@@ -145,17 +147,30 @@ class Exchange:
             elif kind == "tool_started" and ours:
                 after_tool = True
             elif kind == "turn_ended" and ours:
+                # The answer, as the outbox will carry it (a failed turn waits for the notice that
+                # says why). Taken from the event, which reaches this process wherever the turn
+                # ran (gateway workers share events), and before the outbox sends it.
                 ours = False
                 self.usage = item.get("usage") or {}
                 if item.get("cancelled"):  # stopped from the web chat: no reply will come
-                    yield self._answer(streamed, self.session_id, "stopped")
+                    yield await self._finish(streamed, self.session_id, "stopped")
                     return
-            elif kind == "command_reply" and command and not item.get("text"):
-                yield self._answer("", self.session_id, "command")  # a command that says nothing
+                if item.get("error") is None and isinstance(item.get("content"), str):
+                    yield await self._finish(item["content"], self.session_id, "reply")
+                    return
+            elif kind == "command_reply" and command:
+                yield await self._finish(item.get("text") or "", self.session_id, "command")
                 return
 
-    def _answer(self, text: str, session_id: str | None, kind: str) -> Answer:
-        return Answer(text, session_id or self.session_id, dict(self.usage), kind)
+    async def _finish(self, text: str, session_id: str | None, kind: str) -> Answer:
+        """The answer: remembered for matching (first: the client may come back at once), the
+        conversation titled by the client's message if it is new."""
+        answer = Answer(text, session_id or self.session_id, dict(self.usage), kind)
+        self.remember([text], answer.session_id)
+        if self.new and self.stored_text != self.turn.text and answer.session_id is not None:
+            await _retitle(self.gateway, answer.session_id, self.stored_text, self.turn.text)
+        self.settled()
+        return answer
 
     def remember(self, answers: list[str], session_id: str | None) -> None:
         """Let the chat's next request find this conversation, by each form of the answer."""
@@ -170,28 +185,37 @@ class Exchanges:
 
     def __init__(self) -> None:
         self.waiting: OrderedDict[int, Exchange] = OrderedDict()
+        self.answered = Bounded()
+        """Inbox ids (as text) whose requests had their answers from the live events."""
         self.systems = Bounded()
         """The hash of the client system text each conversation was last shown."""
         self.lookup = Lookup()
 
     def add(self, exchange: Exchange) -> None:
         self.waiting[exchange.inbox_id] = exchange
-        exchange.forget = lambda: self.waiting.pop(exchange.inbox_id, None) if self.waiting.get(
-            exchange.inbox_id) is exchange else None
+        def forget() -> None:
+            if self.waiting.get(exchange.inbox_id) is exchange:
+                del self.waiting[exchange.inbox_id]
+
+        def settled() -> None:
+            self.answered.put(str(exchange.inbox_id), "")
+            forget()
+
+        exchange.forget, exchange.settled = forget, settled
         while len(self.waiting) > REMEMBERED:
             self.waiting.popitem(last=False)
 
     async def replied(self, gateway: GatewayPort, entry: OutboxEntry) -> None:
-        """The outbox hands over a reply: the exchange it answers hears it, once it is
-        remembered for matching (from the message's stored meta when this process does not
-        have the exchange: it was answered after a restart, or by another worker)."""
+        """The outbox hands over a reply: the request waiting for it hears it (a failed turn's
+        notice; usually a request has its answer from the live events already). Without one,
+        the exchange is remembered for matching from the message's stored meta: the client went
+        away, or the answer came after a restart."""
         if entry.inbox_id is None or entry.kind not in ("reply", "command", "notice"):
             return
-        exchange = self.waiting.pop(entry.inbox_id, None)
+        if str(entry.inbox_id) in self.answered:
+            return
+        exchange = self.waiting.get(entry.inbox_id)
         if exchange is not None:
-            exchange.remember([entry.text], entry.session_id)  # first: the client may come back at once
-            if exchange.new and exchange.stored_text != exchange.turn.text and entry.session_id:
-                await _retitle(gateway, entry.session_id, exchange.stored_text, exchange.turn.text)
             exchange.replied(entry)
             return
         stored = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry.inbox_id)
