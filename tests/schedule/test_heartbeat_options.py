@@ -32,6 +32,7 @@ def at(text: str, zone: str = BERLIN) -> float:
 def test_a_window_across_midnight_is_quiet_from_its_start_to_its_end() -> None:
     window = QuietWindow.parse("22:00-07:00")
     assert str(window) == "22:00-07:00"
+    assert QuietWindow.parse("22:00–07:00") == QuietWindow.parse("22:00 — 07:00") == window
     assert not window.contains(at("2027-01-15 21:59"), BERLIN)
     assert window.contains(at("2027-01-15 22:00"), BERLIN)
     assert window.contains(at("2027-01-16 03:00"), BERLIN)
@@ -113,6 +114,9 @@ def test_an_end_before_the_first_fire_is_refused() -> None:
         ("15m --until 2027-01-20 18:00 watch", OptionWords(until="2027-01-20 18:00"), "15m", "watch"),
         ("15m -- --verbose is the prompt", OptionWords(), "15m", " --verbose is the prompt"),
         ("15m check --loud later", OptionWords(), "15m", "check --loud later"),  # options come before the prompt
+        # a phone's keyboard turns "--" into a dash as it is typed
+        ("15m —quiet 22:00–07:00 —loud check", OptionWords(quiet="22:00–07:00", loud=True), "15m", "check"),
+        ("15m —as said before", OptionWords(), "15m", "—as said before"),
     ],
 )
 def test_option_words_before_the_prompt(typed: str, words: OptionWords, interval: str, prompt: str) -> None:

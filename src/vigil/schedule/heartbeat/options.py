@@ -52,8 +52,9 @@ class QuietWindow:
         shown = _quoted(raw)
         if not raw:
             raise OptionError(f"missing quiet window: give two times of day, e.g. --quiet {QUIET_EXAMPLE}")
-        match = _QUIET.fullmatch(raw.replace(" ", ""))
-        if match is None or not raw.isascii():
+        # Phones turn "-" into a dash as it is typed: "22:00–07:00" means the same.
+        match = _QUIET.fullmatch(raw.replace(" ", "").replace("–", "-").replace("—", "-"))
+        if match is None or not raw.replace("–", "-").replace("—", "-").isascii():
             raise OptionError(
                 f"--quiet {shown} is not a quiet window: write HH:MM-HH:MM with the digits 0-9, "
                 f"e.g. {QUIET_EXAMPLE}"
@@ -144,6 +145,7 @@ class HeartbeatOptions:
 OPTION_NAMES = ("--quiet", "--for", "--until", "--loud")
 OPTIONS_HELP = "--quiet HH:MM-HH:MM, --for DURATION, --until DATE and --loud"
 _WORD = re.compile(r"\s*(\S+)")
+_DASHES = ("—", "–")
 _CLOCK_TIME = re.compile(r"[0-9]{2}:[0-9]{2}(:[0-9]{2})?(Z|[+-][0-9]{2}:?[0-9]{2})?")
 
 
@@ -175,6 +177,8 @@ def take_options(text: str) -> tuple[OptionWords, str | None, str]:
                 nxt = _WORD.match(text, pos)
                 interval, pos = (None, pos) if nxt is None else (nxt.group(1), nxt.end())
             return _words(found), interval, text[pos:]
+        if word[:1] in _DASHES and "--" + word[1:].partition("=")[0] in OPTION_NAMES:
+            word = "--" + word[1:]  # a phone made "--quiet" into "—quiet"
         if not word.startswith("--"):
             if interval is not None:
                 return _words(found), interval, text[match.start(1):]
