@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
@@ -102,10 +102,15 @@ async def read_params(request: Request) -> Params:
 Handler = Callable[[FakeBotState, Params], Awaitable[Any]]
 
 
-def build_app(state: FakeBotState, stopping: Callable[[], bool], extra: Sequence[BaseRoute] = ()) -> Starlette:
-    """The ASGI app serving ``state``; ``stopping()`` ends held long polls early; ``extra``:
-    the fake's control routes."""
-    from vigil.testing.telegram_api import methods
+Poll = Callable[[FakeBotState, Params, Callable[[], bool], Callable[[], bool]], Awaitable[list[JSON]]]
+"""``getUpdates``: ``(state, params, stopping, client_gone)``."""
+
+
+def build_app(state: FakeBotState, stopping: Callable[[], bool], handlers: Mapping[str, Handler], poll: Poll,
+              extra: Sequence[BaseRoute] = ()) -> Starlette:
+    """The ASGI app serving ``state`` with the Bot API methods ``handlers`` (by lower-case
+    name) and ``poll`` for ``getUpdates``; ``stopping()`` ends held long polls early;
+    ``extra``: the fake's control routes."""
 
     async def api(request: Request) -> Response:
         token, method = request.path_params["token"], request.path_params["method"]
@@ -122,12 +127,12 @@ def build_app(state: FakeBotState, stopping: Callable[[], bool], extra: Sequence
                 if fault.status == 502:
                     return Response("<html><body><h1>502 Bad Gateway</h1></body></html>", 502, media_type="text/html")
                 raise ApiError(fault.status, _FAULT_TEXT.get(fault.status, "Error"))
-            handler = methods.HANDLERS.get(method.lower())
+            handler = handlers.get(method.lower())
             if handler is None:
                 raise ApiError(404, "Not Found")
             client = f"{request.client.host}:{request.client.port}" if request.client else "?"
             if method.lower() == "getupdates":
-                result = await _long_poll(request, state, params, stopping, client)
+                result = await _long_poll(request, state, params, stopping, client, poll)
             else:
                 result = await handler(state, params)
             state.record(method, _loggable(params), 200, client)
@@ -154,11 +159,9 @@ def build_app(state: FakeBotState, stopping: Callable[[], bool], extra: Sequence
 
 
 async def _long_poll(request: Request, state: FakeBotState, params: Params, stopping: Callable[[], bool],
-                     client: str) -> list[JSON]:
+                     client: str, poll: Poll) -> list[JSON]:
     """``getUpdates``, counted while held, and let go when its client hangs up (as Telegram
     does: a poller that died holds no poll)."""
-    from vigil.testing.telegram_api import methods
-
     gone = asyncio.Event()
 
     async def watch() -> None:
@@ -169,7 +172,7 @@ async def _long_poll(request: Request, state: FakeBotState, params: Params, stop
     watcher = asyncio.create_task(watch())
     state.poll_started(client)
     try:
-        return await methods.get_updates(state, params, stopping, gone.is_set)
+        return await poll(state, params, stopping, gone.is_set)
     finally:
         state.poll_ended(client)
         watcher.cancel()

@@ -7,17 +7,13 @@ bot did. Not part of Telegram's API; served on loopback only.
 * ``POST /_fake/faults`` ``{times, status, retry_after?, methods?}``
 * ``GET /_fake/sent?chat_id=`` → the bot's messages, ``GET /_fake/state`` → pending updates etc.
 
-``python -m vigil.testing.telegram_api.control`` serves one until interrupted.
+``python -m vigil.testing.telegram_api`` serves one until interrupted.
 """
 
 from __future__ import annotations
 
-import argparse
-import signal
-import sys
-import threading
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -108,37 +104,3 @@ def control_routes(server: "FakeTelegramServer") -> list[BaseRoute]:
         Route("/_fake/sent", guarded(sent), methods=["GET"]),
         Route("/_fake/state", guarded(state), methods=["GET"]),
     ]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Serve a fake Bot API until interrupted."""
-    from vigil.testing.telegram_api.server import DEFAULT_TOKEN, FakeTelegramServer
-
-    parser = argparse.ArgumentParser(prog="python -m vigil.testing.telegram_api.control",
-                                     description="Serve a fake Telegram Bot API on loopback (see the module docstring).")
-    parser.add_argument("--port", type=int, default=0, help="the port; 0 picks a free one (default)")
-    parser.add_argument("--token", default=DEFAULT_TOKEN, help="the bot token it accepts (default: a test token)")
-    args = parser.parse_args(argv)
-    if ":" not in args.token:
-        parser.error("--token must look like a bot token: <digits>:<letters>")
-    server = FakeTelegramServer(token=args.token, port=args.port)
-    try:
-        server.start()
-    except OSError as exc:
-        print(f"fake Telegram: cannot serve on port {args.port}: {exc}", file=sys.stderr)
-        return 1
-    print(f"Bot API URL (telegram.api_url): {server.api_url}")
-    print(f"Bot token: {server.token}")
-    print(f"Say something as user 1: curl -d '{{\"chat_id\": 1, \"user_id\": 1, \"text\": \"hi\"}}' {server.api_url}/_fake/messages")
-    print("Serving; press Ctrl-C to stop.", flush=True)
-    stopping = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopping.set())
-    while not stopping.wait(0.5):
-        pass
-    server.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

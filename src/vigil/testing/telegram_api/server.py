@@ -23,7 +23,9 @@ from typing import Iterable
 import httpx
 import uvicorn
 
+from vigil.testing.telegram_api import methods
 from vigil.testing.telegram_api.app import build_app
+from vigil.testing.telegram_api.control import control_routes
 from vigil.testing.telegram_api.state import JSON, Call, FakeBotState, Fault, SentMessage
 
 DEFAULT_TOKEN = "123456789:AAFakeTelegramTokenForVigilTests_000"
@@ -52,9 +54,8 @@ class FakeTelegramServer:
         sock.listen(128)
         self._port = sock.getsockname()[1]
         self._stopping = False
-        from vigil.testing.telegram_api.control import control_routes
 
-        app = build_app(self.state, lambda: self._stopping, control_routes(self))
+        app = build_app(self.state, lambda: self._stopping, methods.HANDLERS, methods.get_updates, control_routes(self))
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", http="h11",
                                 ws="none", loop="asyncio", timeout_graceful_shutdown=1)
         server = uvicorn.Server(config)
