@@ -246,3 +246,16 @@ def test_a_turn_the_model_refuses_is_answered_with_the_reason_in_words(
     _, again = _chat(client, [{"role": "user", "content": "please refuse this"}, {"role": "assistant", "content": answer},
                               {"role": "user", "content": "and now?"}])
     assert again == session_id
+
+
+def test_a_request_sent_again_with_its_idempotency_key_is_stored_and_answered_once(
+    gw: WebGateway, client: openai.OpenAI, fake_model: FakeModelServer
+) -> None:
+    fake_model.rule(contains="only once", reply="Once.")
+    before = inbox_total(gw.home)
+    asked = len(fake_model.requests)
+    messages = [{"role": "user", "content": "answer only once"}]
+    first, session_id = _chat(client, messages, extra_headers={"Idempotency-Key": "retry-1"})
+    again, same = _chat(client, messages, extra_headers={"Idempotency-Key": "retry-1"})
+    assert (again, same) == (first, session_id) == ("Once.", session_id)
+    assert inbox_total(gw.home) == before + 1 and len(fake_model.requests) == asked + 1

@@ -252,7 +252,7 @@ async def submit(
     exchanges.add(exchange)
     if receipt.duplicate and await _duplicate(gateway, exchange):
         exchanges.waiting.pop(exchange.inbox_id, None)
-    if receipt.session_id is not None and shown is not None:
+    if receipt.session_id is not None and shown is not None and show_system and not is_command(turn):
         exchanges.systems.put(receipt.session_id, shown)
     return exchange
 
