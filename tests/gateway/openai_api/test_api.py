@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import openai
 import pytest
 
 from tests.gateway.openai_api.conftest import conversation, inbox_total, said
 from tests.gateway.process import wait_for
-from tests.gateway.web.conftest import WebGateway
+from tests.gateway.web.conftest import EventReader, WebGateway
 from vigil.testing.fake_model import FakeModelServer
-from vigil.testing.scripting import Reply
+from vigil.testing.scripting import Reply, ToolCallSpec
 
 
 def _chat(client: openai.OpenAI, messages: list[dict[str, str]], **options: object) -> tuple[str, str]:
@@ -259,3 +260,29 @@ def test_a_request_sent_again_with_its_idempotency_key_is_stored_and_answered_on
     again, same = _chat(client, messages, extra_headers={"Idempotency-Key": "retry-1"})
     assert (again, same) == (first, session_id) == ("Once.", session_id)
     assert inbox_total(gw.home) == before + 1 and len(fake_model.requests) == asked + 1
+
+
+def test_a_stream_says_when_a_command_waits_for_approval_in_the_web_chat(
+    gw: WebGateway, client: openai.OpenAI, fake_model: FakeModelServer, tmp_path: Path
+) -> None:
+    target = tmp_path / "keep-me"
+    target.mkdir()
+    command = f"mkfs.ext4 /nonexistent/vigil-device; touch {target}/ran"
+    fake_model.rule(contains="clean the disk", reply=Reply.tool_calls(ToolCallSpec("terminal", {"command": command})),
+                    times=1)
+    fake_model.rule(contains="clean the disk", reply="Not done.")  # after the refused tool call
+    first, session_id = _chat(client, [{"role": "user", "content": "hello disk"}])
+    reader = EventReader(gw, session_id)  # the web chat, open on the conversation
+    try:
+        stream = client.chat.completions.create(model="vigil", stream=True, messages=[
+            {"role": "user", "content": "hello disk"}, {"role": "assistant", "content": first},
+            {"role": "user", "content": "clean the disk"}])
+        pieces = (c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content)
+        note = next(pieces)
+        assert note.startswith("[waiting for approval:") and "mkfs.ext4" in note and session_id in note
+        request = reader.wait_for("approval_request")
+        assert gw.api().post(f"/api/approvals/{request['id']}", json={"approve": False}).status_code == 200
+        assert "".join(pieces).endswith("Not done.")
+    finally:
+        reader.close()
+    assert not (target / "ran").exists()

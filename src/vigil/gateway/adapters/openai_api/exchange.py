@@ -55,6 +55,17 @@ class Answer:
     ``stopped`` (the turn was stopped in the web chat)."""
 
 
+def approval_note(request: dict[str, Any], session_id: str | None, *, first: bool) -> str:
+    """What a stream says while the agent waits for a person to approve a command (an API
+    client cannot answer; the web chat can)."""
+    what = " ".join(str(request.get("description") or request.get("tool") or "a tool call").split())
+    what = what if len(what) <= 200 else what[:199] + "…"
+    where = f" (conversation {session_id[:12]})" if session_id else ""
+    note = (f"[waiting for approval: {what} — approve or deny it in vigil's web chat{where}; "
+            "without an answer it is denied]\n\n")
+    return note if first else "\n\n" + note
+
+
 def asked_hash(turn: ClientTurn) -> str:
     """The hash of the chat up to and including the new message, as its client sent it."""
     return matching.exchange_hash([*turn.prior, Message("user", turn.text)])
@@ -146,6 +157,10 @@ class Exchange:
                 yield text
             elif kind == "tool_started" and ours:
                 after_tool = True
+            elif kind == "approval_request" and ours:
+                note = approval_note(item, self.session_id, first=not streamed)
+                streamed += note
+                yield note
             elif kind == "turn_ended" and ours:
                 # The answer, as the outbox will carry it (a failed turn waits for the notice that
                 # says why). Taken from the event, which reaches this process wherever the turn
