@@ -34,8 +34,9 @@ gateway's (the default mode measures those). ``--keep DIR`` keeps the profiles.
 
 ``--store postgresql://…``: the web-chat load (no Telegram, no kill) on ``--workers`` gateways
 sharing that PostgreSQL store, once per worker count (default ``1,3``), each on a fresh schema
-dropped afterwards; messages/s, latency p50/p99 and the exactly-once audit of each, side by side
-(see ``gateway_load_parts/workers.py``; its clients share this process too).
+dropped afterwards; messages/s, latency p50/p99, each worker's CPU per message from its own
+``/proc/PID/stat`` and the exactly-once audit of each, side by side; the fake model and the load
+driver are processes of their own here too (see ``gateway_load_parts/workers.py``).
 
     .venv/bin/python bench/gateway_load.py --audit [--conversations 200] [--messages 10] [--telegram-share 0.5]
     .venv/bin/python bench/gateway_load.py --store postgresql://USER@HOST/DB [--workers 1,3] [--json]

@@ -3,23 +3,26 @@
 
 Per worker count, on a fresh schema of its own (``?schema=``, dropped afterwards unless
 ``--keep``): that many ``vigil gateway run`` processes on one profile home with ``store.url``
-in its config.yaml, each on its own web port. ``conversations`` web conversations at once, each
-made on one worker (round-robin) and its ``messages`` messages posted one after another to
+in its config.yaml, each on its own web port, the fake model a process of its own and the load
+from driver processes (``driver.py``), so that no client shares a process with what is measured.
+``conversations`` web conversations at once, each made on one worker (round-robin), keeping an
+event stream open on every worker, and its ``messages`` messages posted one after another to
 every worker in turn (message ``n`` to the next worker after the one that got ``n - 1``), each
 answer awaited on the event stream of the worker it was posted to: most messages land on a
 worker that does not run their conversation, so they go through the hand-over and their
-answer through the event relay. Latency: POST sent -> ``turn_ended`` seen. Afterwards the
-store is read (``audit.audit_postgres``): every POST's inbox entry answered exactly once, one
-reply each in the outbox, none lost.
+answer through the event relay. Latency: POST sent -> ``turn_ended`` seen. Gateway CPU: each
+worker's own ``/proc/PID/stat`` from the start signal to the store's settling (start-ups not
+included). Afterwards the store is read (``audit.audit_postgres``): every POST's inbox entry
+answered exactly once, one reply each in the outbox, none lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
-import resource
-import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -28,13 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import httpx
-
 from gateway_load_parts import audit as store_audit
-from gateway_load_parts.process import Gateway, TimedModel, free_port
-from gateway_load_parts.report import pct, report
-from gateway_load_parts.web import PHASE_DEADLINE, Phase, web_conversation
-from vigil.testing.fake_model import FakeModelServer
+from gateway_load_parts.process import Gateway, ModelProcess, cpu_seconds, free_port
+from gateway_load_parts.report import pct
+from gateway_load_parts.web import PHASE_DEADLINE, Phase
+
+DRIVER = Path(__file__).resolve().parent / "driver.py"
 
 
 def worker_counts(text: str) -> list[int]:
@@ -107,7 +109,7 @@ class Run:
     workers: int
     phase: Phase
     counts: dict[str, dict[str, int]]
-    model_times: list[float]
+    model_cpu: float
     gateway_cpu: float
     bench_cpu: float
     per_worker: list[tuple[int | None, int]]
@@ -122,8 +124,16 @@ class Run:
         return store_audit.total(self.counts)
 
     @property
+    def measured(self) -> int:
+        """Messages sent after the start signal (the warm-ups before it are in the store too)."""
+        return len(self.phase.latencies) + self.phase.timeouts
+
+    @property
     def rate(self) -> float:
-        return self.total["accepted"] / self.seconds if self.seconds > 0 else float("nan")
+        return self.measured / self.seconds if self.seconds > 0 else float("nan")
+
+    def per_message_ms(self, cpu: float) -> float:
+        return cpu / self.measured * 1000 if self.measured else float("nan")
 
     @property
     def lost(self) -> int:
@@ -142,14 +152,15 @@ class Run:
     def to_json(self) -> dict[str, Any]:
         values = self.phase.latencies
         return {
-            "workers": self.workers, "messages": self.total["accepted"], "posted": len(self.phase.receipts),
+            "workers": self.workers, "messages": self.measured, "posted": len(self.phase.receipts),
             "seconds": round(self.seconds, 3), "messages_per_s": round(self.rate, 2),
             "latency_ms": {"p50": round(pct(values, 0.5) * 1000, 1), "p99": round(pct(values, 0.99) * 1000, 1),
                            "max": round(max(values, default=float("nan")) * 1000, 1)},
-            "fake_model_mean_ms": round(statistics.mean(self.model_times) * 1000, 2) if self.model_times else None,
+            "fake_model_cpu_s": round(self.model_cpu, 2),
+            "gateway_cpu_ms_a_message": round(self.per_message_ms(self.gateway_cpu), 2),
             "store": self.total, "lost": self.lost, "doubled": self.doubled, "exactly_once": self.exactly_once,
             "waits_over_the_limit": self.phase.timeouts, "gateway_cpu_s": round(self.gateway_cpu, 2),
-            "bench_cpu_s": round(self.bench_cpu, 2),
+            "driver_cpu_s": round(self.bench_cpu, 2),
             "per_worker": [{"answered": a, "handed_over": h} for a, h in self.per_worker],
         }
 
@@ -169,42 +180,61 @@ async def settle(url: str, phase: Phase) -> dict[str, dict[str, int]]:
         await asyncio.sleep(0.5)
 
 
-async def load(gateways: list[Gateway], url: str, conversations: int, messages: int,
-               progress: Callable[[int], None]) -> tuple[Phase, dict[str, dict[str, int]]]:
+def load(gateways: list[Gateway], url: str, conversations: int, messages: int, model: ModelProcess,
+         drivers: int = 1) -> tuple[Phase, dict[str, dict[str, int]], float, float, float]:
+    """The load from ``drivers`` driver processes: the phase, the store's counts after it
+    settled, and the CPU seconds of the gateways, the fake model and the drivers meanwhile."""
     phase = Phase()
-    bases = [g.url for g in gateways]
-    limits = httpx.Limits(max_connections=conversations * 2 + 10, max_keepalive_connections=conversations * 2 + 10)
-    headers = {"Authorization": f"Bearer {gateways[0].token}"}
-    async with httpx.AsyncClient(headers=headers, limits=limits, timeout=60, trust_env=False) as client:
-        phase.started = time.perf_counter()
-        work = asyncio.gather(*(
-            web_conversation(client, bases[i % len(bases):] + bases[:i % len(bases)], messages, phase, True)
-            for i in range(conversations)))
-        while not work.done():
-            progress(len(phase.latencies) + phase.timeouts)
-            await asyncio.wait([work], timeout=0.25)
-        await work
-        progress(len(phase.latencies) + phase.timeouts)
-        counts = await settle(url, phase)
-        phase.ended = time.perf_counter()
-    return phase, counts
+    bases = [arg for g in gateways for arg in ("--base", g.url)]
+    env = {**os.environ, "VIGIL_BENCH_TOKEN": gateways[0].token}
+    share = [conversations // drivers + (1 if n < conversations % drivers else 0) for n in range(drivers)]
+    procs, first = [], 0
+    for n in share:
+        if n:
+            procs.append(subprocess.Popen(
+                [sys.executable, str(DRIVER), *bases, "--conversations", str(n), "--messages", str(messages),
+                 "--first", str(first)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env))
+            first += n
+    for proc in procs:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":
+            raise SystemExit("a load driver failed")
+    pids = [g.process.pid for g in gateways if g.process is not None]
+    gateways0, model0 = sum(cpu_seconds(p) for p in pids), cpu_seconds(model.pid)
+    drivers_cpu = [cpu_seconds(p.pid) for p in procs]
+    phase.started = time.monotonic()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for n, proc in enumerate(procs):
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        drivers_cpu[n] = cpu_seconds(proc.pid) - drivers_cpu[n]
+        if not line:
+            raise SystemExit("a load driver ended without figures")
+        result = json.loads(line)
+        phase.latencies += result["latencies"]
+        phase.receipts += result["receipts"]
+        phase.timeouts += result["timeouts"]
+        phase.retries += result["retries"]
+        proc.wait(30)
+    counts = asyncio.run(settle(url, phase))
+    phase.ended = time.monotonic()
+    return (phase, counts, sum(cpu_seconds(p) for p in pids) - gateways0, cpu_seconds(model.pid) - model0,
+            sum(drivers_cpu))
 
 
-def run_once(store: str, workers: int, conversations: int, messages: int, fake: FakeModelServer,
-             model: TimedModel, home: Path, keep: bool, progress: Any) -> Run:
+def run_once(store: str, workers: int, conversations: int, messages: int, model: ModelProcess,
+             home: Path, keep: bool) -> Run:
     url, schema, drop = fresh_schema(store)
     home.mkdir(parents=True)
     (home / "config.yaml").write_text(f"store:\n  url: {json.dumps(url)}\n")
-    gateways = [Gateway(home, free_port(), fake, None, [], log=f"worker-{n}.out") for n in range(workers)]
-    task = progress.add_task(f"{workers} worker(s)", total=conversations * messages)
-    model.durations.clear()
-    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    own_before = resource.getrusage(resource.RUSAGE_SELF)
+    gateways = [Gateway(home, free_port(), model, None, [], log=f"worker-{n}.out") for n in range(workers)]
     try:
         for gateway in gateways:
             gateway.start()
-        phase, counts = asyncio.run(load(gateways, url, conversations, messages,
-                                         lambda done: progress.update(task, completed=done)))
+        phase, counts, gateway_cpu, model_cpu, driver_cpu = load(gateways, url, conversations, messages, model)
     finally:
         for gateway in gateways:
             gateway.stop()
@@ -212,19 +242,22 @@ def run_once(store: str, workers: int, conversations: int, messages: int, fake: 
             print(f"  kept PostgreSQL schema {schema}")
         else:
             drop()
-        progress.remove_task(task)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = lambda after, before: (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)  # noqa: E731
-    return Run(workers, phase, counts, list(model.durations), cpu(children, children_before), cpu(own, own_before),
-               [worker_figures(g) for g in gateways])
+    return Run(workers, phase, counts, model_cpu, gateway_cpu, driver_cpu, [worker_figures(g) for g in gateways])
 
 
 def describe(run: Run) -> None:
-    report(f"{run.workers} worker(s)", run.phase, run.counts, None, run.model_times, run.gateway_cpu, run.bench_cpu,
-           killed=False, gateways=run.workers)
+    values = run.phase.latencies
+    print(f"{run.workers} worker(s): {run.measured} messages in {run.seconds:.1f} s (start signal -> the store "
+          f"settled) = {run.rate:.1f} messages/s; latency p50 {pct(values, 0.5) * 1000:,.0f} ms, "
+          f"p99 {pct(values, 0.99) * 1000:,.0f} ms, max {max(values, default=float('nan')) * 1000:,.0f} ms "
+          f"(fake model included); {run.phase.timeouts} unanswered, {run.phase.retries} client retries")
+    print(f"  CPU a message (each process's /proc/PID/stat from the start signal): "
+          f"{'gateway' if run.workers == 1 else f'{run.workers} gateways together'} "
+          f"{run.per_message_ms(run.gateway_cpu):.1f} ms, load driver {run.per_message_ms(run.bench_cpu):.1f} ms, "
+          f"fake model {run.per_message_ms(run.model_cpu):.1f} ms")
     total = run.total
     print(f"  exactly once: {'yes' if run.exactly_once else 'NO'} - POSTs taken {len(run.phase.receipts)} "
+          f"(one warm-up per conversation included) "
           f"(distinct inbox ids {len(set(run.phase.receipts))}), in the store {total['accepted']}, answered "
           f"{total['answered']}, lost {run.lost}, doubled {run.doubled}")
     if run.workers > 1:
@@ -236,7 +269,8 @@ def describe(run: Run) -> None:
 def compare(runs: list[Run]) -> None:
     first = runs[0]
     heads = [f"{r.workers} worker(s)" for r in runs] + [f"{r.workers}/{first.workers}" for r in runs[1:]]
-    print("\nside by side (latency: POST sent -> turn_ended on that worker's event stream, fake model included):")
+    print("\nside by side (latency: POST sent -> turn_ended on that worker's event stream, fake model included; "
+          "gateway CPU from each worker's /proc/PID/stat, start-ups not included):")
     print(f"  {'':<22}" + "".join(f"{h:>14}" for h in heads))
 
     def row(label: str, values: list[float], text: Callable[[float], str]) -> None:
@@ -248,7 +282,7 @@ def compare(runs: list[Run]) -> None:
     row("latency p50", [pct(r.phase.latencies, 0.5) for r in runs], ms)
     row("latency p99", [pct(r.phase.latencies, 0.99) for r in runs], ms)
     row("latency max", [max(r.phase.latencies, default=float("nan")) for r in runs], ms)
-    row("gateway CPU a message", [r.gateway_cpu / max(1, r.total["accepted"]) for r in runs], ms)
+    row("gateway CPU a message", [r.gateway_cpu / max(1, r.measured) for r in runs], ms)
     print(f"  {'exactly once':<22}" + "".join(f"{'yes' if r.exactly_once else 'NO':>14}" for r in runs))
 
 
@@ -256,9 +290,6 @@ def bench(store: str, workers: str, conversations: int, messages: int, keep: Pat
     """Run the load once per worker count and print each run, then the runs side by side
     (with ``as_json`` the text goes to stderr and a JSON summary to stdout)."""
     import tempfile
-
-    from rich.console import Console
-    from rich.progress import Progress
 
     counts = worker_counts(workers)
     where = check_store(store)
@@ -268,16 +299,18 @@ def bench(store: str, workers: str, conversations: int, messages: int, keep: Pat
         print(f"workload: {conversations} concurrent web conversations x {messages} messages, each made on one "
               f"worker and its messages posted to every worker in turn; fake model answering at once; "
               f"PostgreSQL store at {where}, a fresh schema per worker count; worker counts {counts}; "
+              f"the fake model, each gateway and the load driver each a process of their own; "
               f"load average {Path('/proc/loadavg').read_text().split(' ', 3)[:3]}")
-        fake = FakeModelServer()
-        model = TimedModel(fake)
-        with fake, tempfile.TemporaryDirectory() as scratch, \
-                Progress(console=Console(stderr=True), transient=True) as progress:
-            folder = keep or Path(scratch)
-            for n, count in enumerate(counts):
-                runs.append(run_once(store, count, conversations, messages, fake, model,
-                                     folder / f"run-{n + 1}-{count}-workers", keep is not None, progress))
-                describe(runs[-1])
+        model = ModelProcess()
+        try:
+            with tempfile.TemporaryDirectory() as scratch:
+                folder = keep or Path(scratch)
+                for n, count in enumerate(counts):
+                    runs.append(run_once(store, count, conversations, messages, model,
+                                         folder / f"run-{n + 1}-{count}-workers", keep is not None))
+                    describe(runs[-1])
+        finally:
+            model.stop()
         if len(runs) > 1:
             compare(runs)
         print(f"load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
