@@ -142,7 +142,9 @@ def test_what_a_worker_on_a_lost_machine_left_is_recovered_by_the_live_ones(
         def recovered() -> bool:
             pending = HeartbeatRepo(store).get("bbbbbbbbbbbb")
             job = CronRepo(store).get("report")
-            return pending is not None and pending.pending is None and job.last_status == "interrupted"
+            runs = CronRepo(store).runs.list("report")  # written just after the job record
+            return (pending is not None and pending.pending is None and job.last_status == "interrupted"
+                    and [r.status for r in runs] == ["interrupted"])
 
         wait_for(recovered, timeout=4 * LEASE + 10, what="the lost worker's reservation refunded and run interrupted")
         after = HeartbeatRepo(store).get("bbbbbbbbbbbb")

@@ -33,13 +33,13 @@ from vigil.gateway.approvals import Approvals
 from vigil.gateway.authorization import Authorization
 from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
-from vigil.gateway.handover import Elsewhere, Handover
+from vigil.gateway.handover import Handover
 from vigil.gateway.outbox import OutboxSender
 from vigil.gateway.patience import Patience
-from vigil.gateway.recovery import PendingWatch, SuspectGate, catch_up
+from vigil.gateway.recovery import PendingWatch, SuspectGate, catch_up, requeue
 from vigil.gateway.relay import EventRelay
 from vigil.gateway.claims import Claims
-from vigil.gateway.ownership import Ownership
+from vigil.gateway.ownership import Elsewhere, Ownership
 from vigil.gateway.workers import is_shared
 from vigil.gateway.routing import Router
 from vigil.gateway import fanout, lifecycle, manage, settle, views
@@ -131,13 +131,13 @@ class Gateway(manage.ConversationManagement):
         """The turns that wait for the model (or the store) to try again."""
         self.suspects = SuspectGate(self.clock, min(SUSPECT_HOLD, settings.gateway.retry_max_delay))
         self.pending_watch = PendingWatch(self)
+        self.requeue = lambda entry_id: requeue(self, entry_id)  # /retry: a set-aside message again
         self._route_locks: dict[RouteKey, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handling: set[int] = set()  # inbox ids handed to a conversation by this process
         self._accepting = False
         self._closing = False
-        self.answered = 0
-        self.failed = 0
+        self.answered = self.failed = 0
 
     @property
     def worker_id(self) -> str:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from vigil.gateway.recovery import recover_entry
 from vigil.gateway.relay import store_notifications
 from vigil.store import StoreError
 from vigil.store.gateway_tables import InboxEntry
@@ -31,14 +31,6 @@ log = logging.getLogger(__name__)
 CHANNEL = "inbox"
 SWEEP_LIMIT = 500
 """Unfinished entries looked at per sweep (the oldest first)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Elsewhere:
-    """A conversation another live worker runs."""
-
-    session_id: str
-    worker: str
 
 
 class Handover:
@@ -138,8 +130,6 @@ class Handover:
         """Renew the leases, let go of conversations taken over elsewhere, and answer the
         unfinished entries of conversations this worker runs or nobody runs. Returns how
         many entries were handed on."""
-        from vigil.gateway.recovery import recover_entry
-
         gateway = self.gateway
         lost = await asyncio.to_thread(gateway.ownership.still_held)
         for session_id in lost:
@@ -161,8 +151,6 @@ class Handover:
 
     async def look_at(self, entry_ids: list[int]) -> int:
         """Hand on the entries another worker announced, if their conversation runs here."""
-        from vigil.gateway.recovery import recover_entry
-
         gateway = self.gateway
         handled = 0
         for entry_id in entry_ids:

@@ -165,7 +165,6 @@ class LiveConversation:
 
     async def _retry(self, _control: object, args: str) -> CommandReply:
         """``/retry ID``: a message of this conversation that was set aside goes back to be answered."""
-        from vigil.gateway.recovery import requeue
         from vigil.store.gateway_tables import PENDING, SET_ASIDE
 
         word = args.strip()
@@ -178,7 +177,7 @@ class LiveConversation:
         if entry.status != SET_ASIDE:
             return CommandReply(f"Message {entry_id} was not set aside (it is {entry.status.replace('_', ' ')}).",
                                 is_error=True)
-        entry = await requeue(gateway, entry_id)
+        entry = await gateway.requeue(entry_id)
         if entry.status != PENDING:
             return CommandReply(f"Message {entry_id} is {entry.status.replace('_', ' ')} now.", is_error=True)
         gateway.say(f"vigil gateway: message {entry_id} set aside before is sent again (/retry)")

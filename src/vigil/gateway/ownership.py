@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Iterable
 
 from vigil.clock import Clock
@@ -36,6 +37,14 @@ def route_claim(route: RouteKey) -> str:
     """The lease a worker holds while it starts a platform conversation's first session, so
     that two workers receiving its first messages at once do not start two."""
     return "route:" + json.dumps([route.adapter, route.chat, route.thread, route.user])
+
+
+@dataclass(frozen=True, slots=True)
+class Elsewhere:
+    """A conversation another live worker runs."""
+
+    session_id: str
+    worker: str
 
 
 class Ownership:

@@ -29,6 +29,7 @@ from vigil.clock import Clock
 from vigil.gateway.fanout import describe_route
 from vigil.store import MessageRecord, SessionNotFound, StoreError
 from vigil.gateway.live import LiveConversation
+from vigil.gateway.ownership import Elsewhere
 from vigil.store.gateway_tables import (
     ANSWERED,
     PENDING,
@@ -129,7 +130,6 @@ async def _recover_shared(gateway: "Gateway", entry: InboxEntry) -> int:
     """With several workers: only for a conversation this worker runs or now takes over, and
     only while the entry is still unfinished and handled by nobody here (read again under the
     route's lock, which every hand-on of this worker holds)."""
-    from vigil.gateway.handover import Elsewhere
 
     async with gateway.route_lock(entry.route):
         if entry.id in gateway._handling:
