@@ -43,6 +43,7 @@ from vigil.clock import Clock, SystemClock
 from vigil.schedule import estop
 from vigil.schedule.changes import read_generation
 from vigil.schedule.engine import DueEngine
+from vigil.schedule.heartbeat.giveback import GiveBack
 from vigil.schedule.heartbeat.lease import LeaseBook
 from vigil.schedule.heartbeat.ownership import LeaseKeeper, tick_seconds
 from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError
@@ -72,8 +73,9 @@ attempt fails the reservation stays pending until it is stale (``STALE_AFTER``) 
 reclaimed by the next claim."""
 
 
-class HeartbeatScheduler:
-    """Arms the due-time engine for owned heartbeats and runs the claim protocol.
+class HeartbeatScheduler(GiveBack):
+    """Arms the due-time engine for owned heartbeats and runs the claim protocol (giving a
+    slot back: :class:`~vigil.schedule.heartbeat.giveback.GiveBack`).
 
     ``poll_interval`` is lowered by the test-only ``VIGIL_TEST_SCHEDULE_POLL_SECONDS``;
     ``leases``: fire only the heartbeats whose ownership lease this scheduler holds.
@@ -391,75 +393,6 @@ class HeartbeatScheduler:
             return False
         self.stats.confirmed += 1
         return True
-
-    async def refund(self, reservation: Reservation, *, failed: bool = False) -> Heartbeat | None:
-        """Give the slot back because the attempt ended before executing; returns the record
-        after the refund, or ``None`` when there was nothing to refund.
-
-        Count and last fire are restored; so is the timer unless the schedule changed
-        meanwhile, in which case the new schedule's timer stays (the count still comes back:
-        count = fires that reached execution). A failing store is retried with back-off.
-        ``failed``: the attempt failed rather than being declined, so the heartbeat is tried
-        again only after :attr:`hold_off`, not at once. Safe to call when the task is being
-        cancelled: the refund itself is shielded.
-        """
-        return await asyncio.shield(self._give_back(reservation, failed=failed, undo=False))
-
-    async def withdraw(self, reservation: Reservation, *, failed: bool = False) -> Heartbeat | None:
-        """Give back the slot of an attempt that did not reach execution, whether or not its
-        confirmation was written: a refund if it was not, an undo if it was. Shielded."""
-        return await asyncio.shield(self._give_back(reservation, failed=failed, undo=True))
-
-    async def _give_back(self, reservation: Reservation, *, failed: bool, undo: bool) -> Heartbeat | None:
-        session_id = reservation.session_id
-        after = None
-        try:
-            after = await self._retrying(self.repo.refund, reservation)
-            if after is not None:
-                self.stats.refunded += 1
-            elif undo:
-                after = await self._retrying(self.repo.unconfirm, reservation)
-                if after is not None:
-                    self.stats.withdrawn += 1
-        except (HeartbeatError, StoreError) as exc:
-            log.error(
-                "cannot give the heartbeat slot of %s back: %s; it is reclaimed once stale",
-                session_id, exc,
-            )
-            failed = True
-        if after is not None:
-            self._apply(session_id, after)
-        else:
-            await self._refresh_quietly(session_id)
-        if failed:
-            self._hold_off(session_id)
-        return after
-
-    async def _withdraw_after(self, attempt: asyncio.Future[bool], reservation: Reservation) -> None:
-        try:
-            await attempt
-        except Exception:
-            pass
-        await self.withdraw(reservation)
-
-    async def _refund_abandoned(self, attempt: asyncio.Future[Reservation | None]) -> None:
-        try:
-            reservation = await attempt
-        except Exception:
-            return
-        if reservation is not None:
-            await self.refund(reservation)
-
-    async def _retrying(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` in the store, retried after a ``StoreError`` (see
-        :data:`GIVE_BACK_RETRY_DELAYS`); the last error propagates."""
-        for delay in self.retry_delays:
-            try:
-                return await self._call(fn, *args)
-            except StoreError as exc:
-                log.warning("store error (retrying in %.2f s): %s", delay, exc)
-            await asyncio.sleep(delay)
-        return await self._call(fn, *args)
 
     async def _refresh_quietly(self, session_id: str) -> None:
         try:
