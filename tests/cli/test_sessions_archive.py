@@ -42,3 +42,10 @@ def test_delete_clears_the_heartbeat_and_the_archive_entry(seeded: dict[str, str
         assert store.list_meta("conversation-archived:") == []
     finally:
         store.close()
+
+
+def test_rename_follows_the_web_chats_title_rule(seeded: dict[str, str]) -> None:  # noqa: F811
+    refused = run_cli("sessions", "rename", seeded["other"], "report\u202etxt.exe")
+    assert refused.exit_code == 1 and "U+202E" in refused.output
+    assert "longer than 200" in run_cli("sessions", "rename", seeded["other"], "x" * 201).output
+    assert run_cli("sessions", "rename", seeded["other"], "family 👨\u200d👩\u200d👧").exit_code == 0

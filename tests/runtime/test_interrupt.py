@@ -35,3 +35,4 @@ async def test_a_message_stopped_while_it_is_being_started_never_reaches_the_mod
 async def test_interrupting_an_idle_conversation_stops_nothing(rt: Runtime) -> None:
     await rt.send("hello")
     assert rt.conversation.interrupt() is False
+

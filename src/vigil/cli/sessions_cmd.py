@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
 from pathlib import Path
 
 import click
@@ -239,14 +238,12 @@ def export_cmd(
 @pass_app
 def rename_cmd(app: AppContext, session: str, title: str) -> None:
     """Give a session a new title."""
-    title = " ".join(title.split())
-    if not title:
-        raise click.ClickException("the title must not be empty")
-    control = next((ch for ch in title if unicodedata.category(ch) == "Cc"), None)
-    if control is not None:
-        raise click.ClickException(
-            f"the title contains the control character U+{ord(control):04X}: use printable text"
-        )
+    from vigil.store.titles import clean_title
+
+    try:
+        title = clean_title(title)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     store = app.store
     record = store.update_session(store.resolve_session(session), title=title)
     # Plain output: the title is the user's text, never rich markup.

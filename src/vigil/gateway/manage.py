@@ -15,38 +15,19 @@ stopped from here: that worker finds the conversation gone at its next step.
 from __future__ import annotations
 
 import asyncio
-import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from vigil.gateway.adapters.base import ConversationBusy
 from vigil.gateway.wire import event
 from vigil.store import SessionNotFound, archive
+from vigil.store.titles import clean_title
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway
     from vigil.gateway.live import LiveConversation
 
-MAX_TITLE = 200
-"""Characters in a conversation's title."""
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-"""Characters that reorder the text around them (a title could read backwards); joiners and
-other format characters stay allowed (emoji sequences need them)."""
 QUIET_WAIT = 15.0
 """Seconds a deletion waits for a stopped turn to finish writing before it gives up."""
-
-
-def clean_title(title: str) -> str:
-    """``title`` on one line with its whitespace collapsed; ``ValueError`` (saying why) when it is
-    empty, too long or holds a control or bidirectional-control character."""
-    text = " ".join(title.split())
-    if not text:
-        raise ValueError("the title must not be empty")
-    if len(text) > MAX_TITLE:
-        raise ValueError(f"the title is longer than {MAX_TITLE} characters")
-    bad = next((ch for ch in text if unicodedata.category(ch) in ("Cc", "Cs") or ch in BIDI_CONTROLS), None)
-    if bad is not None:
-        raise ValueError(f"the title contains the control character U+{ord(bad):04X}: use printable text")
-    return text
 
 
 class ConversationManagement:

@@ -10,6 +10,7 @@ from vigil.runtime.heartbeat_commands import heartbeat_slash
 from vigil.runtime.slash import CommandRegistry, CommandReply, ConversationControl, SlashCommand
 from vigil.runtime import cron_commands
 from vigil.store import StoreError
+from vigil.store.titles import clean_title
 from vigil.usage import Usage
 
 
@@ -84,7 +85,10 @@ async def _title(control: ConversationControl, args: str) -> CommandReply:
     if not args:
         record = await asyncio.to_thread(control.store.get_session, control.session_id)
         return CommandReply(f"Title: {record.title or '(untitled)'}")
-    title = " ".join(args.split())
+    try:
+        title = clean_title(args)
+    except ValueError as exc:
+        return CommandReply(f"{str(exc)[:1].upper()}{str(exc)[1:]}; the title stays as it was.", is_error=True)
     await asyncio.to_thread(control.store.update_session, control.session_id, title=title)
     return CommandReply(f"Title set: {title}")
 
