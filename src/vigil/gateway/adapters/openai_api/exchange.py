@@ -193,7 +193,6 @@ class Exchange:
                              session_id or self.session_id)
 
 
-
 class Exchanges:
     """The requests of this process waiting for their replies, by inbox id, and the client
     system text each conversation was last shown."""
