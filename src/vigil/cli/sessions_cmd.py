@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -54,7 +55,7 @@ def sessions() -> None:
     "-n", "--limit", default=30, show_default=True, type=WholeNumber(0, MAX_LISTED),
     help="How many to show (0 = all).",
 )
-@click.option("--source", help="Only sessions from this source (cli, cron, slack, ...).")
+@click.option("--source", help="Only sessions from this source (cli, cron, web, api, ...).")
 @click.option("--archived", is_flag=True, help="List only the archived conversations.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
@@ -259,8 +260,6 @@ def archive_cmd(app: AppContext, session: str, undo: bool) -> None:
 
     It stays searchable and can be resumed; `vigil sessions list --archived` lists it.
     """
-    import time
-
     from vigil.store import archive
 
     store = app.store
@@ -310,8 +309,10 @@ def delete_cmd(app: AppContext, session: str, conversation: bool, yes: bool) -> 
         question = f"Delete session {record.id} ({record.message_count} messages, {title})?"
         action = f"delete session {record.id}"
     confirm_or_refuse(question, yes=yes, action=action)
-    _forget_conversation(app, [s.id for s in chain])
-    gone = store.delete_sessions([s.id for s in chain])
+    ids = [s.id for s in chain]
+    _forget_conversation(app, ids)
+    gone = store.delete_sessions(ids)
+    store.gateway.forget_sessions(ids, now=time.time())  # its words in the gateway's inbox and outbox
     if gone.sessions == 1:
         console.print(f"Deleted session {record.id} ({gone.messages} messages).", markup=False)
     else:
@@ -322,7 +323,8 @@ def delete_cmd(app: AppContext, session: str, conversation: bool, yes: bool) -> 
 
 def _forget_conversation(app: AppContext, session_ids: list[str]) -> None:
     """Before sessions are deleted: their heartbeats are cleared and their conversation's
-    archive entry removed (as the web chat's Delete does)."""
+    archive entry removed (as the web chat's Delete does; the gateway's inbox and outbox forget
+    their text right after)."""
     from vigil.schedule.heartbeat.repo import HeartbeatRepo
     from vigil.store import archive
 

@@ -7,7 +7,8 @@ conversations and the store, so that an adapter never reaches into either.
 
 Deleting removes every session of the conversation (its compression continuations too) and
 their messages in one store transaction, after its running turn is stopped, its queue dropped,
-its heartbeats cleared and its live conversation closed; pages showing it hear a
+its heartbeats cleared and its live conversation closed; then its words leave the gateway's
+inbox and outbox too (``GatewayTables.forget_sessions``); pages showing it hear a
 ``conversation_deleted`` event. With several gateway workers, a turn another worker runs is not
 stopped from here: that worker finds the conversation gone at its next step.
 """
@@ -75,6 +76,7 @@ class ConversationManagement:
         for live in {id(live): live for live in self.all_live() if live.session_id in ids}.values():
             await _close(self, live)
         gone = await asyncio.to_thread(self.store.delete_sessions, ids)
+        await asyncio.to_thread(self.store.gateway.forget_sessions, ids, now=self.clock.now())
         await asyncio.to_thread(archive.forget, self.store, [ids[0]])
         for sid in ids:
             self.bus.publish(sid, event("conversation_deleted", sid))

@@ -65,6 +65,8 @@ POISON_DEATHS = 3
 between, that set the entry aside."""
 
 INBOX_STATUSES = (PENDING, RUNNING, ANSWERED, FAILED, SET_ASIDE)
+FORGOTTEN = "its conversation was deleted"
+"""The error of an entry finished by ``GatewayTables.forget_sessions``."""
 FINISHED_STATUSES = (ANSWERED, FAILED, SET_ASIDE)
 """The inbox statuses an entry ends in."""
 OUTBOX_STATUSES = (PENDING, SENT, FAILED)
@@ -323,6 +325,14 @@ class GatewayTables(Protocol):
         ...
 
     # -- housekeeping -----------------------------------------------------------------------
+    def forget_sessions(self, session_ids: Sequence[str], *, now: float) -> int:
+        """A deleted conversation's words go from the inbox and the outbox too: the text and
+        meta of every entry of these sessions are emptied (the rows stay, for deduplication and
+        the counts). Entries not finished yet are finished as ``failed`` with the error
+        :data:`FORGOTTEN` (a message of a deleted conversation is not answered, nor a reply
+        of one sent; one set aside cannot be retried). Returns how many rows changed."""
+        ...
+
     def prune(self, before: float) -> int:
         """Delete finished inbox entries (answered, failed) and sent outbox entries older
         than ``before``; return how many rows went. Pending, running and set-aside ones

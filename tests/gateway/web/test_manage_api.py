@@ -111,6 +111,11 @@ def test_delete_removes_every_message_and_the_heartbeat_for_good(gw: WebGateway,
 
         assert all(s.id != conversation for s in store.list_sessions())
         assert all(h.session_id != conversation for h in HeartbeatRepo(store).list())
+        # its words left the gateway's inbox and outbox too
+        inbox = [e for e in store.gateway.inbox_list(limit=1000) if e.session_id == conversation]
+        outbox = [e for e in store.gateway.outbox_list(limit=1000) if e.session_id == conversation]
+        assert inbox and outbox and all(e.text == "" for e in inbox + outbox)
+        assert all("milk" not in e.text for e in store.gateway.inbox_list(limit=1000))
     finally:
         store.close()
     again = api.delete(f"/api/conversations/{conversation}")

@@ -41,6 +41,7 @@ from vigil.store.gateway_rows import (
     started_session,
 )
 from vigil.store.gateway_tables import (
+    FORGOTTEN,
     INBOX_STATUSES,
     OUTBOX_STATUSES,
     InboxEntry,
@@ -366,6 +367,31 @@ class PostgresGatewayTables:
         return counts_of(rows, name, statuses)
 
     # -- housekeeping -----------------------------------------------------------------------
+    def forget_sessions(self, session_ids: Sequence[str], *, now: float) -> int:
+        wanted = [check_text(sid, "session_id", empty=False) for sid in session_ids]
+        if not wanted:
+            return 0
+        with self._db.write() as conn:
+            run = partial(self._db.run, conn)
+            inbox = run(
+                "UPDATE {s}.gateway_inbox SET text = '', meta = '{}',"
+                " error = CASE WHEN status IN ('answered', 'failed') THEN error ELSE %s END,"
+                " finished_at = COALESCE(finished_at, %s),"
+                " status = CASE WHEN status IN ('answered', 'failed') THEN status ELSE 'failed' END"
+                " WHERE session_id = ANY(%s)",
+                (FORGOTTEN, now, wanted),
+            ).rowcount
+            outbox = run(
+                "UPDATE {s}.gateway_outbox SET text = '', meta = '{}',"
+                " last_error = CASE WHEN status = 'pending' THEN %s ELSE last_error END,"
+                " failed_at = CASE WHEN status = 'pending' THEN %s ELSE failed_at END,"
+                " claimed_by = NULL, claim_until = NULL,"
+                " status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END"
+                " WHERE session_id = ANY(%s)",
+                (FORGOTTEN, now, wanted),
+            ).rowcount
+        return int(inbox) + int(outbox)
+
     def prune(self, before: float) -> int:
         with self._db.write() as conn:
             run = partial(self._db.run, conn)

@@ -38,6 +38,7 @@ from vigil.store.gateway_rows import (
     started_session,
 )
 from vigil.store.gateway_tables import (
+    FORGOTTEN,
     INBOX_STATUSES,
     OUTBOX_STATUSES,
     InboxEntry,
@@ -363,6 +364,34 @@ class SQLiteGatewayTables:
         return counts_of(rows, OUTBOX, OUTBOX_STATUSES)
 
     # -- housekeeping -----------------------------------------------------------------------
+    def forget_sessions(self, session_ids: Sequence[str], *, now: float) -> int:
+        wanted = [check_text(sid, "session_id", empty=False) for sid in session_ids]
+        if not wanted:
+            return 0
+        marks = ", ".join("?" * len(wanted))
+
+        def write(conn: sqlite3.Connection) -> int:
+            inbox = conn.execute(
+                "UPDATE gateway_inbox SET text = '', meta = '{}',"
+                " error = CASE WHEN status IN ('answered', 'failed') THEN error ELSE ? END,"
+                " finished_at = COALESCE(finished_at, ?),"
+                " status = CASE WHEN status IN ('answered', 'failed') THEN status ELSE 'failed' END"
+                f" WHERE session_id IN ({marks})",
+                (FORGOTTEN, now, *wanted),
+            ).rowcount
+            outbox = conn.execute(
+                "UPDATE gateway_outbox SET text = '', meta = '{}',"
+                " last_error = CASE WHEN status = 'pending' THEN ? ELSE last_error END,"
+                " failed_at = CASE WHEN status = 'pending' THEN ? ELSE failed_at END,"
+                " claimed_by = NULL, claim_until = NULL,"
+                " status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END"
+                f" WHERE session_id IN ({marks})",
+                (FORGOTTEN, now, *wanted),
+            ).rowcount
+            return inbox + outbox
+
+        return self._group.run(write)
+
     def prune(self, before: float) -> int:
         def write(conn: sqlite3.Connection) -> int:
             inbox = conn.execute(
