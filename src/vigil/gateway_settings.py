@@ -22,14 +22,16 @@ def _is_address(text: str) -> bool:
 
 
 class WebSettings(Section):
-    """The gateway's HTTP server: the web chat, webhooks, /healthz and /metrics."""
+    """The gateway's HTTP server: the web chat, the OpenAI-compatible API, webhooks, /healthz and /metrics."""
 
     host: str = setting(
         "127.0.0.1",
         max_length=255,
         description="address to listen on; anything but loopback also needs --bind on the command line",
     )
-    port: int = setting(8787, ge=1, le=65_535, description="port of the web chat and webhooks")
+    port: int = setting(
+        8787, ge=1, le=65_535, description="port of the web chat, the OpenAI-compatible API and webhooks"
+    )
     enabled: bool = setting(True, description="serve the web chat")
     allowed_hosts: list[str] = setting(
         default_factory=list, max_length=100,

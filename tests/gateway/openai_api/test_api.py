@@ -19,6 +19,16 @@ from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
 
 
+def _reply_sent(gw: WebGateway, session_id: str) -> bool:
+    from vigil.store import open_store
+
+    store = open_store(gw.home / "state.db")
+    try:
+        return any(e.session_id == session_id and e.status == "sent" for e in store.gateway.outbox_list(limit=1_000))
+    finally:
+        store.close()
+
+
 def _chat(client: openai.OpenAI, messages: list[dict[str, str]], **options: object) -> tuple[str, str]:
     """The answer and the conversation it is in (``X-Vigil-Conversation``)."""
     response = client.chat.completions.with_raw_response.create(model="vigil", messages=messages, **options)
@@ -215,6 +225,7 @@ def test_a_client_that_goes_away_mid_stream_leaves_the_answer_in_the_conversatio
             if chunk.choices and chunk.choices[0].delta.content:
                 break  # leaving the block drops the connection
     wait_for(lambda: said(gw, session_id, "assistant") == ["".join(parts)], what="the whole answer stored")
+    wait_for(lambda: _reply_sent(gw, session_id), what="the gateway done with the answer")
     # the chat comes back with the answer it would have had: the same conversation
     _, again = _chat(client, [{"role": "user", "content": "tell me a story"},
                               {"role": "assistant", "content": "".join(parts)}, {"role": "user", "content": "more"}])

@@ -21,6 +21,14 @@ away: :mod:`.exchange`. Every response names its conversation in ``X-Vigil-Conve
 
 from __future__ import annotations
 
+from typing import Any
+
 from vigil.gateway.adapters.openai_api.adapter import ApiAdapter
 
-__all__ = ["ApiAdapter"]
+
+def create(settings: Any) -> ApiAdapter:
+    """The adapter for a profile's settings (the platform registry's factory)."""
+    return ApiAdapter()
+
+
+__all__ = ["ApiAdapter", "create"]

@@ -146,7 +146,8 @@ class Exchange:
             kind = item.get("type")
             if kind == "session_moved" and item.get("new_session_id"):
                 self.session_id = item["new_session_id"]
-            elif kind == "turn_began" and item.get("kind") == "user" and not began and item.get("text") == self.stored_text:
+            elif kind == "turn_began" and not began and item.get("kind") == "user" \
+                    and item.get("text") == self.stored_text:
                 ours = began = True
             elif kind == "delta" and ours and item.get("text"):
                 text = item["text"]
@@ -310,10 +311,10 @@ def rest_of(streamed: str, final: str) -> str:
     streamed it (tool-using turns stream their earlier steps' text before it), the rest when
     it streamed its beginning, else the whole answer after a blank line (a notice, a command's
     reply, a turn that was tried again)."""
+    if final.startswith(streamed):
+        return final[len(streamed):]
     if not streamed.strip():
         return final
     if " ".join(streamed.split()).endswith(" ".join(final.split())):
         return ""
-    if final.startswith(streamed):
-        return final[len(streamed):]
     return "\n\n" + final

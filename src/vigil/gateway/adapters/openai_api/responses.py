@@ -13,7 +13,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from vigil.gateway.adapters.base import GatewayClosed
 from vigil.gateway.adapters.openai_api.completions import STREAM_HEADERS, answer_of, conversation_headers, kept
 from vigil.gateway.adapters.openai_api.exchange import Answer, Exchange, new_id, rest_of, submit
-from vigil.gateway.adapters.openai_api.parsing import CONVERSATION_HEADER, ClientTurn, header_key, read_json, responses_turn
+from vigil.gateway.adapters.openai_api.parsing import (
+    CONVERSATION_HEADER, ClientTurn, header_key, read_json, responses_turn,
+)
 from vigil.gateway.adapters.openai_api.sse import KEEPALIVE, event_frame
 from vigil.gateway.adapters.openai_api.state import ApiState
 
@@ -59,8 +61,8 @@ async def responses(state: ApiState, request: Request) -> Response:
     body = await read_json(request.stream())
     turn = responses_turn(body, header_key(request.headers.get(CONVERSATION_HEADER)))
     shape = ResponseShape(turn, new_id("resp_"))
-    exchange = await submit(state.gateway, state.exchanges, turn, idempotency_key=request.headers.get("idempotency-key"),
-                            response_id=shape.id)
+    exchange = await submit(state.gateway, state.exchanges, turn,
+                            idempotency_key=request.headers.get("idempotency-key"), response_id=shape.id)
     headers = conversation_headers(exchange)
     if turn.stream:
         return StreamingResponse(_stream(exchange, shape), media_type="text/event-stream",
