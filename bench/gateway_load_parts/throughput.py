@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -36,6 +35,7 @@ from pathlib import Path
 
 from gateway_load_parts.process import Gateway, ModelProcess, cpu_seconds, free_port
 from gateway_load_parts.report import pct
+from gateway_load_parts.spy import sampler, summary as spy_summary
 
 HERE = Path(__file__).resolve().parent
 TARGET_MS = 8.0
@@ -106,16 +106,6 @@ def quiet(pid: int, longest: float = 5.0) -> None:
         if now - before < 0.011:
             return
         before = now
-
-
-def sampler(pid: int, out: Path) -> subprocess.Popen[bytes]:
-    """py-spy sampling ``pid`` (only the thread holding the GIL: where its Python CPU goes) into
-    ``out`` as collapsed stacks, until sent SIGINT."""
-    spy = shutil.which("py-spy")
-    if spy is None:
-        raise SystemExit("--py-spy: no py-spy on PATH (pip install py-spy, into any environment)")
-    return subprocess.Popen([spy, "record", "--gil", "--format", "raw", "-r", "250", "-p", str(pid), "-o", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def idle_rate(pid: int, seconds: float) -> float:
@@ -217,6 +207,8 @@ def bench(levels: list[int], total: int, drivers: int, profile_to: Path | None, 
             gateway.stop()
             model.stop()
     summary(runs)
+    if spy_to is not None:
+        spy_summary(spy_to)
     print(f"load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     return 0 if all(g.timeouts == 0 and e.timeouts == 0 for g, e in runs) else 1
 
