@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
-from vigil.gateway.adapters.base import AdapterHealth, GatewayPort
+from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
 from vigil.gateway.adapters.openai_api.matching import ADAPTER
 from vigil.gateway.adapters.openai_api.routes import api_routes
 from vigil.gateway.adapters.openai_api.state import ApiState
@@ -49,9 +49,12 @@ class ApiAdapter:
 
     async def send(self, message: OutboxEntry) -> None:
         """A reply to a request reaches the request that waits for it. Without one (the client
-        went away, a heartbeat's answer) it succeeds all the same: the conversation holds it."""
-        if self.state.gateway_port is not None:
-            await self.state.exchanges.replied(self.state.gateway_port, message)
+        went away, a heartbeat's answer) it succeeds all the same: the conversation holds it.
+        Not running, it is tried again later (the exchange is remembered for matching then)."""
+        gateway = self.state.gateway_port
+        if gateway is None:
+            raise DeliveryError("the OpenAI-compatible API is not running", retryable=True)
+        await self.state.exchanges.replied(gateway, message)
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
         """Nothing: each request follows its conversation's events itself."""
