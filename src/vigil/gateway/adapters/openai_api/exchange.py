@@ -207,7 +207,9 @@ class Exchanges:
         self.lookup = Lookup()
 
     def add(self, exchange: Exchange) -> None:
+        """Keep ``exchange`` until its answer comes or its request is done with it."""
         self.waiting[exchange.inbox_id] = exchange
+
         def forget() -> None:
             if self.waiting.get(exchange.inbox_id) is exchange:
                 del self.waiting[exchange.inbox_id]
