@@ -43,7 +43,7 @@ def gateway() -> None:
 )
 @pass_app
 def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
-    """Run in the foreground: the web chat, the OpenAI-compatible API, heartbeats and cron jobs.
+    """Run in the foreground: web chat, OpenAI API, heartbeats, cron jobs.
 
     It runs until Ctrl-C or SIGTERM: it stops taking messages, lets running turns finish
     within gateway.stop_timeout (30 s), then exits 0. SIGHUP re-reads config.yaml for the
