@@ -413,6 +413,7 @@ export async function boot() {
   wire();
   welcome();
   await loadList();
+  if (state.id) return;  // the person started or chose one meanwhile: that one stays
   const wanted = decodeURIComponent(location.hash.slice(1));
   if (wanted) { await select(wanted); return; }
   const first = state.listed[0];

@@ -60,6 +60,7 @@ def page(shared: WebGateway, fake_model: FakeModelServer, browser: Any) -> Itera
     opened.errors = errors
     opened.goto(f"{shared.url}/login?token={shared.token}")
     opened.wait_for_url(f"{shared.url}/*")
+    opened.wait_for_selector("#conversation-list > *")  # the page has started
     yield opened
     context.close()
 
@@ -250,4 +251,21 @@ def test_keyboard_ctrl_k_searches_enter_sends_and_shift_enter_breaks_the_line(
     page.focus("#input")
     page.keyboard.press("Meta+k")
     assert page.evaluate("() => document.activeElement.id") == "search"
+    assert page.errors == []
+
+
+def test_another_page_sees_a_rename_and_a_deletion_at_once(
+    shared: WebGateway, fake_model: FakeModelServer, page: Any,
+) -> None:
+    fake_model.set_default_reply("Noted.")
+    api = shared.api()
+    conversation = _new_conversation(page)
+    _answered(page, "remember the milk", "Noted.")
+    assert api.patch(f"/api/conversations/{conversation}", json={"title": "Shopping"}).status_code == 200
+    page.wait_for_function("() => document.getElementById('title').textContent === 'Shopping'")
+    assert api.delete(f"/api/conversations/{conversation}").status_code == 200
+    page.wait_for_selector(".toast >> text=This conversation was deleted.")
+    page.wait_for_selector("#empty .suggestions")
+    _list_item(page, conversation).wait_for(state="detached")
+    assert page.locator("#conversation-menu").is_hidden()
     assert page.errors == []
