@@ -3,6 +3,17 @@
 // conversation, as if typed). No heartbeat: no badge.
 import { formatCountdown } from "./dom.js";
 
+// The panel's sentence: state, interval, instruction, then its options and how often it fired.
+export function describe(hb, every = `every ${hb.interval_text || `${hb.interval}s`}`) {
+  const why = hb.paused_by === "budget" ? " by vigil: its turns went over the daily token budget" : hb.paused_by ? ` by vigil (${hb.paused_by})` : "";
+  const parts = [`Heartbeat ${hb.status || ""}${why}, ${every}: “${hb.prompt || ""}”.`];
+  if (hb.quiet) parts.push(`Quiet ${hb.quiet}.`);
+  if (hb.ends_at) parts.push(`Ends ${new Date(hb.ends_at * 1000).toLocaleString([], { dateStyle: "medium", timeStyle: "short" })}.`);
+  if (hb.loud) parts.push("Every answer is delivered.");
+  if (hb.fire_count) parts.push(`It has fired ${hb.fire_count} time${hb.fire_count === 1 ? "" : "s"}.`);
+  return parts.join(" ");
+}
+
 export class HeartbeatBadge {
   // `send(text)`: send a slash command in the conversation; `onEdit(hb)`: change it (a dialog).
   constructor(root, send, onEdit = () => {}) {
@@ -39,8 +50,7 @@ export class HeartbeatBadge {
     this.$("hb-summary").replaceChildren(every, Object.assign(document.createElement("span"), {
       className: "hb-prompt-text", textContent: ` · “${hb.prompt || ""}”`,
     }));
-    const fired = hb.fire_count ? ` It has fired ${hb.fire_count} time${hb.fire_count === 1 ? "" : "s"}.` : "";
-    this.$("hb-details").textContent = `Heartbeat ${hb.status || ""}, ${every}: “${hb.prompt || ""}”.${fired}`;
+    this.$("hb-details").textContent = describe(hb, every);
     this.$("hb-toggle").setAttribute("aria-label", `Heartbeat ${paused ? "paused" : "active"}, ${every}`);
     this.$("hb-pause").hidden = paused;
     this.$("hb-resume").hidden = !paused;

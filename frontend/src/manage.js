@@ -19,14 +19,46 @@ export function cleanTitle(text) {
   return { title, error: "" };
 }
 
-// The /heartbeat command for an interval ("15m", "1h30m") and an instruction, or the rule broken.
-export function heartbeatCommand(interval, prompt) {
+const QUIET = /^([0-9]{1,2}):([0-9]{2})\s*[-–—]\s*([0-9]{1,2}):([0-9]{2})$/;
+const UNTIL = /^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2})?(Z|[+-][0-9]{2}:?[0-9]{2})?)?$/;
+
+// The /heartbeat command for an interval ("15m", "1h30m"), an instruction and its options:
+// `quiet` a daily window ("22:00-07:00"), `ends` a duration ("3d": --for) or a date
+// ("2026-12-24", "2026-12-24 18:00": --until), `loud` every answer delivered. Or the rule broken.
+export function heartbeatCommand(interval, prompt, { quiet = "", ends = "", loud = false } = {}) {
   const every = String(interval ?? "").trim();
   const text = String(prompt ?? "").trim();
+  const window = String(quiet ?? "").trim();
+  const end = String(ends ?? "").trim();
   if (!INTERVAL.test(every)) return { command: "", error: "Write the interval as a number and a unit: 90s, 15m, 2h, 1d or 1h30m." };
   if (!text) return { command: "", error: "Write what vigil should do each time." };
   if (text.length > MAX_PROMPT) return { command: "", error: `The instruction is longer than ${MAX_PROMPT} characters.` };
-  return { command: `/heartbeat every ${every.toLowerCase()} ${text}`, error: "" };
+  const options = [];
+  if (window) {
+    const m = QUIET.exec(window);
+    if (!m || +m[1] > 23 || +m[3] > 23 || +m[2] > 59 || +m[4] > 59) {
+      return { command: "", error: "Write the quiet hours as two times of day, such as 22:00-07:00." };
+    }
+    options.push(`--quiet ${m[1]}:${m[2]}-${m[3]}:${m[4]}`);
+  }
+  if (end) {
+    if (INTERVAL.test(end)) options.push(`--for ${end.toLowerCase()}`);
+    else if (UNTIL.test(end)) options.push(`--until ${end}`);
+    else return { command: "", error: "Write the end as a duration (3d) or a date (2026-12-24 or 2026-12-24 18:00)." };
+  }
+  if (loud) options.push("--loud");
+  const rest = text.startsWith("-") ? `-- ${text}` : text;  // a prompt that begins with a dash is not an option
+  return { command: ["/heartbeat every", every.toLowerCase(), ...options, rest].join(" "), error: "" };
+}
+
+// `epoch` as a date and time --until reads the same everywhere ("2026-12-24 18:00+01:00").
+export function untilText(epoch) {
+  const d = new Date(epoch * 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  const offset = -d.getTimezoneOffset();
+  const sign = offset >= 0 ? "+" : "-";
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`
+    + `${sign}${two(Math.floor(Math.abs(offset) / 60))}:${two(Math.abs(offset) % 60)}`;
 }
 
 const quoted = (c) => `“${c.title || "(untitled)"}”`;
@@ -95,7 +127,9 @@ export class ConversationActions {
 }
 
 // The dialog that sets (or changes) a heartbeat; resolves to the /heartbeat command or null.
+// Changing one keeps its quiet hours, end and loudness unless they are changed here.
 export async function askHeartbeat(current = null) {
+  const values = (v) => [v.interval, v.prompt, { quiet: v.quiet, ends: v.ends, loud: v.answers === "all" }];
   const answer = await ask({
     title: current ? "Change the heartbeat" : "Set a heartbeat",
     text: "vigil acts on its own at this interval, when the conversation is idle.",
@@ -103,9 +137,15 @@ export async function askHeartbeat(current = null) {
       { name: "interval", label: "Every", value: current?.interval_text || "1h", placeholder: "15m, 1h, 1h30m, 1d", maxLength: 20 },
       { name: "prompt", label: "Instruction", value: current?.prompt || "", multiline: true,
         placeholder: "Check the CI run and tell me when it finishes", maxLength: MAX_PROMPT },
+      { name: "quiet", label: "Quiet hours (optional)", value: current?.quiet || "", placeholder: "22:00-07:00", maxLength: 20 },
+      { name: "ends", label: "Ends (optional)", value: current?.ends_at ? untilText(current.ends_at) : "",
+        placeholder: "after 3d, or a date: 2026-12-24", maxLength: 40 },
+      { name: "answers", label: "Answers", value: current?.loud ? "all" : "news",
+        options: [["news", "Only when there is news"], ["all", "Every answer"]] },
     ],
     confirm: current ? "Change" : "Set heartbeat",
-    check: ({ interval, prompt }) => heartbeatCommand(interval, prompt).error,
+    check: (v) => heartbeatCommand(...values({ ...v, ends: v.ends.replace(/^after\s+/i, "") })).error,
   });
-  return answer ? heartbeatCommand(answer.interval, answer.prompt).command : null;
+  if (!answer) return null;
+  return heartbeatCommand(...values({ ...answer, ends: answer.ends.replace(/^after\s+/i, "") })).command;
 }

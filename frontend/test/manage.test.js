@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { cleanTitle, heartbeatCommand, ConversationActions, MAX_TITLE } from "../src/manage.js";
+import { cleanTitle, heartbeatCommand, untilText, askHeartbeat, ConversationActions, MAX_TITLE } from "../src/manage.js";
+import { describe as describeHeartbeat } from "../src/heartbeat.js";
 import { drawList } from "../src/sidebar.js";
 import { openMenu, closeMenu } from "../src/menu.js";
 import { replyNotice } from "../src/rows.js";
@@ -36,6 +37,32 @@ describe("the rules a title and a heartbeat follow", () => {
     expect(heartbeatCommand("", "x").error).toMatch(/number and a unit/);
     expect(heartbeatCommand("m", "x").error).toMatch(/number and a unit/);
     expect(heartbeatCommand("15m", "   ").error).toMatch(/what vigil should do/);
+  });
+
+  it("adds quiet hours, an end and loudness as the command's options", () => {
+    expect(heartbeatCommand("2h", "look", { quiet: "22:00 – 07:00", ends: "3D", loud: true }).command)
+      .toBe("/heartbeat every 2h --quiet 22:00-07:00 --for 3d --loud look");
+    expect(heartbeatCommand("2h", "look", { ends: "2026-12-24 18:00" }).command).toBe("/heartbeat every 2h --until 2026-12-24 18:00 look");
+    expect(heartbeatCommand("2h", "--not an option").command).toBe("/heartbeat every 2h -- --not an option");
+    expect(heartbeatCommand("2h", "look", { quiet: "late" }).error).toMatch(/quiet hours/);
+    expect(heartbeatCommand("2h", "look", { quiet: "25:00-07:00" }).error).toMatch(/quiet hours/);
+    expect(heartbeatCommand("2h", "look", { ends: "christmas" }).error).toMatch(/duration \(3d\) or a date/);
+    expect(untilText(Date.UTC(2026, 11, 24, 17, 0) / 1000)).toMatch(/^2026-12-2[45] \d\d:\d\d[+-]\d\d:\d\d$/);
+  });
+
+  it("keeps a heartbeat's options when it is changed, and says them in the panel", async () => {
+    const hb = { interval: 7200, interval_text: "2h", prompt: "look", status: "active", quiet: "22:00-07:00",
+      ends_at: Date.UTC(2026, 11, 24, 17, 0) / 1000, loud: true, fire_count: 1 };
+    const changed = askHeartbeat(hb);
+    const field = (name) => dialog().querySelector(`[name=${name}]`);
+    expect(field("quiet").value).toBe("22:00-07:00");
+    expect(field("answers").value).toBe("all");
+    field("interval").value = "30m";
+    submit();
+    const command = await changed;
+    expect(command).toMatch(/^\/heartbeat every 30m --quiet 22:00-07:00 --until 2026-12-2\d \d\d:\d\d[+-]\d\d:\d\d --loud look$/);
+    expect(describeHeartbeat(hb)).toMatch(/^Heartbeat active, every 2h: “look”\. Quiet 22:00-07:00\. Ends .+\. Every answer is delivered\. It has fired 1 time\.$/);
+    expect(describeHeartbeat({ ...hb, status: "paused", paused_by: "budget" })).toContain("paused by vigil: its turns went over the daily token budget");
   });
 });
 

@@ -155,10 +155,12 @@ def test_the_heartbeat_is_set_changed_paused_resumed_and_cleared_from_controls(
     page.get_by_role("button", name="Set heartbeat").click()
     page.wait_for_selector(".dialog-error:text('Write the interval as a number and a unit')")
     page.get_by_role("textbox", name="Every").fill("2h")
+    page.get_by_role("textbox", name="Quiet hours (optional)").fill("22:00-07:00")
     page.get_by_role("button", name="Set heartbeat").click()
     badge.wait_for(state="visible")
     assert "every 2h" in badge.inner_text()
-    assert history(api, conversation)["heartbeat"]["interval"] == 7200
+    shown = history(api, conversation)["heartbeat"]
+    assert shown["interval"] == 7200 and shown["quiet"] == "22:00-07:00"
 
     def panel(button: str) -> None:
         page.click("#hb-toggle")
@@ -175,7 +177,9 @@ def test_the_heartbeat_is_set_changed_paused_resumed_and_cleared_from_controls(
     page.get_by_role("textbox", name="Every").fill("30m")
     page.get_by_role("button", name="Change").click()
     page.wait_for_function("() => /every 30m/.test(document.getElementById('hb-summary').textContent)")
-    assert history(api, conversation)["heartbeat"]["interval"] == 1800
+    shown = history(api, conversation)["heartbeat"]
+    assert shown["interval"] == 1800 and shown["quiet"] == "22:00-07:00"  # its options are kept
+    assert "Quiet 22:00-07:00." in page.locator("#hb-details").text_content()
     panel("Clear")
     badge.wait_for(state="hidden")
     assert history(api, conversation)["heartbeat"] is None
