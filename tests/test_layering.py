@@ -34,6 +34,7 @@ PACKAGE = Path(vigil.__file__).parent
 
 FOUNDATION = 0
 RANKS: dict[str, int] = {
+    "platforms": FOUNDATION,  # the platform registry: declarations beside config
     "store": 1,
     "export": 2,
     "prompt": 2,
@@ -148,7 +149,6 @@ KNOWN_LONG: dict[str, int] = {
     "vigil.store.postgres.store": 625,
     "vigil.store.sqlite.store": 608,
     "vigil.cli.cron_cmd": 534,
-    "vigil.schedule.heartbeat.scheduler": 511,
 }
 """Modules over :data:`LINE_LIMIT` lines, with the length they may not exceed, still to be split."""
 

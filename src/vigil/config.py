@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from vigil.config_errors import ConfigError
 from vigil.gateway_settings import GatewaySettings
-from vigil.platform_settings import SlackSettings, TelegramSettings
+from vigil.platforms.slack import SlackSettings
+from vigil.platforms.telegram import TelegramSettings
 from vigil.masking import mask_secrets, printable
 from vigil.mcp_settings import McpSettings
 from vigil.safe_files import UnsafeFile, read_text

@@ -138,7 +138,7 @@ def test_gateway_status_while_it_runs_and_after_sigterm(gateway: GatewayProcess,
     assert status["pid"] == gateway.process.pid
     assert status["url"] == gateway.url
     assert status["login_url"] == f"{gateway.url}/login?token={gateway.token}"
-    assert [(a["name"], a["ok"]) for a in status["adapters"]] == [("web", True)]
+    assert [(a["name"], a["ok"]) for a in status["adapters"]] == [("web", True), ("api", True)]
     assert status["live_conversations"] >= 1
     assert status["next_cron_run"] > time.time() + 3600
 

@@ -20,7 +20,7 @@ from tests.gateway.conftest import GatewayFactory, Harness, RecordingAdapter, ev
 from vigil.config import Settings
 from vigil.gateway import pairing
 from vigil.gateway.adapters.base import Inbound, Receipt
-from vigil.platform_settings import TelegramSettings
+from vigil.platforms.telegram import TelegramSettings
 from vigil.store.gateway_tables import RouteKey
 
 CODE = re.compile(r"vigil pairing approve ([A-Z2-9]{8})")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import PurePath
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import click
 from click.core import ParameterSource
@@ -229,3 +229,16 @@ class NonEmptyText(click.ParamType):
 
 
 NON_EMPTY = NonEmptyText()
+
+
+class LiveHelpOption(click.Option):
+    """An option whose help text is computed when help is shown (``live_help()``), for texts
+    that list what a registry holds at that moment, such as the platforms' cron targets."""
+
+    def __init__(self, *args: Any, live_help: Callable[[], str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.live_help = live_help
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = self.live_help()
+        return super().get_help_record(ctx)

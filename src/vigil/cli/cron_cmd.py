@@ -21,7 +21,8 @@ import click
 from rich.markup import escape as _escape_markup
 from rich.table import Table
 
-from vigil.cli.arguments import NON_EMPTY, NonEmptyText, WholeNumber
+from vigil import platforms as registry
+from vigil.cli.arguments import NON_EMPTY, LiveHelpOption, NonEmptyText, WholeNumber
 from vigil.cli.confirm import confirm_or_refuse, yes_option
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten, visible
@@ -34,12 +35,11 @@ from vigil.schedule.cron.format import (
     delivery_problem, error_lines, job_line, job_lines, job_to_json, next_text, run_line, run_output, run_status,
     run_to_json,
 )
-from vigil.schedule.cron.jobs import MAX_REPEAT, JobSpec, job_key, new_job
+from vigil.schedule.cron.jobs import MAX_REPEAT, CronJob, JobSpec, job_key, new_job
 from vigil.schedule.cron.repo import CronRepo
 from vigil.schedule.cron.schedule import default_zone, format_instant
 
 if TYPE_CHECKING:
-    from vigil.schedule.cron.jobs import CronJob
     from vigil.schedule.cron.repo import Claim
     from vigil.runtime.cron_runner import CronRunner
     from vigil.schedule.cron.runs import RunRecord
@@ -97,7 +97,7 @@ def _friendly(func: F) -> F:
 def _definition_options(func: F) -> F:
     options = [
         click.option("--tz", "tz", metavar="ZONE", type=NON_EMPTY, help="IANA time zone (default: config timezone, else the system's)."),
-        click.option("--deliver", metavar="TARGET", help="local (default), slack:<channel>[:<thread>], telegram:<chat>[:<topic>], web."),
+        click.option("--deliver", metavar="TARGET", cls=LiveHelpOption, live_help=lambda: f"{registry.deliver_help()}."),
         click.option("--skill", "skills", multiple=True, metavar="NAME", help="Load this skill in each run (repeatable)."),
         click.option("--workdir", metavar="DIR", type=NonEmptyText("`vigil cron edit --no-workdir` runs in the job's own workspace again"), help="Working directory of the runs (default: a workspace of the job's own, under the profile's workspaces/)."),
         click.option("--catch-up", "catch_up", type=click.Choice(["run", "skip"]), help="After an outage longer than the grace: run once (default) or skip."),

@@ -27,8 +27,8 @@ def doctor(app: AppContext, as_json: bool) -> None:
       store     reachable; schema version and pending migrations; SQLite: WAL mode,
                 file permissions, free disk space; PostgreSQL: server version,
                 a pooled connection and its round trip; damaged stored prompts
-      platforms the secrets of enabled Slack/Telegram are set (names only, never
-                values) and their SDK imports
+      platforms the secrets of enabled messaging platforms are set (names only,
+                never values) and their SDK imports
       sandbox   bubblewrap is installed and can run
       model     an endpoint is configured and answers GET /models (provider local:
                 the GGUF file exists and xllamacpp imports; the model is not loaded)

@@ -68,8 +68,9 @@ def run_cmd(app: AppContext, web_port: int | None, bind: str | None) -> None:
 
     With an SQLite store one gateway runs per profile; a second one refuses to start. With
     store.url: postgresql://… any number run, on this machine and others, as workers sharing
-    the conversations, heartbeats, cron jobs and the outbox; Telegram long polling runs in one
-    of them at a time and moves to another when it stops or dies (gateway.lease_seconds)."""
+    the conversations, heartbeats, cron jobs and the outbox; a platform's receiving loop that
+    must run once (a long poll) runs in one of them at a time and moves to another when it
+    stops or dies (gateway.lease_seconds)."""
     from vigil.gateway.bind import check_bind
 
     host = bind if bind is not None else app.settings.gateway.web.host

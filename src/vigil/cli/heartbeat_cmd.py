@@ -6,6 +6,7 @@ The heartbeat subcommands apply the same rules and print the same messages as th
 
 from __future__ import annotations
 
+import re
 import socket
 from typing import Any
 
@@ -168,6 +169,11 @@ class _WordsCommand(click.Command):
         return super().parse_args(ctx, _options_first(ctx, self.get_params(ctx), args))
 
 
+_LONG_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9-]*(=.*)?", re.S)
+"""An option's shape: a word shaped so is an option (a typo gets "no such option"); durations
+such as -5m stay words."""
+
+
 def _options_first(ctx: click.Context, params: list[click.Parameter], args: list[str]) -> list[str]:
     takes_value: dict[str, bool] = {}
     for param in params:
@@ -193,6 +199,8 @@ def _options_first(ctx: click.Context, params: list[click.Parameter], args: list
             options.append(arg)  # --session=ID
         elif not arg.startswith("--") and takes_value.get(arg[:2]):
             options.append(arg)  # -sID
+        elif _LONG_OPTION.fullmatch(arg):
+            options.append(arg)  # --quite: click says there is no such option (did you mean --quiet?)
         else:
             words.append(arg)
         i += 1
@@ -224,7 +232,7 @@ def set_heartbeat(
     INTERVAL is a duration such as 15m or 1h30m; PROMPT is the instruction. An ended heartbeat
     (--for, --until) is cleared with a note in the conversation. Unless --loud, the agent is
     asked to answer HEARTBEAT_OK when nothing changed: that answer is stored but not sent to
-    Slack or Telegram. A refused value changes nothing.
+    a messaging platform. A refused value changes nothing.
     """
     options = OptionWords(quiet, for_, until, loud)
     try:

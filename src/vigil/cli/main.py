@@ -142,7 +142,7 @@ def cli(ctx: click.Context) -> None:
       vigil sessions list         past conversations
       vigil cron add ...          scheduled jobs, each in a fresh session
       vigil gateway run           the always-on process: web chat, OpenAI-compatible
-                                  API, Slack, Telegram, heartbeats and cron
+                                  API, messaging platforms, heartbeats and cron
       vigil config show           the active settings
     In a chat, /heartbeat every 15m PROMPT sets a recurring instruction.
     """

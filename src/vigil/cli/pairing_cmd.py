@@ -1,4 +1,4 @@
-"""``vigil pairing ...``: who may talk to the agent from Slack, Telegram and other platforms.
+"""``vigil pairing ...``: who may talk to the agent from the messaging platforms.
 
 The gateway sends a pairing code to a platform user it does not know (see
 :mod:`vigil.gateway.authorization`); these commands list the requests and paired users,
@@ -18,11 +18,16 @@ from rich.table import Table
 
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, relative, shorten, visible
+from vigil import platforms as registry
 from vigil.clock import SystemClock
 from vigil.gateway import pairing
 from vigil.store.pairing_tables import APPROVED, DENIED, EXPIRED, LOCKED, CodeDecision, PairedUser, PendingCode
 
 _PLATFORM = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_PAIRED = [p for p in registry.platforms() if p.capabilities.pairing and p.section is not None]
+_EXAMPLE = _PAIRED[-1].name if _PAIRED else "PLATFORM"
+_ALLOW_LISTS = ", ".join(f"{p.section}.allow" for p in _PAIRED)
+_NAMES = ", ".join(p.name for p in _PAIRED)
 _USER_ID = re.compile(r"^[A-Za-z0-9_.@:+-]{1,64}$")  # as the allow-lists in config.yaml
 
 
@@ -42,11 +47,9 @@ def _who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-@click.group("pairing")
-def pairing_group() -> None:
-    """Who may talk to the agent on a platform.
+@click.group("pairing", help=f"""Who may talk to the agent on a platform.
 
-    A platform user who is not on the platform's allow-list (telegram.allow, slack.allow in
+    A platform user who is not on the platform's allow-list ({_ALLOW_LISTS} in
     config.yaml) and writes to the agent gets an 8-character pairing code instead of an
     answer, valid for an hour. Approve it here to let them in.
 
@@ -54,10 +57,12 @@ def pairing_group() -> None:
       vigil pairing list                    pending codes and paired users
       vigil pairing approve K7QM3XPA        let the user with that code in
       vigil pairing deny K7QM3XPA           drop the request
-      vigil pairing revoke telegram 12345   shut a paired user out again
+      vigil pairing revoke {_EXAMPLE} 12345   shut a paired user out again
 
     Five wrong codes within 15 minutes lock approvals for a while.
-    """
+    """)
+def pairing_group() -> None:
+    """``vigil pairing``."""
 
 
 @pairing_group.command("list")
@@ -118,10 +123,12 @@ def list_pairing(app: AppContext, as_json: bool) -> None:
 
 def _allow_lists(app: AppContext) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for platform in ("slack", "telegram"):
-        allow = getattr(getattr(app.settings, platform, None), "allow", None) or []
+    for platform in registry.platforms():
+        if not platform.capabilities.pairing or platform.section is None:
+            continue
+        allow = getattr(getattr(app.settings, platform.section, None), "allow", None) or []
         if allow:
-            found[platform] = list(allow)
+            found[platform.name] = list(allow)
     return found
 
 
@@ -198,20 +205,20 @@ def _locked_text(until: float, now: float) -> str:
     )
 
 
-@pairing_group.command("revoke")
+@pairing_group.command("revoke", help=f"""Shut a paired user out again.
+
+    PLATFORM is {_NAMES} (or another adapter's name); USER is their platform user id,
+    as `vigil pairing list` shows it. Their pending code, if any, is dropped too, and their
+    conversations' heartbeats stop firing.
+    """)
 @click.argument("platform")
 @click.argument("user")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
 @pass_app
 def revoke(app: AppContext, platform: str, user: str, as_json: bool) -> None:
-    """Shut a paired user out again.
-
-    PLATFORM is slack, telegram (or another adapter's name); USER is their platform user id,
-    as `vigil pairing list` shows it. Their pending code, if any, is dropped too, and their
-    conversations' heartbeats stop firing.
-    """
+    """``vigil pairing revoke``."""
     if not _PLATFORM.match(platform):
-        raise PairingRefused(f"{visible(platform)[:40]!r} is not a platform name (such as telegram or slack)", "usage")
+        raise PairingRefused(f"{visible(platform)[:40]!r} is not a platform name (such as {_EXAMPLE})", "usage")
     if platform == "web":
         raise PairingRefused("the web chat has no platform users: its login token is the key (delete gateway.token to change it)")
     if not _USER_ID.match(user):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vigil import platforms as registry
 from vigil.doctor.result import NEEDS_CONFIG, CheckResult, Subject, ok, problem, skipped, warning
 
 AREA = "sandbox"
@@ -13,7 +14,8 @@ USERNS_FIX = (
     "(Ubuntu 24.04: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), "
     "or in a container run it with the privileges bubblewrap needs"
 )
-ATTENDED = "attended channels (the REPL, -q in a terminal, the web chat, Slack, Telegram)"
+ATTENDED = ("attended channels (the REPL, -q in a terminal, "
+            f"{registry.titles(where=lambda platform: platform.capabilities.buttons)})")
 UNATTENDED = "unattended runs (cron jobs, heartbeats, -q without a terminal)"
 
 

@@ -1,4 +1,5 @@
-"""Which worker runs a platform's receiving loop that must run once (Telegram long polling).
+"""Which worker runs a platform's receiving loop that must run once (a single receiver, such as
+a long poll: see ``Capabilities.single_receiver`` in :mod:`vigil.platforms.spec`).
 
 Several gateways on one shared store each start every adapter, so that any of them can send
 (the outbox of every worker delivers) and take webhooks. A receiving loop that fetches from

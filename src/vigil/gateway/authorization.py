@@ -2,8 +2,8 @@
 
 Every adapter but ``web`` (whose one user logs in with the gateway token) names the platform
 user who wrote each message (``Inbound.sender``). A sender is allowed when they are on the
-platform's allow-list in config.yaml (``<adapter>.allow``: a ``slack`` or ``telegram``
-section, read at each message so that SIGHUP's reload applies) or paired with ``vigil pairing
+platform's allow-list in config.yaml (``<adapter>.allow``: the platform's own section,
+read at each message so that SIGHUP's reload applies) or paired with ``vigil pairing
 approve`` and not revoked. An adapter without such a section has only paired users; a message
 without a sender is never allowed. A denied message is not stored in the inbox and nothing of
 it reaches a conversation; the sender is sent a pairing code (:mod:`vigil.gateway.pairing`)
@@ -13,7 +13,7 @@ through the outbox, as kind ``pairing``, within the rate limits; its receipt has
 
 A platform conversation's heartbeat fires only while the people it answers are allowed: the
 route's user, else everyone recorded as having spoken in that chat (else the chat id, which
-is the user's id in a Telegram private chat). Otherwise the slot is refunded, not fired.
+is the user's id in a private chat on some platforms). Otherwise the slot is refunded, not fired.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cron answers for ``slack``, ``telegram`` and ``web`` targets, sent through the gateway's outbox.
+"""Cron answers for platform targets (``NAME:<chat>``, ``web`` …), sent through the gateway's outbox.
 
 The gateway registers an :class:`OutboxDelivery` with the cron runner's
 :class:`~vigil.schedule.cron.delivery.DeliveryRouter` for every platform adapter it runs. A
@@ -8,8 +8,8 @@ delivery queues the answer as an outbox entry of kind ``cron`` (``meta``: ``cron
 :class:`CronOutcomes` writes its final outcome back into the run record: ``delivered``, or
 ``failed`` once the outbox gave up. ``vigil cron runs`` shows all three in its tables.
 
-Routes: ``slack:<channel>[:<thread>]`` is chat = channel, thread = the thread's ts;
-``telegram:<chat>[:<topic>]`` is chat, thread = the forum topic id; ``web`` is the run's own
+Routes: ``NAME:<chat>[:<thread>]`` is that chat and thread of the platform (a channel and a
+thread's timestamp, a chat and a forum topic id ...); a target named alone, such as ``web``, is the run's own
 conversation (chat = the cron session's id, like every web route): a page showing that
 conversation shows the answer, every other open page shows a notice linking to it, and with no
 page open the answer waits in the conversation list (the conversation is the run's session).
@@ -26,6 +26,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from vigil import platforms as registry
 from vigil.schedule.cron.delivery import QUEUED, DeliveryResult, Outgoing, Target
 from vigil.schedule.cron.runs import RunRecord, run_key
 from vigil.store import SessionStore, StoreError
@@ -45,13 +46,21 @@ RECONCILE_LIMIT = 1000
 RunKey = tuple[str, str]
 
 
+def delivery_target_names() -> list[str]:
+    """The platforms the registry lets cron deliver to (read at each use: a test may add one)."""
+    return [platform.name for platform in registry.delivery_targets()]
+
+
 def route_for(target: Target, session_id: str) -> RouteKey:
     """The outbox route of a platform target (see the module docstring)."""
-    if target.platform == "web":
-        return RouteKey("web", session_id)
-    if target.platform in ("slack", "telegram") and target.chat:
-        return RouteKey(target.platform, target.chat, target.thread or "")
-    raise ValueError(f"{target} is not a platform target the gateway delivers to")
+    platform = registry.get(target.platform)
+    if platform is None or platform.target is None:
+        raise ValueError(f"{target} is not a platform target the gateway delivers to")
+    if platform.target.chat is None:  # named alone: the run's own conversation
+        return RouteKey(target.platform, session_id)
+    if not target.chat:
+        raise ValueError(f"{target} names no chat")
+    return RouteKey(target.platform, target.chat, target.thread or "")
 
 
 class OutboxDelivery:
@@ -91,7 +100,7 @@ def hand_to_running_gateway(store: SessionStore, router: "DeliveryRouter", adapt
     delivery = OutboxDelivery(store, outcomes, now=now)
     for adapter in adapters:
         name = adapter.get("name")
-        if name in ("slack", "telegram", "web") and adapter.get("state") != "misconfigured":
+        if name in delivery_target_names() and adapter.get("state") != "misconfigured":
             router.register(str(name), delivery)
     return outcomes
 
@@ -111,7 +120,7 @@ class CronOutcomes:
         """Serve every platform ``gateway`` runs an adapter for, follow its outbox's reports,
         and wrap ``scheduler.execute`` (:meth:`tracked`). Returns ``self``."""
         delivery = OutboxDelivery(gateway.store, self, now=gateway.clock.now, wake=gateway.outbox.wake)
-        for name in ("slack", "telegram", "web"):
+        for name in delivery_target_names():
             if name in gateway.adapters:
                 router.register(name, delivery)
         previous = gateway.outbox.report

@@ -168,7 +168,7 @@ def short(session_id: str | None) -> str:
 
 ROUTE_PART = 24
 """Characters of a chat, thread or user id a log line shows: whole for every platform's ids
-(a Slack thread ts is 17), bounded for a web chat's or anything unexpected."""
+(a thread timestamp is 17), bounded for a web chat's or anything unexpected."""
 
 
 def describe_route(route: RouteKey) -> str:

@@ -144,7 +144,7 @@ async def _refuse(scope: dict[str, Any], receive: Any, send: Any, name: str | No
         message = (
             f"refused: this server does not answer to the host name '{name}' (a defence against DNS "
             "rebinding). If it is your name for this server (behind a proxy or a load balancer, for "
-            f"Slack or Telegram webhooks too), add it to the list {HOSTS_SETTING} (the first name: "
+            f"a platform's webhooks too), add it to the list {HOSTS_SETTING} (the first name: "
             f"vigil config set {HOSTS_SETTING} '[{name}]') and restart the gateway"
         )
     response = JSONResponse({"error": message}, status_code=421, headers={"Cache-Control": "no-store"})

@@ -1,14 +1,12 @@
-"""Which adapters a profile's configuration turns on.
-
-The web chat is on unless ``gateway.web.enabled`` is false, the OpenAI-compatible API (``api``)
-unless ``gateway.api.enabled`` is false; Slack and Telegram join here when their sections are
-configured.
-"""
+"""Which adapters a profile's configuration turns on: one for each platform of the registry
+(:mod:`vigil.platforms`) whose settings enable it, made by the factory it declares."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
+from vigil import platforms as registry
 from vigil.config import Settings
 from vigil.profiles import Profile
 
@@ -17,25 +15,16 @@ if TYPE_CHECKING:
 
 
 def configured_adapters(settings: Settings, profile: Profile) -> "dict[str, Adapter]":
+    """An adapter for every enabled platform, by name, in registry order."""
     adapters: dict[str, Adapter] = {}
-    if settings.gateway.web.enabled:
-        from vigil.gateway.adapters.web import WebAdapter
-
-        web = WebAdapter()
-        adapters[web.name] = web
-    if settings.gateway.api.enabled:
-        from vigil.gateway.adapters.openai_api import ApiAdapter
-
-        api = ApiAdapter()
-        adapters[api.name] = api
-    if settings.slack.enabled:
-        from vigil.gateway.adapters.slack import SlackAdapter
-
-        slack = SlackAdapter(settings.slack)
-        adapters[slack.name] = slack
-    if settings.telegram.enabled:
-        from vigil.gateway.adapters.telegram import TelegramAdapter
-
-        telegram = TelegramAdapter()
-        adapters[telegram.name] = telegram
+    for platform in registry.platforms():
+        if platform.enabled(settings):
+            adapter = factory(platform)(settings)
+            adapters[adapter.name] = adapter
     return adapters
+
+
+def factory(platform: registry.Platform) -> Any:
+    """The callable ``platform.adapter`` names (``module:function``)."""
+    module, _, name = platform.adapter.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -11,8 +11,8 @@ SIGTERM and SIGINT: stop taking input, let running turns finish within
 
 On a shared (PostgreSQL) store any number of these processes run as workers
 (:mod:`vigil.gateway.workers`): each keeps its own record in the worker registry, watches the
-others' records to recover what a dead one left (heartbeat reservations, cron runs), and polls
-Telegram only while it holds the adapter's lease (:mod:`vigil.gateway.adapter_lease`).
+others' records to recover what a dead one left (heartbeat reservations, cron runs), and runs a
+single-receiver platform's loop only while it holds the adapter's lease (:mod:`vigil.gateway.adapter_lease`).
 """
 
 from __future__ import annotations

@@ -238,8 +238,8 @@ def adapter_entry(raw: Any) -> dict[str, Any]:
 
 
 def adapter_line(entry: dict[str, Any], now: float) -> str:
-    """How ``vigil gateway status`` shows one adapter: ``slack connected (3 page(s) open)``,
-    ``telegram retrying since 12:03:04, 5m ago — last error: ...``, ``slack misconfigured — ...``."""
+    """How ``vigil gateway status`` shows one adapter: ``web connected (3 page(s) open)``,
+    ``NAME retrying since 12:03:04, 5m ago — last error: ...``, ``NAME misconfigured — ...``."""
     item = {key: " ".join(value.split()) if isinstance(value, str) else value
             for key, value in adapter_entry(entry).items()}  # one line, whatever an error said
     state = item["state"]

@@ -22,6 +22,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from vigil import platforms as registry
 from vigil.backoff import Backoff
 from vigil.gateway.adapters.base import Adapter, AdapterHealth, DeliveryError, GatewayPort
 from vigil.store.gateway_tables import OutboxEntry, RouteKey
@@ -56,16 +57,8 @@ def delay(failures: int, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -
 def missing_secrets(platform: str, settings: "Settings") -> list[str]:
     """The environment variables an enabled ``platform`` needs and does not have (their names
     only: a secret's value is never read into a message)."""
-    section = getattr(settings, platform, None)
-    if section is None or not getattr(section, "enabled", False):
-        return []
-    if platform == "slack":
-        names = [section.bot_token_env, section.app_token_env if section.socket_mode else section.signing_secret_env]
-    elif platform == "telegram":
-        names = [section.token_env] + ([section.webhook_secret_env] if section.mode == "webhook" else [])
-    else:
-        return []
-    return [name for name in names if not os.environ.get(name)]
+    declared = registry.get(platform)
+    return [] if declared is None else declared.missing_secrets(settings, os.environ)
 
 
 def misconfiguration(platform: str, settings: "Settings") -> str | None:
@@ -283,10 +276,10 @@ def supervise(
 ) -> "dict[str, Supervised]":
     """Every adapter wrapped, plus a stand-in for each enabled platform without one."""
     wrapped: dict[str, Supervised] = {}
-    for name in ("slack", "telegram"):
-        section = getattr(settings, name, None)
-        if section is not None and getattr(section, "enabled", False) and name not in adapters:
-            adapters = {**adapters, name: Unavailable(name)}
+    for platform in registry.platforms():
+        # A platform with a section of its own may fail to become an adapter (no SDK, no secret).
+        if platform.section is not None and platform.enabled(settings) and platform.name not in adapters:
+            adapters = {**adapters, platform.name: Unavailable(platform.name)}
     for name, adapter in adapters.items():
         wrapped[name] = Supervised(adapter, say=say, problem=misconfiguration(name, settings), **options)
     return wrapped

@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
+from vigil import platforms as registry
 from vigil.clock import Clock
 from vigil.gateway.adapter_lease import AdapterLease
 from vigil.gateway.status import WorkerIdentity, adapter_entry, ago
@@ -63,11 +64,12 @@ def is_shared(store: SessionStore) -> bool:
 def join_as_worker(gateway: "Gateway", adapters: Mapping[str, Any], clock: Clock) -> WorkerIdentity:
     """The running gateway as one of several workers on a shared store: who it is in the
     registry (its id is its heartbeat lease holder token; its leases' length), and the poll
-    lease of every adapter that must poll in one worker only (Telegram)."""
+    lease of every adapter whose platform declares a single receiver (it polls in one worker only)."""
     worker = WorkerIdentity(gateway.worker_id, PROCESS_OWNER, gateway.leases.seconds)
     for name, adapter in adapters.items():
         inner = getattr(adapter, "inner", adapter)  # under its supervisor
-        if hasattr(inner, "poll_lease"):
+        platform = registry.get(name)
+        if platform is not None and platform.capabilities.single_receiver:
             inner.poll_lease = AdapterLease(gateway.store, name, token=worker.worker_id, seconds=worker.lease,
                                             clock=clock)
     return worker

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from vigil import platforms as registry
 from vigil.schedule.cron.errors import CronError
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
@@ -31,7 +32,7 @@ class CronTool(Tool):
             "schedule": {"type": "string", "description": "When to run (see the tool description)."},
             "prompt": {"type": "string", "description": "What each run should do, self-contained."},
             "timezone": {"type": "string", "description": "IANA zone, e.g. Europe/Berlin (default: the user's)."},
-            "deliver": {"type": "string", "description": "Where answers go: local (default), slack:<channel>, telegram:<chat>, web."},
+            "deliver": {"type": "string", "description": f"Where answers go: {registry.deliver_help(brief=True)}."},
             "skills": {"type": "array", "items": {"type": "string"}, "description": "Skills to load for each run."},
         },
         "required": ["action"],

@@ -23,6 +23,7 @@ import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from vigil import platforms as registry
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult, request_approval
 
 if TYPE_CHECKING:
@@ -57,8 +58,9 @@ def describe(route: RouteKey) -> str:
 class SendFileTool(Tool):
     name = "send_file"
     description = (
-        "Send a file to the person you are talking with, in this conversation's chat (web chat, "
-        "Slack, Telegram), with an optional caption. Only in a conversation served by the "
+        "Send a file to the person you are talking with, in this conversation's chat ("
+        + registry.titles(where=lambda platform: platform.capabilities.files).replace("the web chat", "web chat")
+        + "), with an optional caption. Only in a conversation served by the "
         "gateway. Files outside the working directory need the user's approval."
     )
     parameters = {

@@ -19,7 +19,7 @@ from vigil.gateway.adapters.slack.drafts import WORKING
 from vigil.gateway.run import GatewayConfig, GatewayRun, serve
 from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
-from vigil.platform_settings import SlackSettings
+from vigil.platforms.slack import SlackSettings
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.store.gateway_tables import InboxEntry

@@ -15,7 +15,7 @@ from vigil.gateway.adapters.telegram import TelegramAdapter
 from vigil.gateway.core import Gateway
 from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
-from vigil.platform_settings import TelegramSettings
+from vigil.platforms.telegram import TelegramSettings
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.store.gateway_tables import RouteKey

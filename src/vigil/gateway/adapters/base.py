@@ -1,4 +1,4 @@
-"""The adapter protocol: what a platform (web chat, Slack, Telegram) does for the gateway, and
+"""The adapter protocol: what a platform (the web chat, a messaging platform) does for the gateway, and
 what the gateway offers it (:class:`GatewayPort`).
 
 An adapter receives messages from its platform and hands them to :meth:`GatewayPort.receive`,
@@ -180,7 +180,7 @@ class Adapter(Protocol):
     holds every adapter to this."""
 
     name: str
-    """``web``, ``slack``, ``telegram``: the ``adapter`` of its routes."""
+    """Its platform's name in the registry (:mod:`vigil.platforms`): the ``adapter`` of its routes."""
 
     async def start(self, gateway: GatewayPort) -> None:
         """Connect to the platform and start receiving (a webhook adapter only remembers the

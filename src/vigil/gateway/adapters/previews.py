@@ -58,7 +58,7 @@ class Preview:
     key: str
     route: RouteKey
     message: Any
-    """The platform's id of the message (Telegram: an int, Slack: a ``ts``)."""
+    """The platform's id of the message (an int on some platforms, a timestamp string on others)."""
     input: str
     kind: str
     session: str | None

@@ -1,7 +1,8 @@
 """Where a cron job's answer goes: delivery targets and the ``Delivery`` interface.
 
-Targets: ``local`` (the answer is saved under the profile's ``cron/output/<job>/``), and the
-gateway platforms ``slack:<channel>[:<thread>]``, ``telegram:<chat>[:<topic>]`` and ``web``.
+Targets: ``local`` (the answer is saved under the profile's ``cron/output/<job>/``), and each
+gateway platform in the registry that declares a target form (:mod:`vigil.platforms`), such as
+``NAME:<chat>[:<thread>]`` or ``NAME`` alone for the run's own conversation.
 A process without the gateway serves ``local`` only and reports platform targets as needing
 the gateway; the gateway registers a :class:`Delivery` for each platform with
 :meth:`DeliveryRouter.register` (:mod:`vigil.gateway.cron_delivery`), which queues the answer
@@ -16,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from vigil import platforms as registry
 from vigil.schedule.cron.errors import InvalidJob
 
 if TYPE_CHECKING:
@@ -28,20 +29,17 @@ if TYPE_CHECKING:
 
 SILENT_MARKER = "[SILENT]"
 LOCAL = "local"
-PLATFORMS = ("slack", "telegram", "web")
 
-_SLACK_CHANNEL = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
-_SLACK_THREAD = re.compile(r"\d{1,12}\.\d{1,9}")
-_TELEGRAM_CHAT = re.compile(r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31}")
-_TELEGRAM_TOPIC = re.compile(r"[1-9]\d{0,9}")
-_TARGET_HELP = (
-    "use local, slack:<channel>[:<thread>], telegram:<chat id or @name>[:<topic id>] or web"
-)
+
+def target_help() -> str:
+    """``use local, NAME:<chat>[:<thread>], ... or web``: every form, from the registry."""
+    forms = [LOCAL] + [platform.target.usage for platform in registry.delivery_targets()]  # type: ignore[union-attr]
+    return "use " + ", ".join(forms[:-1]) + " or " + forms[-1]
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A parsed delivery target: ``platform`` is ``local``, ``slack``, ``telegram`` or ``web``."""
+    """A parsed delivery target: ``platform`` is ``local`` or a registered platform's name."""
 
     platform: str
     chat: str | None = None
@@ -52,44 +50,36 @@ class Target:
 
 
 def parse_target(text: str) -> Target:
-    """Check a target's shape; raises :class:`InvalidJob` naming the accepted forms."""
+    """Check a target's shape against the platform's declared form; raises
+    :class:`InvalidJob` naming the accepted forms."""
     raw = text.strip()
-    platform, _, rest = raw.partition(":")
-    platform = platform.lower()
-    if platform == LOCAL and not rest:
+    name, _, rest = raw.partition(":")
+    name = name.lower()
+    if name == LOCAL and not rest:
         return Target(LOCAL)
-    if platform == "web" and not rest:
-        return Target("web")
-    if platform == "slack":
-        channel, _, thread = rest.partition(":")
-        if not _SLACK_CHANNEL.fullmatch(channel):
-            raise InvalidJob(f"invalid delivery target '{raw}': a Slack channel id or name is needed ({_TARGET_HELP})")
-        if thread and not _SLACK_THREAD.fullmatch(thread):
-            raise InvalidJob(
-                f"invalid delivery target '{raw}': a Slack thread is a message timestamp such as 1712345678.123456"
-            )
-        return Target("slack", channel, thread or None)
-    if platform == "telegram":
-        chat, _, topic = rest.partition(":")
-        if not _TELEGRAM_CHAT.fullmatch(chat):
-            raise InvalidJob(f"invalid delivery target '{raw}': a Telegram chat id or @name is needed ({_TARGET_HELP})")
-        if topic and not _TELEGRAM_TOPIC.fullmatch(topic):
-            raise InvalidJob(
-                f"invalid delivery target '{raw}': a Telegram forum topic is its numeric id (message_thread_id) such as 42"
-            )
-        return Target("telegram", chat, topic or None)
-    raise InvalidJob(f"invalid delivery target '{raw}': {_TARGET_HELP}")
+    platform = registry.get(name)
+    form = platform.target if platform is not None else None
+    if form is None:
+        raise InvalidJob(f"invalid delivery target '{raw}': {target_help()}")
+    if form.chat is None:
+        if rest:
+            raise InvalidJob(f"invalid delivery target '{raw}': {name} takes nothing after it ({target_help()})")
+        return Target(name)
+    chat, _, thread = rest.partition(":")
+    if not form.chat.fullmatch(chat):
+        raise InvalidJob(f"invalid delivery target '{raw}': {form.chat_needed} is needed ({target_help()})")
+    if thread and (form.thread is None or not form.thread.fullmatch(thread)):
+        shape = form.thread_shape or f"{name} targets have no thread part"
+        raise InvalidJob(f"invalid delivery target '{raw}': {shape}")
+    return Target(name, chat, thread or None)
 
 
 def configured(platform: str, settings: "Settings") -> bool:
-    """Whether the profile's config turns ``platform`` on (``local`` always is; ``web`` unless
-    ``gateway.web.enabled`` is false; Slack and Telegram when their section is enabled)."""
+    """Whether the profile's config turns ``platform`` on (``local`` always is)."""
     if platform == LOCAL:
         return True
-    if platform == "web":
-        return bool(settings.gateway.web.enabled)
-    section = getattr(settings, platform, None)
-    return bool(getattr(section, "enabled", False))
+    declared = registry.get(platform)
+    return declared is not None and declared.enabled(settings)
 
 
 def unconfigured_warning(target: Target, job: str, settings: "Settings") -> str | None:
@@ -98,10 +88,8 @@ def unconfigured_warning(target: Target, job: str, settings: "Settings") -> str 
     runs) and for ``local``."""
     if configured(target.platform, settings):
         return None
-    how = (
-        "gateway.web.enabled is false" if target.platform == "web"
-        else f"{target.platform}.enabled is not true in config.yaml"
-    )
+    declared = registry.get(target.platform)
+    how = declared.how_to_enable if declared is not None else f"{target.platform} is not a known platform"
     return (
         f"warning: {target.platform} is not configured ({how}), so runs of {job} cannot be delivered "
         f"to {target}; each run's output is kept locally in cron/output/{job}/ until it is "
@@ -185,8 +173,9 @@ class DeliveryRouter:
         self._platforms: dict[str, Delivery] = {}
 
     def register(self, platform: str, delivery: Delivery) -> None:
-        """Serve ``platform`` (``slack``, ``telegram``, ``web``) with ``delivery``."""
-        if platform not in PLATFORMS:
+        """Serve ``platform`` (a registered delivery target) with ``delivery``."""
+        declared = registry.get(platform)
+        if declared is None or declared.target is None:
             raise ValueError(f"unknown platform {platform!r}")
         self._platforms[platform] = delivery
 

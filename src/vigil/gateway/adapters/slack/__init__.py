@@ -16,6 +16,14 @@ Environment: ``SLACK_BOT_TOKEN`` (``xoxb-…``), ``SLACK_SIGNING_SECRET`` (HTTP 
 the agent: ``slack.allow`` (user ids) or pairing.
 """
 
+from typing import Any
+
 from vigil.gateway.adapters.slack.adapter import SlackAdapter
 
-__all__ = ["SlackAdapter"]
+
+def create(settings: Any) -> SlackAdapter:
+    """The adapter for a profile's settings (the platform registry's factory)."""
+    return SlackAdapter(settings.slack)
+
+
+__all__ = ["SlackAdapter", "create"]

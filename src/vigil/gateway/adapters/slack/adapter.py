@@ -27,7 +27,7 @@ from vigil.gateway.adapters.slack.drafts import Drafts
 from vigil.gateway.adapters.slack.events import routes
 from vigil.gateway.adapters.slack.intake import Refused
 from vigil.gateway.adapters.slack.outgoing import deliver
-from vigil.platform_settings import SlackSettings
+from vigil.platforms.slack import SlackSettings
 from vigil.store.gateway_tables import OutboxEntry, RouteKey
 
 if TYPE_CHECKING:

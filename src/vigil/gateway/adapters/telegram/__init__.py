@@ -13,6 +13,15 @@ variable ``telegram.token_env`` names; never in config.yaml), and in config.yaml
 ``group_per_user: false``) and forum topics (one conversation each).
 """
 
+from typing import Any
+
 from vigil.gateway.adapters.telegram.adapter import TelegramAdapter
 
-__all__ = ["TelegramAdapter"]
+
+def create(settings: Any) -> TelegramAdapter:
+    """The adapter for a profile's settings (the platform registry's factory); it reads its
+    section when it starts and on SIGHUP."""
+    return TelegramAdapter()
+
+
+__all__ = ["TelegramAdapter", "create"]

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from telegram import Bot
 
     from vigil.config import Settings
-    from vigil.platform_settings import TelegramSettings
+    from vigil.platforms.telegram import TelegramSettings
 
 log = logging.getLogger(__name__)
 

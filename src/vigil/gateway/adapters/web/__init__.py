@@ -19,6 +19,14 @@ own origin):
 
 from __future__ import annotations
 
+from typing import Any
+
 from vigil.gateway.adapters.web.adapter import WebAdapter
 
-__all__ = ["WebAdapter"]
+
+def create(settings: Any) -> WebAdapter:
+    """The adapter for a profile's settings (the platform registry's factory)."""
+    return WebAdapter()
+
+
+__all__ = ["WebAdapter", "create"]
