@@ -13,7 +13,8 @@ import pytest
 from vigil.clock import FakeClock
 from vigil.schedule.changes import read_generation
 from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError, NoHeartbeat, Route, heartbeat_key
-from vigil.schedule.heartbeat.repo import STALE_AFTER, HeartbeatRepo, owner_alive
+from vigil.schedule.heartbeat.repo import STALE_AFTER, HeartbeatRepo
+from vigil.schedule.processes import owner_alive
 from vigil.store import SessionStore, SQLiteStore
 
 SID = "aaaaaaaaaaaa"

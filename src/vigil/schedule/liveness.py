@@ -25,12 +25,15 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from vigil.clock import Clock, SystemClock
-from vigil.schedule.heartbeat.lease import HOLDER_PREFIX, pid_running, this_host
-from vigil.schedule.heartbeat.repo import owner_alive as owner_alive_here
+from vigil.schedule.processes import owner_alive as owner_alive_here
+from vigil.schedule.processes import pid_running, this_host
 from vigil.store import MetaEntry, SessionStore
 
 WORKER_PREFIX = "gateway:worker:"
 """The key prefix of the gateway workers' records (see :mod:`vigil.gateway.status`)."""
+HOLDER_PREFIX = "heartbeat-lease-holder:"
+"""The key prefix of the lease holders' records (written by
+:class:`vigil.schedule.heartbeat.lease.LeaseBook`)."""
 
 SNAPSHOT_SECONDS = 1.0
 """How long (real time) one read of the records answers for: a sweep over thousands of

@@ -25,18 +25,18 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from vigil.clock import Clock, SystemClock
 from vigil.schedule.changes import bump_generation
+from vigil.schedule.liveness import HOLDER_PREFIX, Liveness
 from vigil.schedule.polling import poll_override
+from vigil.schedule.processes import pid_running, this_host
 from vigil.store import MetaEntry, SessionStore
 from vigil.store.records import MetaSwap
 
 LEASE_PREFIX = "heartbeat-lease:"
-HOLDER_PREFIX = "heartbeat-lease-holder:"
 REPL = "repl"
 GATEWAY = "gateway"
 KINDS = (REPL, GATEWAY)
@@ -44,13 +44,7 @@ KINDS = (REPL, GATEWAY)
 LEASE_SECONDS = 30.0
 """How long a lease outlives its holder's last renewal; renewed every third of that."""
 
-_HOST = socket.gethostname()
 _ATTEMPTS = 20
-
-
-def this_host() -> str:
-    """The host name leases taken here carry."""
-    return _HOST
 
 
 def lease_key(session_id: str) -> str:
@@ -111,19 +105,6 @@ class Taken:
     elsewhere: dict[str, Lease] = field(default_factory=dict)
 
 
-def pid_running(host: str, pid: int) -> bool:
-    """Whether ``pid`` may still run: checked on this host, presumed elsewhere."""
-    if host != _HOST or pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 class LeaseBook:
     """The leases of one holder (one process, in practice) in one profile's store.
 
@@ -149,8 +130,6 @@ class LeaseBook:
         self.store = store
         self.clock = clock or SystemClock()
         if is_running is None:
-            from vigil.schedule.liveness import Liveness  # it reads this module's pid_running
-
             is_running = Liveness(store, self.clock).process_alive
         self.kind = kind
         self.seconds = default_lease_seconds() if seconds is None else float(seconds)
@@ -163,7 +142,7 @@ class LeaseBook:
         generation when they change hands (the schedulers watch those)."""
         self._bumps = prefix == LEASE_PREFIX
         self.pid = os.getpid()
-        self.host = _HOST
+        self.host = this_host()
         self._is_running = is_running
         self._alive_until = 0.0  # our holder record's expiry as last written
 

@@ -11,9 +11,7 @@ All methods are synchronous (the store is); async callers run them in a worker t
 
 from __future__ import annotations
 
-import os
 import secrets
-import socket
 from dataclasses import dataclass
 from typing import Callable
 
@@ -29,11 +27,9 @@ from vigil.schedule.heartbeat.record import (
     heartbeat_key,
 )
 from vigil.schedule.heartbeat.options import HeartbeatOptions
+from vigil.schedule.liveness import Liveness
+from vigil.schedule.processes import PROCESS_OWNER
 from vigil.store import SessionStore
-
-_HOST = socket.gethostname()
-PROCESS_OWNER = f"{_HOST}:{os.getpid()}:{secrets.token_hex(4)}"
-"""This process as the owner of reservations: ``host:pid:token``."""
 
 STALE_AFTER = 600.0
 """A reservation still pending after this many seconds is abandoned whoever made it, this
@@ -81,8 +77,6 @@ class HeartbeatRepo:
         self.clock = clock or SystemClock()
         self.owner = owner
         if alive is None:
-            from vigil.schedule.liveness import Liveness  # it reads this module's owner_alive
-
             alive = Liveness(store, self.clock).owner_alive
         self.alive = alive
         """Whether another owner still runs: by pid on this host, by the store's worker and
@@ -412,30 +406,3 @@ def _holds(current: Heartbeat | None, reservation: Reservation) -> bool:
         and current.pending.id == reservation.id
     )
 
-
-def owner_alive(owner: str) -> bool:
-    """Whether the process named ``host:pid:token`` may still be running.
-
-    On this host the pid is checked (a pid equal to ours with another token is a dead
-    predecessor); owners on other hosts are presumed alive until their reservation is stale
-    (:class:`vigil.schedule.liveness.Liveness` asks the store about them instead).
-    """
-    host, _, rest = owner.partition(":")
-    pid_text, _, _token = rest.partition(":")
-    if host != _HOST:
-        return True
-    try:
-        pid = int(pid_text)
-    except ValueError:
-        return False
-    if pid == os.getpid():
-        return owner == PROCESS_OWNER
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
