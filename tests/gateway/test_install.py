@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.cli.helpers import is_clear_error, run_cli
 
@@ -175,3 +177,82 @@ def test_installing_for_a_profile_that_does_not_exist_is_refused(vigil_home: Pat
     result = run_cli("-p", "nosuch", "gateway", "install")
     assert is_clear_error(result) and "nosuch" in result.output
     assert not config_home.exists()
+
+
+# -- --env-file: the secrets a service cannot take from the shell ------------------------------
+
+TOKEN = 'ab"c$d\\e `f` 12:xyz'
+
+
+def _sourced(path: Path, name: str) -> str:
+    """``name`` as a shell reads the file (double quotes with \\\\, \\" and \\$ escapes, as systemd's
+    EnvironmentFile= reads them too)."""
+    done = subprocess.run(["bash", "-c", f'set -a; . "$1"; printf %s "${name}"', "bash", str(path)],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_env_file_holds_the_enabled_platforms_secrets_and_the_unit_reads_it(
+    vigil_home: Path, config_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run_cli("config", "set", "telegram.enabled", "true").exit_code == 0
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TOKEN)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
+    result = run_cli("gateway", "install", "--env-file")
+    assert result.exit_code == 0, result.output
+    env_file = vigil_home / "gateway.env"
+    assert env_file.stat().st_mode & 0o777 == 0o600
+    assert _sourced(env_file, "TELEGRAM_BOT_TOKEN") == TOKEN
+    assert _sourced(env_file, "OPENAI_API_KEY") == "sk-test-secret"
+    assert "SLACK_BOT_TOKEN" not in env_file.read_text()  # Slack is not enabled
+    assert TOKEN not in result.output and "sk-test-secret" not in result.output  # names only
+    assert "TELEGRAM_BOT_TOKEN" in result.output
+    unit = parse_unit((config_home / "systemd" / "user" / "vigil-gateway.service").read_text())
+    assert unit["Service"]["EnvironmentFile"] == str(env_file.absolute())
+
+
+def test_env_file_keeps_a_value_added_by_hand_and_names_what_is_missing(
+    vigil_home: Path, config_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run_cli("config", "set", "slack.enabled", "true").exit_code == 0
+    for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    vigil_home.mkdir(parents=True, exist_ok=True)
+    (vigil_home / "gateway.env").write_text('SLACK_BOT_TOKEN="xoxb-by-hand"\nOTHER=kept\n')
+    result = run_cli("gateway", "install", "--env-file")
+    assert result.exit_code == 0, result.output
+    env_file = vigil_home / "gateway.env"
+    assert _sourced(env_file, "SLACK_BOT_TOKEN") == "xoxb-by-hand" and _sourced(env_file, "OTHER") == "kept"
+    assert "Not set in this shell, so not in the file: SLACK_SIGNING_SECRET (slack's secret)" in result.output
+
+
+def test_print_with_env_file_writes_nothing_and_a_multi_line_value_is_refused(
+    vigil_home: Path, config_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    printed = run_cli("gateway", "install", "--print", "--env-file")
+    assert printed.exit_code == 0 and "EnvironmentFile=" in printed.output
+    assert not (vigil_home / "gateway.env").exists() and not config_home.exists()
+    monkeypatch.setenv("OPENAI_API_KEY", "line one\nline two")
+    refused = run_cli("gateway", "install", "--env-file")
+    assert refused.exit_code == 1 and is_clear_error(refused)
+    assert "spans several lines" in refused.output and "line one" not in refused.output
+    assert not (vigil_home / "gateway.env").exists() and not config_home.exists()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\0"), max_size=40),
+       junk=st.binary(max_size=200))
+def test_any_secret_round_trips_and_any_old_file_gets_a_clear_answer(
+    value: str, junk: bytes, vigil_home: Path, config_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vigil_home.mkdir(parents=True, exist_ok=True)
+    env_file = vigil_home / "gateway.env"
+    env_file.write_bytes(junk)  # whatever an earlier hand edit left
+    monkeypatch.setenv("OPENAI_API_KEY", value or "x")
+    result = run_cli("gateway", "install", "--env-file", "--force")
+    if result.exit_code == 0:
+        assert _sourced(env_file, "OPENAI_API_KEY") == (value or "x")
+    else:
+        assert is_clear_error(result) and env_file.read_bytes() == junk

@@ -434,8 +434,14 @@ def _first_line(text: str, limit: int = 60) -> str:
 @gateway.command("install")
 @click.option("--print", "print_only", is_flag=True, help="Only print the unit; write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing unit file that differs.")
+@click.option(
+    "--env-file", "env_file", is_flag=True,
+    help="Also write the secrets the gateway reads (the model's key, enabled platforms' tokens, MCP "
+    "servers' ${VARIABLES}) from this shell's environment into gateway.env in the profile (0600), "
+    "which the unit reads.",
+)
 @pass_app
-def install_cmd(app: AppContext, print_only: bool, force: bool) -> None:
+def install_cmd(app: AppContext, print_only: bool, force: bool, env_file: bool) -> None:
     """Install the gateway as a systemd user service.
 
     Writes ~/.config/systemd/user/vigil-gateway.service ($XDG_CONFIG_HOME is honoured;
@@ -443,27 +449,40 @@ def install_cmd(app: AppContext, print_only: bool, force: bool) -> None:
     profile's VIGIL_HOME, restarts it when it fails and gives running turns
     gateway.stop_timeout seconds to finish when it is stopped. Prints the commands that start
     it. An existing unit that differs is left alone unless --force is given.
+
+    A service does not see your shell's variables: with --env-file the model's key and the
+    platforms' tokens reach it through gateway.env (run it again after changing them; a value
+    already in the file for a variable not set now is kept). Values are never printed.
     """
     from vigil.gateway.install import InstallError, install_unit, next_steps, render_unit, unit_path, vigil_command
+    from vigil.gateway.secrets_env import FILE_NAME, update_env_file
     from vigil.profiles import vigil_home
 
     profile = app.profile
+    env_path = profile.home / FILE_NAME if env_file else None
     try:
         text = render_unit(
             profile,
             command=vigil_command(),
             stop_timeout=app.settings.gateway.stop_timeout,
             vigil_home=str(vigil_home().absolute()) if os.environ.get("VIGIL_HOME") else None,
+            env_file=env_path.absolute() if env_path is not None else None,
         )
         if print_only:
             click.echo(text, nl=False)
             return
+        if env_path is not None:
+            held, missing = update_env_file(app.settings, env_path, os.environ)
+            click.echo(f"Wrote {env_path} (0600) with {', '.join(held) or 'no variable'}")
+            if missing:
+                click.echo(f"Not set in this shell, so not in the file: {', '.join(missing)}; export them and "
+                           f"run this again, or add NAME=value lines to {env_path}")
         path = unit_path(profile)
         outcome = install_unit(path, text, force=force)
     except InstallError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot write the unit: {exc.strerror or exc}") from None
+        raise click.ClickException(f"cannot write {exc.filename or 'the unit'}: {exc.strerror or exc}") from None
     said = {"written": "Wrote", "replaced": "Replaced", "unchanged": "Already installed, unchanged:"}[outcome]
     click.echo(f"{said} {path}")
     steps = next_steps(profile)

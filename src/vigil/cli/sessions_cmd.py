@@ -256,9 +256,9 @@ def rename_cmd(app: AppContext, session: str, title: str) -> None:
 @click.option("--undo", is_flag=True, help="Bring an archived conversation back into the list.")
 @pass_app
 def archive_cmd(app: AppContext, session: str, undo: bool) -> None:
-    """Archive a conversation: it leaves the list (here and in the web chat), nothing is deleted.
+    """Take a conversation out of the list; nothing is deleted.
 
-    It stays searchable and can be resumed; `vigil sessions list --archived` lists it.
+    It leaves `vigil sessions list` and the web chat's list. It stays searchable and can be resumed; `vigil sessions list --archived` lists it.
     """
     from vigil.store import archive
 

@@ -71,10 +71,12 @@ def gateway_arguments(profile: Profile) -> list[str]:
 
 
 def render_unit(
-    profile: Profile, *, command: Sequence[str], stop_timeout: float, vigil_home: str | None
+    profile: Profile, *, command: Sequence[str], stop_timeout: float, vigil_home: str | None,
+    env_file: Path | None = None,
 ) -> str:
     """The unit file's text. ``command`` runs vigil (see :func:`vigil_command`); ``vigil_home``,
-    when given, is passed as ``VIGIL_HOME``; systemd stops the gateway with SIGTERM and waits
+    when given, is passed as ``VIGIL_HOME``; ``env_file``, when given, is read for the secrets
+    (:mod:`vigil.gateway.secrets_env`); systemd stops the gateway with SIGTERM and waits
     ``stop_timeout`` + :data:`STOP_MARGIN` seconds before it kills it."""
     exec_start = " ".join(_exec_word(word) for word in [*command, *gateway_arguments(profile)])
     environment = ["PYTHONUNBUFFERED=1"]  # the gateway's lines reach the journal as they are said
@@ -90,6 +92,7 @@ def render_unit(
         "Type=simple",
         f"ExecStart={exec_start}",
         f"Environment={' '.join(_env_word(pair) for pair in environment)}",
+        *([f"EnvironmentFile={_specifiers(str(env_file))}"] if env_file is not None else []),
         "Restart=on-failure",
         "RestartSec=5",
         "KillSignal=SIGTERM",
