@@ -146,7 +146,6 @@ LINE_LIMIT = 500
 KNOWN_LONG: dict[str, int] = {
     "vigil.store.postgres.store": 625,
     "vigil.store.sqlite.store": 608,
-    "vigil.cli.cron_cmd": 534,
 }
 """Modules over :data:`LINE_LIMIT` lines, with the length they may not exceed, still to be split."""
 

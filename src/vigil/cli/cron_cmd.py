@@ -1,7 +1,8 @@
 """``vigil cron``: scheduled jobs, each run in a fresh session.
 
 Jobs run inside ``vigil gateway run`` (the long-running process), or once per call of
-``vigil cron tick`` (for a system crontab: ``* * * * * vigil cron tick``).
+``vigil cron tick`` (for a system crontab: ``* * * * * vigil cron tick``); how those two run
+jobs in this process is :mod:`vigil.cli.cron_run`.
 
 Test-only: ``VIGIL_CRON_NOW`` (epoch seconds or an ISO 8601 time with offset) freezes the
 clock these commands use, so tests can add jobs and tick at chosen instants. Never set it in
@@ -10,12 +11,11 @@ real use.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import sys
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 import click
 from rich.markup import escape as _escape_markup
@@ -25,6 +25,7 @@ from vigil import platforms as registry
 from vigil.cli.arguments import NON_EMPTY, LiveHelpOption, NonEmptyText, WholeNumber
 from vigil.cli.confirm import confirm_or_refuse, yes_option
 from vigil.cli.context import AppContext, pass_app
+from vigil.cli.cron_run import run_now, tick
 from vigil.cli.render import console, echo_json, shorten, visible
 from vigil.cli.signals import Stopped, run_stoppable, say
 from vigil.clock import Clock, FakeClock, SystemClock
@@ -38,12 +39,6 @@ from vigil.schedule.cron.format import (
 from vigil.schedule.cron.jobs import MAX_REPEAT, CronJob, JobSpec, job_key, new_job
 from vigil.schedule.cron.repo import CronRepo
 from vigil.schedule.cron.schedule import default_zone, format_instant
-
-if TYPE_CHECKING:
-    from vigil.schedule.cron.repo import Claim
-    from vigil.runtime.cron_runner import CronRunner
-    from vigil.schedule.cron.runs import RunRecord
-    from vigil.schedule.cron.scheduler import TickReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 NOW_ENV = "VIGIL_CRON_NOW"
@@ -404,7 +399,7 @@ def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
     repo = _repo(app)
     repo.get(name)
     try:
-        record = run_stoppable(_run_now(app, repo, name))
+        record = run_stoppable(run_now(app, repo, name))
     except Stopped as stop:
         say(f"Stopped by {stop.name}: a run that had begun is recorded as interrupted (see `vigil cron runs {name}`).")
         sys.exit(stop.exit_code)
@@ -425,14 +420,6 @@ def run_cmd(app: AppContext, name: str, as_json: bool) -> None:
         sys.exit(1)
 
 
-async def _run_now(app: AppContext, repo: CronRepo, name: str) -> RunRecord | None:
-    # Without a model the run still happens and fails with the configuration hint, recorded
-    # in the run log like a scheduled run's failure (a manual run starts no back-off).
-    async with _runner(app, repo, connect_lazily=True) as runner:
-        claim = await asyncio.to_thread(repo.claim_manual, name)
-        return await runner.execute(claim)
-
-
 @cron.command("tick")
 @click.option("--json", "as_json", is_flag=True, help="Print what happened as JSON.")
 @pass_app
@@ -445,7 +432,7 @@ def tick_cmd(app: AppContext, as_json: bool) -> None:
     Ctrl-C, SIGTERM or SIGHUP stop the runs (recorded as interrupted; exit 128 + signal)."""
     repo = _repo(app)
     try:
-        report = run_stoppable(_tick(app, repo))
+        report = run_stoppable(tick(app, repo))
     except Stopped as stop:
         say(f"Stopped by {stop.name}: runs that had begun are recorded as interrupted.")
         sys.exit(stop.exit_code)
@@ -464,71 +451,6 @@ def tick_cmd(app: AppContext, as_json: bool) -> None:
         console.print(_shown(run_line(record, zones.get(record.job, "UTC"))))
     if not report.runs and not report.skipped:
         console.print("Nothing due.")
-
-
-async def _tick(app: AppContext, repo: CronRepo) -> TickReport:
-    from vigil.schedule.cron.scheduler import CronScheduler, TickReport, due_names
-
-    if await asyncio.to_thread(estop.engaged, repo.store):
-        return TickReport(stopped=True)
-    if not await asyncio.to_thread(due_names, repo, include_running=False):
-        # Nothing to run, so no model client is needed; abandoned runs are still recovered,
-        # and anything that became due in the meantime is given back for the next tick.
-        async def give_back(claim: Claim) -> None:
-            await asyncio.to_thread(repo.refund, claim)
-
-        return await CronScheduler(repo, give_back, clock=repo.clock, poll_interval=0).tick()
-    async with _runner(app, repo) as runner:
-        scheduler = CronScheduler(repo, runner.execute, clock=repo.clock, poll_interval=0)
-        return await scheduler.tick()
-
-
-class _runner:
-    """``async with _runner(app, repo) as runner``: a CronRunner with its model client."""
-
-    def __init__(self, app: AppContext, repo: CronRepo, *, connect_lazily: bool = False) -> None:
-        self.app, self.repo, self.connect_lazily = app, repo, connect_lazily
-        self.outcomes: Any = None
-
-    async def __aenter__(self) -> CronRunner:
-        from vigil.models.base import ModelClient, ModelError
-        from vigil.models.factory import build_client
-        from vigil.models.lazy import LazyModelClient
-        from vigil.runtime.cron_runner import CronRunner
-
-        self.client: ModelClient
-        if self.connect_lazily:
-            self.client = LazyModelClient(self.app.settings.model, home=self.app.profile.home)
-        else:
-            try:
-                self.client = await build_client(self.app.settings.model, home=self.app.profile.home)
-            except ModelError as exc:
-                raise click.ClickException(str(exc)) from None
-        runner = CronRunner(repo=self.repo, client=self.client, profile=self.app.profile,
-                            settings=self.app.settings, clock=self.repo.clock)
-        self.outcomes = await asyncio.to_thread(_beside_gateway, self.app, runner)
-        return runner
-
-    async def __aexit__(self, *exc: object) -> None:
-        try:
-            if self.outcomes is not None:  # the gateway may have sent an answer before its run was recorded
-                await asyncio.to_thread(self.outcomes.reconcile)
-        finally:
-            await self.client.aclose()
-
-
-def _beside_gateway(app: AppContext, runner: CronRunner) -> Any:
-    """With the profile's gateway running, platform answers go into its outbox (it serves them
-    within half a minute) instead of waiting as needs-gateway."""
-    import time
-
-    from vigil.gateway.cron_delivery import hand_to_running_gateway
-    from vigil.gateway.status import read_status
-
-    status = read_status(runner.store, app.profile, now=time.time())
-    if not status.running:
-        return None
-    return hand_to_running_gateway(runner.store, runner.router, status.adapters, time.time)
 
 
 COMMANDS = [cron]
