@@ -55,5 +55,13 @@ class Compressed:
     """``auto`` (the context budget) or ``manual`` (``/compress``)."""
 
 
-TurnEvent = Union[TextDelta, AssistantStep, ToolStarted, ToolFinished, PromptRebuilt, Compressed]
+@dataclass(frozen=True, slots=True)
+class Steered:
+    """Guidance sent during the turn (``/steer``) was stored as a user message after the tool
+    results, so the model's next call reads it."""
+
+    text: str
+
+
+TurnEvent = Union[TextDelta, AssistantStep, ToolStarted, ToolFinished, PromptRebuilt, Compressed, Steered]
 EventCallback = Callable[[TurnEvent], Awaitable[None] | None]

@@ -20,6 +20,7 @@ from vigil.agent.events import (
     AssistantStep,
     Compressed,
     EventCallback,
+    Steered,
     TextDelta,
     ToolFinished,
     ToolStarted,
@@ -177,8 +178,13 @@ class Agent:
         unattended: bool = False,
         user_meta: dict[str, Any] | None = None,
         resume: bool = False,
+        steering: Callable[[], list[tuple[str, dict[str, Any]]]] | None = None,
     ) -> TurnResult:
         """Run one turn of ``session_id`` for ``user_text`` and return the final answer.
+
+        ``steering`` is asked after each round of tool calls for guidance sent meanwhile
+        (``/steer``): each text is stored as a user message marked ``steer`` with its meta (appended, so the
+        cached prefix stays as it was) and read by the next model call (:class:`Steered`).
 
         ``unattended`` turns (heartbeats) never ask for approval, even when the front end
         could: nobody is waiting at the prompt for a turn the user did not start.
@@ -254,6 +260,9 @@ class Agent:
                             start.compressed_from,
                         )
                     await self._run_tools(session_id, history, calls, context, session, emit, done)
+                    for text, meta in steering() if steering is not None else ():
+                        await self._append(session_id, history, NewMessage("user", text, meta={**meta, "steer": True}))
+                        await emit(Steered(text))
                 except BaseException:
                     # however the turn stops, every stored tool call gets a result
                     missing = [c for c in calls if c.id not in done]

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from vigil.runtime.heartbeat_commands import heartbeat_slash
 from vigil.runtime.slash import CommandRegistry, CommandReply, ConversationControl, SlashCommand
+from vigil.runtime.steering import USAGE
 from vigil.runtime import cron_commands
 from vigil.store import StoreError
 from vigil.store.titles import clean_title
@@ -29,6 +30,12 @@ async def _new(control: ConversationControl, _args: str) -> CommandReply:
     return CommandReply(
         f"Started a new conversation ({session_id}). Files are read afresh.{_cleared_note(control)}"
     )
+
+
+async def _steer(_control: ConversationControl, args: str) -> CommandReply:
+    """``/steer`` reaches here only without its text: the conversation takes guidance itself
+    (:mod:`vigil.runtime.steering`)."""
+    return CommandReply(USAGE if not args.strip() else "Nothing is running: send it as a message.", is_error=True)
 
 
 async def _stop(control: ConversationControl, _args: str) -> CommandReply:
@@ -191,6 +198,7 @@ def build_registry() -> CommandRegistry:
     registry.register(SlashCommand("new", "start a new conversation (files are read afresh)", _new, aliases=("reset",)))
     registry.register(SlashCommand("resume", "switch to a stored conversation", _resume, usage="[ID]"))
     registry.register(SlashCommand("stop", "end the running answer (the conversation and its heartbeat go on)", _stop))
+    registry.register(SlashCommand("steer", "guidance the running answer reads after its current step", _steer, usage="TEXT"))
     registry.register(
         SlashCommand("suspend", "put this conversation aside: end it and clear its heartbeat (/resume ID returns)", _suspend)
     )

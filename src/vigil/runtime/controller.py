@@ -167,6 +167,7 @@ class ConversationController:
         unattended: bool = False,
         user_meta: dict[str, Any] | None = None,
         resume: bool = False,
+        steering: Callable[[], list[tuple[str, dict[str, Any]]]] | None = None,
     ) -> TurnResult:
         """Send a user message and run the turn (``auto_title``: an untitled session is named
         after this message; off for injected messages such as heartbeats; ``resume``: see
@@ -182,6 +183,7 @@ class ConversationController:
             unattended=unattended,
             user_meta=user_meta,
             resume=resume,
+            steering=steering,
         )
         # compression may have moved the conversation to a continuation session
         self._session_id = result.session_id

@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from vigil.agent.events import Compressed, TurnEvent
+from vigil.agent.events import Compressed, Steered, TurnEvent
 from vigil.agent.turn import TurnDeclined
 from vigil.runtime.controller import ConversationController
 from vigil.runtime.conversation_events import (
@@ -39,6 +39,7 @@ from vigil.runtime.conversation_events import (
 )
 from vigil.runtime.heartbeat_attempt import HeartbeatAttempt
 from vigil.runtime.slash import CommandReply
+from vigil.runtime.steering import Steer, SteeringBox, steer_text
 from vigil.schedule.heartbeat.text import heartbeat_header, heartbeat_message
 from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 
@@ -97,6 +98,7 @@ class Conversation:
         self._worker: asyncio.Task[None] | None = None
         self._tracked: str | None = None
         self._draft_timer: asyncio.Task[None] | None = None  # runs while a draft holds heartbeats
+        self._steering = SteeringBox()  # /steer during a turn (vigil.runtime.steering)
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -182,6 +184,11 @@ class Conversation:
         (an input withdrawn while it waits never starts); ``resume``: the turn for this
         ``meta`` may have begun before a restart (:meth:`vigil.agent.turn.Agent.run_turn`)."""
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        guidance = steer_text(text)
+        if guidance and self.running_turn:
+            self._steering.offer(Steer(guidance, future, meta))
+            return future
+        text = guidance or text  # with nothing running, guidance is a message
         item = _Item(text, future, meta, on_start, resume)
         if self._is_urgent(text):
             item.interrupted = self.interrupt()
@@ -345,6 +352,7 @@ class Conversation:
                 unattended=kind == HEARTBEAT,
                 user_meta=meta,
                 resume=resume,
+                steering=self._steering.take,
             )
         )
         self._running, self._attempt = task, attempt
@@ -356,6 +364,8 @@ class Conversation:
                 result = await task
             finally:
                 self._running = self._attempt = None
+                for steer in reversed(self._steering.leftover()):  # not reached: answered next
+                    self._queue.appendleft(_Item(steer.text, steer.future, steer.meta))
         except TurnDeclined:
             ended = None
         except asyncio.CancelledError:
@@ -464,14 +474,14 @@ class Conversation:
             await scheduler.refresh(current)
 
     def _is_urgent(self, text: str) -> bool:
-        if not self.controller.is_command(text):
-            return False
-        command = self.controller.registry.find(text.strip()[1:].split(maxsplit=1)[0])
-        return command is not None and command.name in URGENT_COMMANDS
+        command = self.controller.is_command(text) and self.controller.registry.find(text.strip()[1:].split(maxsplit=1)[0])
+        return bool(command) and command.name in URGENT_COMMANDS
 
     async def _forward(self, event: TurnEvent) -> None:
         if isinstance(event, Compressed) and self._attempt is not None:
             self._attempt.follow(event.parent_id, event.child_id)
+        if isinstance(event, Steered):
+            self._steering.stored(event.text)
         await self._emit(event)
 
     async def _emit(self, event: ConversationEvent) -> None:
@@ -486,5 +496,4 @@ class Conversation:
 
 def _being_cancelled() -> bool:
     """Whether the current task itself is being cancelled (not just a turn it awaited)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
+    return (task := asyncio.current_task()) is not None and task.cancelling() > 0
