@@ -143,10 +143,7 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 broken one must leave this set (the test says so), until it is empty."""
 
 LINE_LIMIT = 500
-KNOWN_LONG: dict[str, int] = {
-    "vigil.store.postgres.store": 625,
-    "vigil.store.sqlite.store": 608,
-}
+KNOWN_LONG: dict[str, int] = {}
 """Modules over :data:`LINE_LIMIT` lines, with the length they may not exceed, still to be split."""
 
 

@@ -148,10 +148,6 @@ def claim_params(worker: str, now: float, limit: int, hold: float) -> tuple[str,
     return worker, limit, float(now) + float(hold)
 
 
-def optional_limit(limit: int | None) -> int | None:
-    return None if limit is None else check_limit(limit)
-
-
 # -- what comes out -----------------------------------------------------------------------------
 def route_of(row: Row) -> RouteKey:
     return RouteKey(row["adapter"], row["chat"], row["thread"], row["user_key"])

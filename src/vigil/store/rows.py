@@ -46,6 +46,14 @@ def usage_of(row: Row) -> Usage:
     )
 
 
+SESSION_COLUMNS = (
+    "id, source, title, parent_id, end_reason, started_at, ended_at, updated_at, model, "
+    "model_config, system_prompt_hash, tool_names, message_count, "
+    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens"
+)
+"""The columns of the ``sessions`` table that :func:`session_from_row` reads, in both backends."""
+
+
 def session_from_row(row: Row, *, lenient: bool = False) -> SessionRecord:
     """A ``SessionRecord``; damaged JSON raises ``StoreError`` unless ``lenient`` (see above)."""
     where = f"session {row['id']}"

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import psycopg
 
+from vigil.store.checks import optional_limit
 from vigil.store.errors import SessionNotFound
 from vigil.store.gateway_rows import (
     INBOX,
@@ -31,7 +32,6 @@ from vigil.store.gateway_rows import (
     inbox_from_row,
     inbox_statuses,
     meta_json,
-    optional_limit,
     outbound_params,
     outbox_from_row,
     outbox_statuses,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Sequence
 
+from vigil.store.checks import optional_limit
 from vigil.store.errors import SessionNotFound
 from vigil.store.gateway_rows import (
     INBOX,
@@ -28,7 +29,6 @@ from vigil.store.gateway_rows import (
     inbox_from_row,
     inbox_statuses,
     meta_json,
-    optional_limit,
     outbound_params,
     outbox_from_row,
     outbox_statuses,
