@@ -54,3 +54,30 @@ def test_guidance_sent_during_a_tool_call_reaches_the_next_request_and_is_stored
     finally:
         store.close()
     assert any(text.startswith("↪ Steered: “answer in French”") for text in told), told
+
+
+def test_queue_drop_withdraws_a_waiting_message_and_records_it(
+    vigil_home: Path, fake_model: FakeModelServer
+) -> None:
+    fake_model.queue(Reply.tool_calls(ToolCallSpec("terminal", {"command": HOLD})), "built", "tested")
+    gateway = GatewayProcess(vigil_home, fake_model).start()
+    with gateway.client() as client:
+        session_id = new_conversation(client)
+        send(client, session_id, "build the project")
+        workspace = wait_for(lambda: (lambda w: w if w and (w / "started").exists() else None)(
+            _workspace(vigil_home, session_id)), what="the tool call running")
+        send(client, session_id, "run the tests")
+        dropped = send(client, session_id, "deploy to production")["inbox_id"]
+        send(client, session_id, "/queue drop 2")
+        (workspace / "go").touch()
+        wait_for(lambda: answers(client, session_id) == ["built", "tested"], what="both answers")
+        assert users(client, session_id) == ["build the project", "run the tests"]
+    assert gateway.stop() == 0
+    store = SQLiteStore(vigil_home / "state.db")
+    try:
+        entry = store.gateway.inbox_get(dropped)
+        told = [e.text for e in store.gateway.outbox_list() if e.session_id == session_id]
+    finally:
+        store.close()
+    assert entry is not None and entry.error == "withdrawn with /queue before it was handled"
+    assert any("Withdrew 1 waiting message: “deploy to production”" in text for text in told), told

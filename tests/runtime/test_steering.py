@@ -77,3 +77,30 @@ async def test_with_nothing_running_guidance_is_an_ordinary_message_and_bare_ste
     assert fake_model.requests[-1].last_user_text == "keep it short"
     usage = await rt.command("/steer")
     assert usage.startswith("Usage: /steer TEXT")
+
+
+async def test_queue_lists_what_waits_and_drop_and_clear_withdraw_it_without_losing_it(
+    rt: Runtime, fake_model: FakeModelServer, tmp_path: Path
+) -> None:
+    fake_model.queue(Reply.tool_calls(ToolCallSpec("terminal", {"command": WAIT_FOR_GO})), "built", "tested")
+    turn = rt.conversation.submit("build the project")
+    await _tool_in_flight(rt)
+    second = rt.conversation.submit("run the tests")
+    third = rt.conversation.submit("deploy to production")
+    fourth = rt.conversation.submit("tell me a joke")
+    listed = (await rt.conversation.submit("/queue")).reply
+    assert listed is not None and listed.text.splitlines()[1:4] == [
+        "1. run the tests", "2. deploy to production", "3. tell me a joke"]
+    dropped = (await rt.conversation.submit("/queue drop 2")).reply
+    assert dropped is not None and "deploy to production" in dropped.text
+    assert (await third).withdrawn
+    refused = (await rt.conversation.submit("/queue drop 7")).reply
+    assert refused is not None and refused.is_error and "no message 7" in refused.text
+    cleared = (await rt.conversation.submit("/queue clear")).reply
+    assert cleared is not None and "tell me a joke" in cleared.text and "run the tests" in cleared.text
+    assert (await second).withdrawn and (await fourth).withdrawn
+    (tmp_path / "work" / "go").touch()
+    assert (await turn).result.answer == "built"  # type: ignore[union-attr]
+    users = [m.content for m in rt.store.get_messages(rt.session_id) if m.role == "user"]
+    assert "deploy to production" not in users and users[-1] == "build the project"
+    assert (await rt.command("/queue")) == "Nothing waits."

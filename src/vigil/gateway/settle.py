@@ -23,7 +23,7 @@ from vigil.models.base import ModelAuthError
 from vigil.models.retry import RetryPolicy, http_status_of
 from vigil.runtime.conversation_events import Outcome
 from vigil.store import StoreError
-from vigil.store.gateway_tables import ANSWERED, FAILED, SET_ASIDE, InboxEntry, NewOutbound
+from vigil.store.gateway.gateway_tables import ANSWERED, FAILED, SET_ASIDE, InboxEntry, NewOutbound
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway
@@ -104,6 +104,8 @@ def verdict_for(entry: InboxEntry, outcome: Outcome, current: str | None, window
     """The entry's final status and the reply it is owed (``None``: a command that said
     nothing, or a turn the person stopped)."""
     route = entry.route
+    if outcome.withdrawn:  # /queue drop: never handled, and recorded so
+        return Verdict(ANSWERED, None, "withdrawn with /queue before it was handled")
     if outcome.kind == "command" and outcome.reply is not None:
         if not outcome.reply.text:
             return Verdict(ANSWERED, None)

@@ -38,6 +38,12 @@ async def _steer(_control: ConversationControl, args: str) -> CommandReply:
     return CommandReply(USAGE if not args.strip() else "Nothing is running: send it as a message.", is_error=True)
 
 
+async def _queue(_control: ConversationControl, _args: str) -> CommandReply:
+    """``/queue`` is answered by the conversation itself (:mod:`vigil.runtime.immediate`);
+    this is what a front end without a queue says."""
+    return CommandReply("Nothing waits.")
+
+
 async def _stop(control: ConversationControl, _args: str) -> CommandReply:
     """``/stop``: end the turn running now; the conversation, its queue and its heartbeat go on
     (the conversation interrupted the turn when the command arrived, see ``URGENT_COMMANDS``)."""
@@ -199,6 +205,8 @@ def build_registry() -> CommandRegistry:
     registry.register(SlashCommand("resume", "switch to a stored conversation", _resume, usage="[ID]"))
     registry.register(SlashCommand("stop", "end the running answer (the conversation and its heartbeat go on)", _stop))
     registry.register(SlashCommand("steer", "guidance the running answer reads after its current step", _steer, usage="TEXT"))
+    registry.register(SlashCommand("queue", "what waits behind the running answer; drop N or clear withdraws", _queue,
+                                   usage="[drop N|clear]"))
     registry.register(
         SlashCommand("suspend", "put this conversation aside: end it and clear its heartbeat (/resume ID returns)", _suspend)
     )

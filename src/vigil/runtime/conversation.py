@@ -39,7 +39,7 @@ from vigil.runtime.conversation_events import (
 )
 from vigil.runtime.heartbeat_attempt import HeartbeatAttempt
 from vigil.runtime.slash import CommandReply
-from vigil.runtime.steering import Steer, SteeringBox, steer_text
+from vigil.runtime.immediate import Immediate
 from vigil.schedule.heartbeat.text import heartbeat_header, heartbeat_message
 from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 
@@ -98,7 +98,7 @@ class Conversation:
         self._worker: asyncio.Task[None] | None = None
         self._tracked: str | None = None
         self._draft_timer: asyncio.Task[None] | None = None  # runs while a draft holds heartbeats
-        self._steering = SteeringBox()  # /steer during a turn (vigil.runtime.steering)
+        self._immediate = Immediate(self._queue, lambda: self.running_turn, controller.is_command)  # /steer, /queue
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -184,11 +184,9 @@ class Conversation:
         (an input withdrawn while it waits never starts); ``resume``: the turn for this
         ``meta`` may have begun before a restart (:meth:`vigil.agent.turn.Agent.run_turn`)."""
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        guidance = steer_text(text)
-        if guidance and self.running_turn:
-            self._steering.offer(Steer(guidance, future, meta))
+        if self._immediate.handle(text, future, meta):
             return future
-        text = guidance or text  # with nothing running, guidance is a message
+        text = self._immediate.plain(text)
         item = _Item(text, future, meta, on_start, resume)
         if self._is_urgent(text):
             item.interrupted = self.interrupt()
@@ -352,7 +350,7 @@ class Conversation:
                 unattended=kind == HEARTBEAT,
                 user_meta=meta,
                 resume=resume,
-                steering=self._steering.take,
+                steering=self._immediate.steering.take,
             )
         )
         self._running, self._attempt = task, attempt
@@ -364,7 +362,7 @@ class Conversation:
                 result = await task
             finally:
                 self._running = self._attempt = None
-                for steer in reversed(self._steering.leftover()):  # not reached: answered next
+                for steer in reversed(self._immediate.steering.leftover()):  # not reached: answered next
                     self._queue.appendleft(_Item(steer.text, steer.future, steer.meta))
         except TurnDeclined:
             ended = None
@@ -481,7 +479,7 @@ class Conversation:
         if isinstance(event, Compressed) and self._attempt is not None:
             self._attempt.follow(event.parent_id, event.child_id)
         if isinstance(event, Steered):
-            self._steering.stored(event.text)
+            self._immediate.steering.stored(event.text)
         await self._emit(event)
 
     async def _emit(self, event: ConversationEvent) -> None:

@@ -47,6 +47,8 @@ class Outcome:
     reply: CommandReply | None = None
     error: BaseException | None = None
     cancelled: bool = False
+    withdrawn: bool = False
+    """Withdrawn while it waited (``/queue drop``): never handled."""
 
 
 ConversationEvent = Union[TurnBegan, TurnEnded, TurnEvent]
