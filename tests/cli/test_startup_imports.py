@@ -140,7 +140,7 @@ def test_one_shot_chat_imports_only_what_its_provider_needs(
     # without a config.yaml or skills, a YAML parser; nor the gateway's tables, the heartbeat
     # records, or pydantic (the config has its own schema; the Anthropic SDK uses pydantic).
     assert ran.loaded("vigil.runtime.commands", "vigil.tools.shell", "vigil.tools.danger", "pygments") == []
-    assert ran.loaded("yaml", "vigil.store.gateway_tables", "vigil.store.pairing_tables",
+    assert ran.loaded("yaml", "vigil.store.gateway.gateway_tables", "vigil.store.gateway.pairing_tables",
                       "vigil.schedule.heartbeat") == []
     if provider == "openai":
         assert ran.loaded("pydantic", "pydantic_core") == []

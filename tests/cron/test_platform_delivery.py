@@ -28,7 +28,7 @@ from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import CronRepo
 from vigil.schedule.cron.runs import RunRecord
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.testing.fake_model import FakeModelServer
 
 
@@ -206,7 +206,7 @@ def test_an_outcome_reached_while_no_gateway_recorded_it_is_recorded_at_the_next
     store: SQLiteStore, profile: Profile
 ) -> None:
     from vigil.gateway.cron_delivery import CronOutcomes
-    from vigil.store.gateway_tables import NewOutbound
+    from vigil.store.gateway.gateway_tables import NewOutbound
 
     entry = store.gateway.outbox_add(NewOutbound(RouteKey("telegram", "42"), "hi", kind="cron",
                                                  meta={"cron_job": "j", "cron_run": "20260302T080000Z"}), now=1.0)

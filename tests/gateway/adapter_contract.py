@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute
 
 from vigil.config import Settings
 from vigil.gateway.adapters.base import Adapter, DeliveryError, GatewayPort
-from vigil.store.gateway_tables import InboxEntry, OutboxEntry
+from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry
 from vigil.testing.waiting import eventually
 
 HANG_GUARD = 20.0

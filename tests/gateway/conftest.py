@@ -16,7 +16,7 @@ from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.waiting import eventually  # noqa: F401 (for the tests that import it from here)
 

@@ -18,7 +18,7 @@ from tests.gateway.test_adapter_contract_web import WebHarness, web_gateway  # n
 from vigil.config import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayPort
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import InboxEntry, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
 
 
 @dataclass

@@ -23,7 +23,7 @@ from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import InboxEntry, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
 from vigil.testing.fake_model import FakeModelServer
 
 

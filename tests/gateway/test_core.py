@@ -6,7 +6,7 @@ import asyncio
 
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import GatewayClosed, Inbound
-from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, SENT, RouteKey
+from vigil.store.gateway.gateway_tables import ANSWERED, FAILED, PENDING, SENT, RouteKey
 from vigil.testing.scripting import Reply
 
 CHAT = RouteKey("chat", "c1")

@@ -7,7 +7,7 @@ from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import Inbound
 from vigil.gateway.metrics import GatewayMetrics
 from vigil.schedule import estop
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 CHAT = RouteKey("chat", "h1")
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import Inbound
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 CHAT = RouteKey("chat", "s1")
 

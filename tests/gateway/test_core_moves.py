@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import Inbound
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.testing.scripting import Reply
 
 A = RouteKey("chat", "m-a")

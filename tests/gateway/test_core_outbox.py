@@ -7,7 +7,7 @@ import asyncio
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import DeliveryError, Inbound
 from vigil.store import StoreError
-from vigil.store.gateway_tables import SENT, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import SENT, OutboxEntry, RouteKey
 
 CHAT = RouteKey("chat", "o1")
 OTHER = RouteKey("chat", "o2")

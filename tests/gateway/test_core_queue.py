@@ -7,7 +7,7 @@ import asyncio
 
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import Inbound
-from vigil.store.gateway_tables import ANSWERED, RouteKey
+from vigil.store.gateway.gateway_tables import ANSWERED, RouteKey
 from vigil.testing.scripting import Reply
 
 CHAT = RouteKey("chat", "q1")

@@ -8,7 +8,7 @@ import asyncio
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import Inbound
 from vigil.store import NewMessage, StoreError
-from vigil.store.gateway_tables import ANSWERED, RouteKey
+from vigil.store.gateway.gateway_tables import ANSWERED, RouteKey
 
 CHAT = RouteKey("chat", "r1")
 

@@ -18,7 +18,7 @@ from vigil.gateway.core import Gateway
 from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile
-from vigil.store.gateway_tables import ANSWERED, RouteKey
+from vigil.store.gateway.gateway_tables import ANSWERED, RouteKey
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 

@@ -27,7 +27,7 @@ import pytest
 
 from tests.gateway.process import GatewayProcess, new_conversation, send, wait_for
 from tests.store.conftest import pg_schema, pg_url, postgres_server  # noqa: F401 (fixtures)
-from vigil.store.gateway_tables import ANSWERED
+from vigil.store.gateway.gateway_tables import ANSWERED
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 

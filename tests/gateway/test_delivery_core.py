@@ -12,7 +12,7 @@ import pytest
 from tests.gateway.conftest import GatewayFactory, Harness, eventually
 from vigil.gateway.adapters.base import Inbound
 from vigil.store import StoreError
-from vigil.store.gateway_tables import ANSWERED, FAILED, SET_ASIDE, RouteKey
+from vigil.store.gateway.gateway_tables import ANSWERED, FAILED, SET_ASIDE, RouteKey
 from vigil.testing.scripting import Reply
 
 CHAT = RouteKey("chat", "delivery")

@@ -21,7 +21,7 @@ from tests.cli.helpers import run_cli
 from tests.gateway.operations import answers, log_text, users
 from tests.gateway.process import GatewayProcess, free_port, new_conversation, send, wait_for
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import ANSWERED, POISON_DEATHS, SET_ASIDE
+from vigil.store.gateway.gateway_tables import ANSWERED, POISON_DEATHS, SET_ASIDE
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 

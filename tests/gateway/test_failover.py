@@ -22,7 +22,7 @@ from vigil.schedule.cron.repo import CronRepo
 from vigil.schedule.heartbeat.lease import live_leases
 from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.schedule.heartbeat.text import is_heartbeat_message
-from vigil.store.gateway_tables import ANSWERED, RUNNING
+from vigil.store.gateway.gateway_tables import ANSWERED, RUNNING
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 

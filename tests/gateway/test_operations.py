@@ -25,7 +25,7 @@ from tests.gateway.operations import (
 from tests.gateway.process import GatewayProcess, free_port, history, new_conversation, send, wait_for
 from tests.tools.mcp_helpers import TIME_SERVER
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import NewOutbound, RouteKey
+from vigil.store.gateway.gateway_tables import NewOutbound, RouteKey
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 

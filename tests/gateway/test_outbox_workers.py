@@ -16,7 +16,7 @@ from tests.store import conftest as store_fixtures
 from vigil.clock import FakeClock
 from vigil.gateway.outbox import OutboxSender
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import FAILED, PENDING, SENT, NewOutbound, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import FAILED, PENDING, SENT, NewOutbound, OutboxEntry, RouteKey
 from vigil.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres

@@ -21,7 +21,7 @@ from vigil.config import Settings
 from vigil.gateway import pairing
 from vigil.gateway.adapters.base import Inbound, Receipt
 from vigil.platforms.telegram import TelegramSettings
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 CODE = re.compile(r"vigil pairing approve ([A-Z2-9]{8})")
 

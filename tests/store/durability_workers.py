@@ -10,7 +10,7 @@ import threading
 from vigil.clock import FakeClock
 from vigil.schedule.cron.repo import CronRepo
 from vigil.store import NewMessage
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.store.sqlite import SQLiteStore
 
 _print_lock = threading.Lock()

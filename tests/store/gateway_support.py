@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.store.sqlite import SQLiteStore
 
 WEB = RouteKey("web", "browser-1")

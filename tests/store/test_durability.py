@@ -16,7 +16,7 @@ from vigil.clock import FakeClock
 from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import CronRepo
 from vigil.schedule.cron.runs import stamp_of
-from vigil.store.gateway_tables import PENDING, RouteKey
+from vigil.store.gateway.gateway_tables import PENDING, RouteKey
 from vigil.store.sqlite import SQLiteStore
 
 DEADLINE = 120.0  # only a guard against a hang; nothing here is timed

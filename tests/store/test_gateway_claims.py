@@ -9,7 +9,7 @@ import pytest
 
 from vigil.store import SessionStore
 from vigil.store.errors import DamagedRow
-from vigil.store.gateway_tables import FAILED, PENDING, SENT, NewOutbound
+from vigil.store.gateway.gateway_tables import FAILED, PENDING, SENT, NewOutbound
 
 from .gateway_support import SLACK, TELEGRAM_GROUP, WEB, RawSQL, raw_sql_for
 

@@ -8,7 +8,7 @@ import random
 import threading
 
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import ANSWERED, FAILED, PENDING, SENT, NewOutbound, RouteKey
+from vigil.store.gateway.gateway_tables import ANSWERED, FAILED, PENDING, SENT, NewOutbound, RouteKey
 
 from .conftest import StoreFactory
 from .gateway_support import WEB

@@ -5,7 +5,7 @@ entries stay as they were."""
 from __future__ import annotations
 
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import ANSWERED, FAILED, FORGOTTEN, PENDING, SENT, NewOutbound
+from vigil.store.gateway.gateway_tables import ANSWERED, FAILED, FORGOTTEN, PENDING, SENT, NewOutbound
 
 from .gateway_support import SLACK, WEB
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from vigil.clock import FakeClock
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import (
+from vigil.store.gateway.gateway_tables import (
     ANSWERED,
     FAILED,
     INBOX_STATUSES,

@@ -7,7 +7,7 @@ import pytest
 
 from vigil.store import SessionNotFound, SessionStore, StoreError
 from vigil.store.errors import DamagedRow
-from vigil.store.gateway_tables import (
+from vigil.store.gateway.gateway_tables import (
     ANSWERED,
     FAILED,
     PENDING,

@@ -11,7 +11,7 @@ import pytest
 
 from vigil.clock import FakeClock
 from vigil.store import NewMessage, SessionRecord, StoreError, ToolCall
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.store.sqlite import SQLiteStore
 from vigil.store.sqlite.migrations import LATEST_VERSION, MIGRATIONS, applied_version, migrate
 from vigil.usage import Usage

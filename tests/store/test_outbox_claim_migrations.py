@@ -11,7 +11,7 @@ import pytest
 
 from vigil.clock import FakeClock
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import PENDING, RouteKey
+from vigil.store.gateway.gateway_tables import PENDING, RouteKey
 from vigil.store.sqlite import SQLiteStore
 from vigil.store.sqlite import migrations as sqlite_migrations
 

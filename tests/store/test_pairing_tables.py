@@ -16,7 +16,7 @@ import pytest
 from vigil.clock import FakeClock
 from vigil.store import SessionStore
 from vigil.store.errors import DamagedRow
-from vigil.store.pairing_tables import (
+from vigil.store.gateway.pairing_tables import (
     APPROVED,
     DENIED,
     EXISTING,

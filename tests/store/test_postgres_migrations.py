@@ -9,7 +9,7 @@ import pytest
 
 from vigil.clock import FakeClock
 from vigil.store import SchemaTooNew, StoreError, StoreUnreadable
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 pytestmark = pytest.mark.postgres
 

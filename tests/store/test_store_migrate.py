@@ -31,7 +31,7 @@ from tests.fuzz.cli_helpers import check, fresh_home, nasty_text
 from tests.store.conftest import DEFAULT_POSTGRES_URL, POSTGRES_URL_ENV, drop_schema, with_schema
 from vigil.store import NewMessage, SessionStore, ToolCall
 from vigil.store.conversations import COMPRESSION
-from vigil.store.gateway_tables import NewOutbound, RouteKey
+from vigil.store.gateway.gateway_tables import NewOutbound, RouteKey
 from vigil.store.sqlite import SQLiteStore
 from vigil.store.transfer.errors import MigrateError
 from vigil.store.transfer.migrate import BATCH_ROWS, TEST_PAUSE_ENV

@@ -8,7 +8,7 @@ from multiprocessing.queues import Queue
 from typing import Any
 
 from vigil.store import NewMessage
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.store.sqlite import SQLiteStore
 
 

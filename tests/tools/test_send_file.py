@@ -15,7 +15,7 @@ import pytest
 from vigil.config import Settings
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.store.records import ToolCall
 from vigil.tools.base import ToolContext
 from vigil.tools.registry import ALL_TOOL_NAMES, run_tool_call

@@ -365,7 +365,7 @@ def retry_cmd(app: AppContext, entry_id: int | None, as_json: bool) -> None:
     runs, else when it starts); if it brings the process down again it is set aside again.
     `/retry ID` in its conversation does the same.
     """
-    from vigil.store.gateway_tables import SET_ASIDE
+    from vigil.store.gateway.gateway_tables import SET_ASIDE
 
     tables = app.store.gateway
     if entry_id is None:

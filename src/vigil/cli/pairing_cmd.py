@@ -21,7 +21,7 @@ from vigil.cli.render import console, echo_json, relative, shorten, visible
 from vigil import platforms as registry
 from vigil.clock import SystemClock
 from vigil.gateway import pairing
-from vigil.store.pairing_tables import APPROVED, DENIED, EXPIRED, LOCKED, CodeDecision, PairedUser, PendingCode
+from vigil.store.gateway.pairing_tables import APPROVED, DENIED, EXPIRED, LOCKED, CodeDecision, PairedUser, PendingCode
 
 _PLATFORM = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _PAIRED = [p for p in registry.platforms() if p.capabilities.pairing and p.section is not None]

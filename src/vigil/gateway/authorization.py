@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from vigil.gateway import pairing
 from vigil.gateway.adapters.base import Inbound, Receipt
 from vigil.store import StoreError
-from vigil.store.gateway_tables import NewOutbound, RouteKey
-from vigil.store.pairing_tables import EXISTING, FULL, ISSUED, LIMITED
+from vigil.store.gateway.gateway_tables import NewOutbound, RouteKey
+from vigil.store.gateway.pairing_tables import EXISTING, FULL, ISSUED, LIMITED
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from vigil.gateway.ownership import Elsewhere
 from vigil.gateway.ownership import route_claim
 from vigil.gateway.recovery import catch_up
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway

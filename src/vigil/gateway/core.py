@@ -52,7 +52,7 @@ from vigil.schedule.heartbeat.repo import HeartbeatRepo
 from vigil.schedule.heartbeat.lease import GATEWAY, LeaseBook, default_lease_seconds
 from vigil.schedule.heartbeat.scheduler import HeartbeatScheduler
 from vigil.store import SessionStore, StoreError
-from vigil.store.gateway_tables import ANSWERED, PENDING, InboxEntry, NewOutbound, RouteKey
+from vigil.store.gateway.gateway_tables import ANSWERED, PENDING, InboxEntry, NewOutbound, RouteKey
 from vigil.gateway.wire import event
 
 log = logging.getLogger(__name__)

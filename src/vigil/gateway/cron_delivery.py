@@ -30,7 +30,7 @@ from vigil import platforms as registry
 from vigil.schedule.cron.delivery import QUEUED, DeliveryResult, Outgoing, Target
 from vigil.schedule.cron.runs import RunRecord, run_key
 from vigil.store import SessionStore, StoreError
-from vigil.store.gateway_tables import FAILED, SENT, NewOutbound, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import FAILED, SENT, NewOutbound, OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway

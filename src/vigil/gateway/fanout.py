@@ -25,7 +25,7 @@ from vigil.schedule.heartbeat.record import Route
 from vigil.schedule.heartbeat.text import asks_for_silence, is_silent_answer
 from vigil.schedule.heartbeat.upkeep import Noted
 from vigil.store import StoreError
-from vigil.store.gateway_tables import NewOutbound, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import NewOutbound, OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway

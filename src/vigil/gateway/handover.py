@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from vigil.gateway.recovery import recover_entry
 from vigil.gateway.relay import store_notifications
 from vigil.store import StoreError
-from vigil.store.gateway_tables import InboxEntry
+from vigil.store.gateway.gateway_tables import InboxEntry
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway

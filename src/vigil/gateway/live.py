@@ -22,7 +22,7 @@ from vigil.runtime.conversation import Conversation
 from vigil.runtime.conversation_events import ConversationEvent
 from vigil.runtime.slash import CommandReply, SlashCommand
 from vigil.schedule.heartbeat.record import Route
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway
@@ -165,7 +165,7 @@ class LiveConversation:
 
     async def _retry(self, _control: object, args: str) -> CommandReply:
         """``/retry ID``: a message of this conversation that was set aside goes back to be answered."""
-        from vigil.store.gateway_tables import PENDING, SET_ASIDE
+        from vigil.store.gateway.gateway_tables import PENDING, SET_ASIDE
 
         word = args.strip()
         if not word.isdigit():

@@ -10,7 +10,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from vigil.gateway.wire import event
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway

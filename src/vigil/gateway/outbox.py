@@ -28,7 +28,7 @@ from vigil.clock import Clock
 from vigil.gateway.adapters.base import Adapter, DeliveryError
 from vigil.models.retry import RetryPolicy
 from vigil.store import SessionStore, StoreError
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
 log = logging.getLogger(__name__)
 

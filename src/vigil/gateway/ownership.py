@@ -26,7 +26,7 @@ from typing import Iterable
 from vigil.clock import Clock
 from vigil.schedule.heartbeat.lease import GATEWAY, Lease, LeaseBook
 from vigil.store import SessionStore
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 log = logging.getLogger(__name__)
 

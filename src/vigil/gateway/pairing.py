@@ -23,7 +23,7 @@ import os
 import secrets
 from pathlib import Path
 
-from vigil.store.pairing_tables import Limits
+from vigil.store.gateway.pairing_tables import Limits
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8

@@ -1,6 +1,6 @@
 """How a gateway turn rides out a failure: wait and ask again, or give up.
 
-The delivery semantics are in :mod:`vigil.store.gateway_tables`. A user turn that raises is
+The delivery semantics are in :mod:`vigil.store.gateway.gateway_tables`. A user turn that raises is
 judged here (:func:`classify`) before its conversation moves on, so the messages queued behind
 it keep their order:
 
@@ -34,7 +34,7 @@ from vigil.models.factory import ModelNotConfigured
 from vigil.models.retry import RetryPolicy, is_transient, retry_after_of
 from vigil.store import StoreError
 from vigil.store.errors import AmbiguousSession, DamagedRow, SchemaTooNew, SessionNotFound, StoreUnreadable
-from vigil.store.gateway_tables import NewOutbound
+from vigil.store.gateway.gateway_tables import NewOutbound
 
 if TYPE_CHECKING:
     from vigil.gateway.core import Gateway

@@ -8,7 +8,7 @@ final answer: the turn continues after what was stored, without asking again).
 
 A cut-off entry (found ``running``: the process died under its turn) is an interruption, not
 a failed attempt (``inbox_interrupted``): it is answered again as often as it takes, unless it
-was running at :data:`~vigil.store.gateway_tables.POISON_DEATHS` deaths in a row with nothing
+was running at :data:`~vigil.store.gateway.gateway_tables.POISON_DEATHS` deaths in a row with nothing
 else finished in between; then it is set aside as poison, the person told, so that it cannot
 take the gateway down with it. An entry that was running at such a death (a "suspect") runs
 again only once the process has stayed up for a few seconds, and the second time alone among
@@ -30,7 +30,7 @@ from vigil.gateway.fanout import describe_route
 from vigil.store import MessageRecord, SessionNotFound, StoreError
 from vigil.gateway.live import LiveConversation
 from vigil.gateway.ownership import Elsewhere
-from vigil.store.gateway_tables import (
+from vigil.store.gateway.gateway_tables import (
     ANSWERED,
     PENDING,
     POISON_DEATHS,

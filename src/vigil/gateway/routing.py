@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from vigil.clock import Clock
 from vigil.store import SessionNotFound, SessionStore
 from vigil.store.errors import AmbiguousSession
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 WEB = "web"
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from vigil import platforms as registry
 from vigil.backoff import Backoff
 from vigil.gateway.adapters.base import Adapter, AdapterHealth, DeliveryError, GatewayPort
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

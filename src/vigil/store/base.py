@@ -21,9 +21,9 @@ from vigil.store.records import (
 )
 
 if TYPE_CHECKING:  # only named in annotations: a one-shot chat never loads the gateway's tables
-    from vigil.store.gateway_tables import GatewayTables
+    from vigil.store.gateway.gateway_tables import GatewayTables
     from vigil.store.notify import Notifications
-    from vigil.store.pairing_tables import PairingTables
+    from vigil.store.gateway.pairing_tables import PairingTables
 
 ConfigUpdate = Callable[[dict[str, Any]], dict[str, Any]]
 """A function from the stored model configuration to the new one, applied inside the write
@@ -64,13 +64,13 @@ class SessionStore(Protocol):
     @property
     def gateway(self) -> GatewayTables:
         """The gateway's durable routes, inbox and outbox in this store (same database, same
-        durability and concurrency guarantees as the rest; see ``store.gateway_tables``).
+        durability and concurrency guarantees as the rest; see ``store.gateway.gateway_tables``).
         A route goes when its session is deleted; inbox and outbox entries stay."""
         ...
 
     @property
     def pairing(self) -> PairingTables:
-        """Pairing codes and paired platform users (see ``store.pairing_tables``)."""
+        """Pairing codes and paired platform users (see ``store.gateway.pairing_tables``)."""
         ...
 
     # -- sessions -------------------------------------------------------------------------

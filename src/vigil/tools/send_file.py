@@ -27,7 +27,7 @@ from vigil import platforms as registry
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult, request_approval
 
 if TYPE_CHECKING:
-    from vigil.store.gateway_tables import RouteKey
+    from vigil.store.gateway.gateway_tables import RouteKey
 
 SENT_DIR = ".sent"
 CAPTION_CAP = 1000
@@ -39,7 +39,7 @@ NO_ROUTE = (
 
 def current_route(store: Any, session_id: str) -> RouteKey | None:
     """Where a file sent now from ``session_id`` goes (see the module docstring)."""
-    from vigil.store.gateway_tables import RUNNING  # the gateway's tables load when the tool runs
+    from vigil.store.gateway.gateway_tables import RUNNING  # the gateway's tables load when the tool runs
 
     tables = store.gateway
     answering = [e for e in tables.inbox_unfinished() if e.status == RUNNING and e.session_id == session_id]
@@ -91,7 +91,7 @@ class SendFileTool(Tool):
             if refusal is not None:
                 return refusal
             path = await asyncio.to_thread(self._copy_in, path, workdir, name)
-        from vigil.store.gateway_tables import NewOutbound
+        from vigil.store.gateway.gateway_tables import NewOutbound
 
         entry = await asyncio.to_thread(
             ctx.store.gateway.outbox_add,

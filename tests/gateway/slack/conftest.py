@@ -22,7 +22,7 @@ from vigil.models.retry import RetryPolicy
 from vigil.platforms.slack import SlackSettings
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import InboxEntry
+from vigil.store.gateway.gateway_tables import InboxEntry
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.slack_api import FakeSlackServer
 from vigil.testing.slack_api.events import EventsSender

@@ -11,7 +11,7 @@ import pytest
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
 from tests.gateway.slack.conftest import ALICE, SlackHarness
 from vigil.config import Settings
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
 
 class SlackContractHarness:

@@ -14,7 +14,7 @@ from tests.gateway.slack.conftest import ALICE, SlackHarness, eventually
 from vigil.gateway.adapters import previews
 from vigil.gateway.adapters.slack.drafts import WORKING
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import PENDING
+from vigil.store.gateway.gateway_tables import PENDING
 from vigil.testing.scripting import Reply
 
 PREFIX = "slack.preview."

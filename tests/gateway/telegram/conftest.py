@@ -18,7 +18,7 @@ from vigil.models.retry import RetryPolicy
 from vigil.platforms.telegram import TelegramSettings
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.telegram_api.server import FakeTelegramServer
 from vigil.testing.waiting import eventually

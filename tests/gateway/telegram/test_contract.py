@@ -17,7 +17,7 @@ from tests.gateway.telegram.conftest import OWNER, Factory, TelegramHarness
 from vigil.config import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayPort
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import InboxEntry, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
 
 
 @dataclass

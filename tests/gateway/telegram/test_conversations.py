@@ -4,7 +4,7 @@ per person), forum topics, slash commands and long answers, against the fake Bot
 from __future__ import annotations
 
 from tests.gateway.telegram.conftest import FRIEND, GROUP, OWNER, Factory, eventually
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.testing.scripting import Reply
 
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.gateway.telegram.conftest import FRIEND, OWNER, Factory, eventually
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 CHAT = RouteKey("telegram", str(OWNER))
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.gateway.telegram.conftest import FRIEND, GROUP, OWNER, STRANGER, Factory, eventually
 from vigil.gateway.adapters.base import DeliveryError
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 from vigil.testing.scripting import Reply, ToolCallSpec
 
 

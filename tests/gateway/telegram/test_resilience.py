@@ -5,7 +5,7 @@ nothing answered twice, and the gateway never down."""
 from __future__ import annotations
 
 from tests.gateway.telegram.conftest import OWNER, TOKEN_ENV, Factory, eventually
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 
 def _answers(n: int) -> list[str]:

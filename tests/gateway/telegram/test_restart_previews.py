@@ -16,7 +16,7 @@ from tests.gateway.telegram.conftest import OWNER, Factory, TelegramHarness, eve
 from vigil.gateway.adapters import previews
 from vigil.gateway.adapters.previews import DurablePreviews
 from vigil.store import SQLiteStore
-from vigil.store.gateway_tables import PENDING, NewOutbound, RouteKey
+from vigil.store.gateway.gateway_tables import PENDING, NewOutbound, RouteKey
 from vigil.testing.scripting import Reply
 
 PREFIX = "telegram.preview."

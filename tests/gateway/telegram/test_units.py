@@ -12,7 +12,7 @@ from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, Re
 from vigil.gateway.adapters.telegram.buttons import callback_data, parse_callback
 from vigil.gateway.adapters.telegram.inbound import Place, normalize_command, owner_of, route_for, target_of
 from vigil.gateway.adapters.telegram.outbound import delivery_error, preview, split_text, utf16_len
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.testing.telegram_api.text import EntityError, check_text
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=3000)

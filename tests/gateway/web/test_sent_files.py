@@ -10,7 +10,7 @@ import httpx
 
 from tests.gateway.conftest import eventually
 from tests.gateway.test_adapter_contract_web import WebHarness, web_gateway  # noqa: F401  (fixture)
-from vigil.store.gateway_tables import NewOutbound, RouteKey
+from vigil.store.gateway.gateway_tables import NewOutbound, RouteKey
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol, Sequence
 
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from vigil.store import StoreError
-from vigil.store.gateway_tables import PENDING, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import PENDING, OutboxEntry, RouteKey
 from vigil.store.records import MetaSwap
 
 if TYPE_CHECKING:

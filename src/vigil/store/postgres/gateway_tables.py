@@ -17,7 +17,7 @@ import psycopg
 
 from vigil.store.checks import optional_limit
 from vigil.store.errors import SessionNotFound
-from vigil.store.gateway_rows import (
+from vigil.store.gateway.gateway_rows import (
     INBOX,
     INBOX_COLUMNS,
     OUTBOX,
@@ -40,7 +40,7 @@ from vigil.store.gateway_rows import (
     route_params,
     started_session,
 )
-from vigil.store.gateway_tables import (
+from vigil.store.gateway.gateway_tables import (
     FORGOTTEN,
     INBOX_STATUSES,
     OUTBOX_STATUSES,

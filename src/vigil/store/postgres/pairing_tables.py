@@ -3,7 +3,7 @@
 Each method is one transaction from the store's pool. A write first takes a transaction-level
 advisory lock on the schema's pairing tables, so two gateways (or a gateway and ``vigil
 pairing approve``) cannot both count three pending codes and each add one. The transactions
-themselves are in :mod:`vigil.store.pairing_rows`, shared with SQLite.
+themselves are in :mod:`vigil.store.gateway.pairing_rows`, shared with SQLite.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import psycopg
 
-from vigil.store import pairing_rows as rows
-from vigil.store.pairing_tables import CodeDecision, CodeRequest, Limits, PairedUser, PendingCode
+from vigil.store.gateway import pairing_rows as rows
+from vigil.store.gateway.pairing_tables import CodeDecision, CodeRequest, Limits, PairedUser, PendingCode
 from vigil.store.postgres.conn import Database
 
 T = TypeVar("T")

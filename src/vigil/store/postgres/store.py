@@ -73,12 +73,12 @@ class PostgresStore(PostgresSessions, PostgresMessages):
 
     @property
     def gateway(self) -> PostgresGatewayTables:
-        """The gateway's routes, inbox and outbox in this schema (see ``store.gateway_tables``)."""
+        """The gateway's routes, inbox and outbox in this schema (see ``store.gateway.gateway_tables``)."""
         return self._gateway
 
     @property
     def pairing(self) -> PostgresPairingTables:
-        """Pairing codes and paired platform users in this schema (see ``store.pairing_tables``)."""
+        """Pairing codes and paired platform users in this schema (see ``store.gateway.pairing_tables``)."""
         return self._pairing
 
     def schema_version(self) -> int:  # not retried: /healthz asks it, and wants the present state

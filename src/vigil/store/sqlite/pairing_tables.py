@@ -3,7 +3,7 @@
 Every write is one function inside the store's group commit (``BEGIN IMMEDIATE``), so the
 count-then-insert of a code request and the check-then-pair of an approval are serialised
 with every other writer of the file. The transactions themselves are in
-:mod:`vigil.store.pairing_rows`, shared with PostgreSQL.
+:mod:`vigil.store.gateway.pairing_rows`, shared with PostgreSQL.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Sequence
 
-from vigil.store import pairing_rows as rows
-from vigil.store.pairing_tables import CodeDecision, CodeRequest, Limits, PairedUser, PendingCode
+from vigil.store.gateway import pairing_rows as rows
+from vigil.store.gateway.pairing_tables import CodeDecision, CodeRequest, Limits, PairedUser, PendingCode
 from vigil.store.sqlite.conn import Database
 from vigil.store.sqlite.group import GroupCommit
 

@@ -101,7 +101,7 @@ class SQLiteStore(SQLiteSessions, SQLiteMessages):
 
     @property
     def gateway(self) -> SQLiteGatewayTables:
-        """The gateway's routes, inbox and outbox in this file (see ``store.gateway_tables``)."""
+        """The gateway's routes, inbox and outbox in this file (see ``store.gateway.gateway_tables``)."""
         if self._gateway is None:
             from vigil.store.sqlite.gateway_tables import SQLiteGatewayTables
 
@@ -110,7 +110,7 @@ class SQLiteStore(SQLiteSessions, SQLiteMessages):
 
     @property
     def pairing(self) -> SQLitePairingTables:
-        """Pairing codes and paired platform users in this file (see ``store.pairing_tables``)."""
+        """Pairing codes and paired platform users in this file (see ``store.gateway.pairing_tables``)."""
         if self._pairing is None:
             from vigil.store.sqlite.pairing_tables import SQLitePairingTables
 

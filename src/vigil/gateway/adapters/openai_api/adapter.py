@@ -11,7 +11,7 @@ from vigil.gateway.adapters.openai_api.matching import ADAPTER
 from vigil.gateway.adapters.openai_api.routes import api_routes
 from vigil.gateway.adapters.openai_api.state import ApiState
 from vigil.gateway.token import load_or_create_token
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

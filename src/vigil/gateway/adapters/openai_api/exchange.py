@@ -26,7 +26,7 @@ from vigil.gateway.adapters.openai_api.errors import ApiError
 from vigil.gateway.adapters.openai_api.lookup import Bounded, Lookup
 from vigil.gateway.adapters.openai_api.parsing import ClientTurn, Message
 from vigil.store import SessionNotFound, StoreError
-from vigil.store.gateway_tables import FINISHED_STATUSES, OutboxEntry
+from vigil.store.gateway.gateway_tables import FINISHED_STATUSES, OutboxEntry
 
 log = logging.getLogger(__name__)
 

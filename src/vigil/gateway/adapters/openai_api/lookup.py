@@ -19,7 +19,7 @@ from vigil.gateway.adapters.openai_api import matching
 from vigil.gateway.adapters.openai_api.errors import ApiError
 from vigil.gateway.adapters.openai_api.parsing import ClientTurn
 from vigil.store import AmbiguousSession, SessionNotFound, StoreError
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import secrets
 from typing import Sequence
 
 from vigil.gateway.adapters.openai_api.parsing import Message
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 ADAPTER = "api"
 """The adapter's name: the ``source`` of its conversations and the ``adapter`` of its routes."""

@@ -28,7 +28,7 @@ from vigil.gateway.adapters.slack.events import routes
 from vigil.gateway.adapters.slack.intake import Refused
 from vigil.gateway.adapters.slack.outgoing import deliver
 from vigil.platforms.slack import SlackSettings
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

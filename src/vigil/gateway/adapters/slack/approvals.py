@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from vigil.gateway.adapters.base import DeliveryError, GatewayPort
 from vigil.gateway.adapters.slack.inbound import NAME
 from vigil.gateway.adapters.slack.mrkdwn import escape
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.adapters.slack.web import SlackApi

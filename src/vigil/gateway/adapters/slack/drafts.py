@@ -23,7 +23,7 @@ from vigil.gateway.adapters.base import DeliveryError
 from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.gateway.adapters.slack.mrkdwn import to_mrkdwn
 from vigil.gateway.adapters.slack.split import LIMIT
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.adapters.slack.web import SlackApi

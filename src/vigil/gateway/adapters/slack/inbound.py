@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vigil.gateway.adapters.slack.mrkdwn import from_slack
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 NAME = "slack"
 _HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}

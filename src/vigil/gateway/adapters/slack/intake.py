@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.gateway.adapters.base import DeliveryError, Inbound
 from vigil.gateway.adapters.slack import inbound as routing
 from vigil.gateway.adapters.slack.approvals import pressed
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
     from vigil.gateway.adapters.slack.adapter import SlackAdapter

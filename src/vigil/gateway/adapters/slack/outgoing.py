@@ -23,7 +23,7 @@ from vigil.gateway.adapters.slack.files import trusted_host
 from vigil.gateway.adapters.slack.inbound import is_dm
 from vigil.gateway.adapters.slack.mrkdwn import to_mrkdwn
 from vigil.gateway.adapters.slack.split import split_message
-from vigil.store.gateway_tables import OutboxEntry
+from vigil.store.gateway.gateway_tables import OutboxEntry
 
 if TYPE_CHECKING:
     from vigil.gateway.adapters.slack.adapter import SlackAdapter

@@ -32,7 +32,7 @@ from vigil.gateway.adapters.telegram.polling import Poller, StoredOffset, backof
 from vigil.gateway.adapters.telegram.sending import Sender
 from vigil.gateway.adapters.telegram.stream import Streams
 from vigil.gateway.adapters.telegram.takeover import PollLease, give_back, poll_in_turn
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from vigil.backoff import Backoff, Streak
 from vigil.gateway.adapters.telegram.inbound import owner_of, target_of
 from vigil.gateway.adapters.telegram.outbound import preview, seconds
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
     from telegram import CallbackQuery

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 ADAPTER = "telegram"
 PRIVATE = "private"

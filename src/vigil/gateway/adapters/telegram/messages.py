@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.gateway.adapters.base import Inbound
 from vigil.gateway.adapters.telegram.files import attachment_of, save_attachment
 from vigil.gateway.adapters.telegram.inbound import Place, external_id, normalize_command, route_for
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
     from telegram import Message, Update

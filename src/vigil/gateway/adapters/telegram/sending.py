@@ -18,7 +18,7 @@ from vigil.gateway.adapters.base import DeliveryError
 from vigil.gateway.adapters.telegram.inbound import target_of
 from vigil.gateway.adapters.telegram.outbound import MAX_CAPTION, delivery_error, preview, split_text
 from vigil.gateway.adapters.telegram.stream import Stream, Streams, gone, unmodified
-from vigil.store.gateway_tables import OutboxEntry
+from vigil.store.gateway.gateway_tables import OutboxEntry
 
 STREAMED_KINDS = frozenset({"reply", "heartbeat"})
 UPLOAD_TIMEOUT = 120.0

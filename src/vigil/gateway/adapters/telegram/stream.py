@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable
 from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.gateway.adapters.telegram.inbound import target_of
 from vigil.gateway.adapters.telegram.outbound import preview
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from vigil.gateway.adapters.web.login import login_routes
 from vigil.gateway.adapters.web.pages import page_routes
 from vigil.gateway.adapters.web.state import WebState
 from vigil.gateway.token import load_or_create_token
-from vigil.store.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

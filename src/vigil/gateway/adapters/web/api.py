@@ -17,7 +17,7 @@ from vigil.gateway.adapters.web.state import Endpoint, WebState, error, guarded
 from vigil.gateway.adapters.web.uploads import UploadError, save_upload
 from vigil.masking import is_text
 from vigil.store import AmbiguousSession, SessionNotFound
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 ADAPTER = "web"
 MAX_TEXT = 100_000

@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from vigil.gateway.adapters.web.state import WebState, error, guarded
 from vigil.store import StoreError
-from vigil.store.gateway_tables import PENDING, SENT, OutboxEntry
+from vigil.store.gateway.gateway_tables import PENDING, SENT, OutboxEntry
 
 LOOKBACK = 2000
 """Outbox entries searched for a link this process has not seen (sent before a restart)."""

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from vigil.gateway.adapters.base import GatewayClosed, GatewayPort
 from vigil.gateway.adapters.web.auth import COOKIE_NAME, STATE_CHANGING, LoginThrottle, SessionSigner, same_origin
 from vigil.gateway.adapters.web.events import OpenPages
-from vigil.store.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from vigil.store.errors import DamagedRow
-from vigil.store.pairing_tables import (
+from vigil.store.gateway.pairing_tables import (
     APPROVED,
     DENIED,
     EXISTING,

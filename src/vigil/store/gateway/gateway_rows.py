@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from vigil.store.checks import check_dict, check_limit
 from vigil.store.errors import DamagedRow
-from vigil.store.gateway_tables import (
+from vigil.store.gateway.gateway_tables import (
     FINISHED_STATUSES,
     INBOX_STATUSES,
     OUTBOX_KINDS,
