@@ -1,7 +1,7 @@
 """The secrets a gateway service reads from its environment, kept for systemd in a file.
 
 A systemd user service does not inherit the shell's environment: a unit without the platforms'
-tokens and the model's key starts with Slack or Telegram misconfigured and no model.
+tokens and the model's key starts with its messaging platforms misconfigured and no model.
 ``vigil gateway install --env-file`` therefore writes ``gateway.env`` in the profile (mode 0600)
 with the values of the variables the profile's configuration reads — the model's key and
 endpoint, each enabled platform's declared secrets (:mod:`vigil.platforms`) and the ``${NAME}``
