@@ -14,7 +14,7 @@ import json
 import os
 import ssl
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 # httpx's package imports its command-line client (rich.syntax, pygments: ~40 ms of CPU)
@@ -23,6 +23,7 @@ from typing import Any
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx  # noqa: E402
 
+from vigil.models.lanes import Lanes  # noqa: E402
 
 TransportError = httpx.HTTPError
 """What a connection that breaks while a stream is read raises."""
@@ -85,9 +86,10 @@ class EventStream:
     ``error`` raises ``WireStreamError``; a broken connection raises ``httpx.HTTPError``.
     """
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response, on_close: Callable[[], None] = lambda: None) -> None:
         self.response = response
         self.headers = response.headers
+        self._on_close = on_close
 
     async def read_text(self) -> str:
         """The rest of the body as text (a web page answered instead of a stream)."""
@@ -124,7 +126,10 @@ class EventStream:
             yield parsed
 
     async def aclose(self) -> None:
-        await self.response.aclose()
+        try:
+            await self.response.aclose()
+        finally:
+            self._on_close()
 
 
 DRAIN_SECONDS = 0.05
@@ -148,16 +153,29 @@ class ChatWire:
     """An HTTP client for one OpenAI-compatible ``base_url`` with a bearer ``api_key``."""
 
     def __init__(self, *, base_url: str, api_key: str, timeout: float) -> None:
-        self._http = httpx.AsyncClient(
-            base_url=base_url.rstrip("/") + "/",
-            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            verify=tls_for(base_url),
+        self._base_url = base_url
+        self._api_key = api_key
+        self._timeout = timeout
+        self._tls: ssl.SSLContext | None = None
+        self.lanes: Lanes[httpx.AsyncClient] = Lanes(self._client)
+        """The clients requests go out on (see :mod:`vigil.models.lanes`)."""
+
+    def _client(self, connections: int) -> httpx.AsyncClient:
+        """One lane's client, keeping ``connections`` connections alive."""
+        if self._tls is None:  # made once for every lane: loading the CA bundle is what costs
+            verify = tls_for(self._base_url)
+            self._tls = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=verify)
+        return httpx.AsyncClient(
+            base_url=self._base_url.rstrip("/") + "/",
+            headers={"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"},
+            timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 10.0)),
+            verify=self._tls,
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> object:
         """POST ``body``; the parsed JSON answer, or its text when it is not JSON."""
-        response = await self._send("POST", path, body, stream=False)
+        response, _ = await self._send("POST", path, body, stream=False)
         text = response.text
         if "json" in response.headers.get("content-type", ""):
             return json.loads(text)  # a JSON answer that does not parse is malformed, said so
@@ -165,36 +183,47 @@ class ChatWire:
 
     async def get_json(self, path: str) -> object:
         """GET ``path``; the parsed JSON answer (or its text)."""
-        response = await self._send("GET", path, None, stream=False)
+        response, _ = await self._send("GET", path, None, stream=False)
         return _parsed_body(response.text)
 
     async def post_stream(self, path: str, body: Mapping[str, Any]) -> EventStream:
         """POST ``body`` asking for a stream; the caller closes the ``EventStream``."""
-        return EventStream(await self._send("POST", path, body, stream=True))
+        return EventStream(*await self._send("POST", path, body, stream=True))
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self.lanes.aclose()
 
-    async def _send(self, method: str, path: str, body: Mapping[str, Any] | None, *, stream: bool) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, body: Mapping[str, Any] | None, *, stream: bool
+    ) -> tuple[httpx.Response, Callable[[], None]]:
+        """The response (read and closed unless ``stream``) and what gives its connection's
+        lane back once the caller closed it (done already unless ``stream``)."""
         content = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
         headers = {"Content-Type": "application/json"} if content is not None else None
         if stream:
             headers = {**(headers or {}), "Accept": "text/event-stream"}
-        request = self._http.build_request(method, path.lstrip("/"), content=content, headers=headers)
+        http, give_back = self.lanes.take()
+        request = http.build_request(method, path.lstrip("/"), content=content, headers=headers)
         response: httpx.Response | None = None
         try:
-            response = await self._http.send(request, stream=True)
+            response = await http.send(request, stream=True)
             if response.status_code >= 400:
                 text = (await response.aread()).decode("utf-8", errors="replace")
                 raise WireStatusError(response.status_code, _parsed_body(text), response.headers)
             if not stream:
                 await response.aread()
         except BaseException as exc:
-            if response is not None:
-                await response.aclose()
+            try:
+                if response is not None:
+                    await response.aclose()
+            finally:
+                give_back()
             if isinstance(exc, httpx.HTTPError):
                 raise WireConnectionError(timed_out=isinstance(exc, httpx.TimeoutException)) from exc
             raise
         if not stream:
-            await response.aclose()
-        return response
+            try:
+                await response.aclose()
+            finally:
+                give_back()
+        return response, give_back
