@@ -18,6 +18,7 @@ from vigil.config_errors import ConfigError
 from vigil.gateway_settings import GatewaySettings
 from vigil.platforms.slack import SlackSettings
 from vigil.platforms.telegram import TelegramSettings
+from vigil.platforms.webhooks import WebhooksSettings
 from vigil.masking import mask_secrets, printable
 from vigil.mcp_settings import McpSettings
 from vigil.safe_files import UnsafeFile, read_text
@@ -287,6 +288,7 @@ class Settings(Section):
     gateway: GatewaySettings = setting(default_factory=GatewaySettings)
     slack: SlackSettings = setting(default_factory=SlackSettings)
     telegram: TelegramSettings = setting(default_factory=TelegramSettings)
+    webhooks: WebhooksSettings = setting(default_factory=WebhooksSettings)
     mcp: McpSettings = setting(default_factory=McpSettings)
     timezone: str | None = setting(
         None, max_length=128, description="IANA zone for schedules (default: system)"

@@ -16,8 +16,9 @@ from vigil.platforms.slack import SLACK
 from vigil.platforms.spec import NAME, Capabilities, Platform, TargetForm
 from vigil.platforms.telegram import TELEGRAM
 from vigil.platforms.web import WEB
+from vigil.platforms.webhooks import WEBHOOKS
 
-BUILT_IN: tuple[Platform, ...] = (WEB, SLACK, TELEGRAM, API)
+BUILT_IN: tuple[Platform, ...] = (WEB, SLACK, TELEGRAM, API, WEBHOOKS)
 """In the order lists show them (adapters in ``gateway status``, ``send_file``'s chats)."""
 
 _registered: dict[str, Platform] = {}
