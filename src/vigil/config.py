@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from vigil.config_errors import ConfigError
 from vigil.gateway_settings import GatewaySettings
+from vigil.platforms.email import EmailSettings
 from vigil.platforms.slack import SlackSettings
 from vigil.platforms.telegram import TelegramSettings
 from vigil.platforms.webhooks import WebhooksSettings
@@ -289,6 +290,7 @@ class Settings(Section):
     slack: SlackSettings = setting(default_factory=SlackSettings)
     telegram: TelegramSettings = setting(default_factory=TelegramSettings)
     webhooks: WebhooksSettings = setting(default_factory=WebhooksSettings)
+    email: EmailSettings = setting(default_factory=EmailSettings)
     mcp: McpSettings = setting(default_factory=McpSettings)
     timezone: str | None = setting(
         None, max_length=128, description="IANA zone for schedules (default: system)"
