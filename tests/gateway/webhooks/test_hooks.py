@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import httpx
 
 from tests.gateway.webhooks.conftest import HooksHarness
 from tests.gateway.webhooks.receiver import signed
 from vigil.testing.fake_model import FakeModelServer
+from vigil.testing.scripting import Reply, ToolCallSpec
 from vigil.testing.waiting import eventually
 
 
@@ -110,3 +112,19 @@ async def test_a_hook_without_a_url_keeps_its_answers_in_the_conversation(
 
 def _answered(hooks: HooksHarness, session: str) -> list[str]:
     return [e.text for e in hooks.outbox("sent") if e.session_id == session and e.kind == "reply"]
+
+
+async def test_a_command_waiting_for_approval_is_told_to_the_url(
+    hooks: HooksHarness, fake_model: FakeModelServer, tmp_path: Path
+) -> None:
+    target = tmp_path / "disk"
+    target.mkdir()
+    command = f"mkfs.ext4 /nonexistent/vigil-device; touch {target}/ran"
+    fake_model.queue(Reply.tool_calls(ToolCallSpec("terminal", {"command": command})), "done as you said")
+    assert (await hooks.post({"text": "format the spare disk", "conversation": "ops"}, delivery="fmt")).status_code == 202
+    [asked] = await eventually(lambda: hooks.receiver.texts("ops", "approval_request"), what="the approval request")
+    [request] = [d for d in hooks.receiver.deliveries if d.body["kind"] == "approval_request"]
+    assert request.genuine and "mkfs.ext4" in asked and "web chat" in asked
+    assert hooks.run.gateway.resolve_approval(request.body["approval"]["id"], False)  # as the web chat does
+    await eventually(lambda: hooks.receiver.replies_to("fmt"), what="the answer after the denial")
+    assert not (target / "ran").exists()

@@ -7,7 +7,8 @@ CI systems and anything else that can send and receive an HTTP request.
   and answered once per ``webhook-id`` (:mod:`.routes`, :mod:`.inbound`, :mod:`.signing`).
 - Out: a signed ``POST`` of each answer to ``webhooks.hooks.NAME.url``, retried through the
   gateway's outbox (:mod:`.outbound`); ``vigil cron add --deliver webhooks:NAME`` sends cron
-  results there.
+  results there; a command waiting for approval is told there, to be decided in the web chat
+  (:mod:`.approvals`).
 """
 
 from typing import Any

@@ -2,14 +2,15 @@
 
 Requests come in at ``/hooks/NAME`` on the gateway's HTTP server (:mod:`.routes`); answers,
 heartbeats and cron results go out to each hook's ``url`` (:mod:`.outbound`), through the
-gateway's durable outbox. A hook's conversations are routed as
-``RouteKey("webhooks", NAME, <conversation key>)``; the hook is the sender, allowed because its
-caller signed the request (:attr:`vigil.platforms.webhooks.WebhooksSettings.allow`). The
+gateway's durable outbox; a command waiting for approval is told there too (:mod:`.approvals`).
+A hook's conversations are routed as ``RouteKey("webhooks", NAME, <conversation key>)``; the
+hook is the sender, allowed because its caller signed the request (:attr:`vigil.platforms.webhooks.WebhooksSettings.allow`). The
 secrets are read from the environment variables the hooks name, at start and on reload.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import httpx
 
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
+from vigil.gateway.adapters.webhooks.approvals import announce
 from vigil.gateway.adapters.webhooks.outbound import deliver
 from vigil.gateway.adapters.webhooks.routes import routes
 from vigil.gateway.adapters.webhooks.signing import key_of
@@ -60,6 +62,7 @@ class WebhooksAdapter:
         self._environ = environ
         self._client: httpx.AsyncClient | None = None
         self._routes: list[BaseRoute] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- life cycle -----------------------------------------------------------------------------
     async def start(self, gateway: GatewayPort) -> None:
@@ -74,6 +77,9 @@ class WebhooksAdapter:
     async def stop(self) -> None:
         self.gateway = None
         self.since = time.time()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
@@ -130,4 +136,11 @@ class WebhooksAdapter:
             raise
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
-        """Nothing: a hook is sent each answer whole, once it is there."""
+        """A command waiting for approval is told to the hook's url (:mod:`.approvals`);
+        nothing else: a hook is sent each answer whole, once it is there."""
+        hook, client = self.hook(route.chat), self._client
+        if event.get("type") != "approval_request" or hook is None or client is None:
+            return
+        task = asyncio.ensure_future(announce(self, client, hook, route, event))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
