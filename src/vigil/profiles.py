@@ -127,12 +127,18 @@ class Profile:
 def in_vigil_home(path: Path, profile: Profile) -> bool:
     """Whether ``path`` lies inside a vigil home (this profile's, or the root one holding every
     profile) and outside ``profile``'s workspaces: no place for the agent to work."""
-    real = Path(os.path.realpath(path))
-    homes = (Path(os.path.realpath(vigil_home())), Path(os.path.realpath(profile.home)))
-    if not any(real == home or home in real.parents for home in homes):
+    # Compared as strings: Path objects and their parents cost most of the 100 µs this took
+    # every turn (bench/gateway_load.py --py-spy); the real paths are still resolved each time.
+    real = os.path.realpath(path)
+    homes = (os.path.realpath(vigil_home()), os.path.realpath(profile.home))
+    if not any(_within(real, home) or real == home for home in homes):
         return False
-    workspaces = Path(os.path.realpath(profile.workspaces_dir))
-    return not (workspaces in real.parents)
+    return not _within(real, os.path.realpath(profile.workspaces_dir))
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether the resolved ``path`` lies below the resolved ``folder`` (not ``folder`` itself)."""
+    return path.startswith(folder if folder.endswith(os.sep) else folder + os.sep) and path != folder
 
 
 def _kind_of(path: Path) -> str:
