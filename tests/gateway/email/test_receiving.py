@@ -137,3 +137,35 @@ async def test_a_heartbeat_set_by_mail_fires_into_the_thread(
     assert notes and notes[0].mail["In-Reply-To"] == "<hb@example.com>"
     assert fired[0].envelope_to == [ME] and fired[0].mail["In-Reply-To"] == "<hb@example.com>"
     assert fired[0].mail["Subject"].startswith("Re: ")
+
+
+def _with_file(sender: str, message_id: str, name: str, content: bytes) -> bytes:
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"], message["Message-ID"] = sender, AGENT, "A file", message_id
+    message.set_content("please read the attached file")
+    message.add_attachment(content, maintype="application", subtype="octet-stream", filename=name)
+    return message.as_bytes()
+
+
+async def test_an_allowed_senders_attachment_is_saved_into_the_conversation_and_a_strangers_is_not(
+    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
+) -> None:
+    running = await email_gateway(receiving_settings(fake_model, smtp, imap))
+    adapter = running.run.gateway.adapters["email"]
+    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+    fake_model.rule(contains="please read the attached file", reply="read it")
+    imap.append(_with_file("stranger@example.org", "<f0@example.org>", "evil.sh", b"rm -rf /"))
+    imap.append(_with_file(ME, "<f1@example.com>", "../notes.txt", b"the secret plan\n"))
+    await eventually(lambda: [m for m in smtp.mails if m.part("text/plain").strip() == "read it"], what="the answer")
+    asked = [r.last_user_text for r in fake_model.requests if "attached file" in r.last_user_text]
+    assert len(asked) == 1 and "[The user attached a file, saved as " in asked[0]
+    saved = asked[0].split("saved as ")[1].split(" (")[0]
+    from pathlib import Path
+
+    path = Path(saved)
+    assert path.name == "notes.txt" and path.read_bytes() == b"the secret plan\n"
+    assert path.parent == running.run.gateway.workdir(_inbox(running)[0][2])  # the conversation's own directory
+    workspaces = running.profile.home / "workspaces"
+    assert not [p for p in workspaces.rglob("evil.sh")]  # a stranger's file is never written

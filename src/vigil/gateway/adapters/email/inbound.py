@@ -23,12 +23,15 @@ from email.utils import getaddresses
 from html.parser import HTMLParser
 
 from vigil.gateway.adapters.base import Inbound
+from vigil.gateway.adapters.email.attachments import files_of
 from vigil.platforms.email import ADDRESS
 from vigil.store.gateway.gateway_tables import RouteKey
 
 MAX_TEXT = 100_000
 """Characters of a mail's text handed to the agent (a longer mail is cut, and says so)."""
 _ID = re.compile(r"<[^<>\s]{1,250}>")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters other than tab and newline (PostgreSQL stores no NUL in text)."""
 _QUOTE_HEAD = re.compile(r"^(On .{0,300} wrote:|-----\s*Original Message\s*-----)\s*$", re.MULTILINE | re.IGNORECASE)
 
 
@@ -44,16 +47,22 @@ class Mail:
     """The thread's ids, oldest first, this mail's own last."""
     text: str
     automatic: bool
-    meta: dict[str, object] = field(default_factory=dict)
+    files: list[tuple[str, bytes]] = field(default_factory=list)
+    """Its attachments, ``(name, content)``."""
 
     @property
     def root(self) -> str:
         return self.references[0]
 
-    def inbound(self) -> Inbound:
+    @property
+    def route(self) -> RouteKey:
+        return RouteKey("email", self.sender, self.root)
+
+    def inbound(self, notes: str = "") -> Inbound:
+        """The mail as gateway input; ``notes`` name its saved attachments."""
         meta = {"subject": self.subject, "message_id": self.message_id, "references": self.references[-20:]}
-        return Inbound(RouteKey("email", self.sender, self.root), f"mid:{self.message_id}", self.text,
-                       sender=self.sender, meta=meta)
+        text = f"{self.text}\n\n{notes}" if notes and self.text else notes or self.text
+        return Inbound(self.route, f"mid:{self.message_id}", text, sender=self.sender, meta=meta)
 
 
 def _ids(value: object) -> list[str]:
@@ -99,7 +108,7 @@ def _body(mail: EmailMessage) -> str:
 
 def without_quote(text: str) -> str:
     """``text`` without the quoted mail below it and the trailing ``>`` lines."""
-    text = text.replace("\r\n", "\n")
+    text = _CONTROLS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
     head = _QUOTE_HEAD.search(text)
     if head is not None and head.start() > 0:
         text = text[: head.start()]
@@ -134,5 +143,9 @@ def parse(raw: bytes, *, uid_key: str) -> Mail | None:
     text = without_quote(_body(mail))
     if len(text) > MAX_TEXT:
         text = text[:MAX_TEXT] + "\n[the rest of this mail was cut]"
-    subject = " ".join(str(mail.get("Subject", "")).split())[:300]
-    return Mail(sender, message_id, subject, [*references, message_id], text or subject, _automatic(mail))
+    subject = " ".join(_CONTROLS.sub(" ", str(mail.get("Subject", ""))).split())[:300]
+    try:
+        files = files_of(mail)
+    except Exception:  # a broken MIME structure: the words still count
+        files = []
+    return Mail(sender, message_id, subject, [*references, message_id], text or subject, _automatic(mail), files)

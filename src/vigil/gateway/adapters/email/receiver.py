@@ -21,6 +21,7 @@ from typing import Callable
 
 from vigil.backoff import Backoff
 from vigil.gateway.adapters.base import GatewayClosed, GatewayPort
+from vigil.gateway.adapters.email.attachments import save_files
 from vigil.gateway.adapters.email.imap import ImapError, Mailbox, Position
 from vigil.gateway.adapters.email.inbound import parse
 from vigil.gateway.adapters.email.smtp import Login
@@ -104,7 +105,10 @@ class Receiver:
             log.info("email: mail %d left alone (%s)", uid, "no sender" if mail is None else
                      "automatic" if mail.automatic else "the agent's own")
         else:
-            receipt = await self.gateway.receive(mail.inbound())
+            notes = ""
+            if mail.files and await self.gateway.may_talk("email", mail.sender):
+                notes = await save_files(self.gateway, mail.route, mail.files)
+            receipt = await self.gateway.receive(mail.inbound(notes))
             log.info("email: mail %d from %s %s", uid, mail.sender,
                      "denied" if receipt.denied else "again (duplicate)" if receipt.duplicate else "stored")
             await asyncio.to_thread(box.mark_seen, uid)

@@ -1,0 +1,76 @@
+"""Files attached to a received mail: saved into the conversation's working directory (each
+at most ``gateway.upload_max_bytes``) and named in the message, so the agent can read them.
+
+Only an allowed sender's files are saved (anyone else makes the gateway write nothing). A file
+that cannot be saved is named with the reason, so the agent can tell the person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from email.message import EmailMessage
+from pathlib import Path
+
+from vigil.gateway.adapters.base import GatewayPort
+from vigil.gateway.adapters.saved_files import open_new, safe_name
+from vigil.store.gateway.gateway_tables import RouteKey
+
+log = logging.getLogger(__name__)
+
+MAX_FILES = 20
+"""Attachments of one mail that are saved (the rest are named as not saved)."""
+
+
+def files_of(mail: EmailMessage) -> list[tuple[str, bytes]]:
+    """``(name, content)`` of each attachment (inline images with a file name included)."""
+    found: list[tuple[str, bytes]] = []
+    for index, part in enumerate(mail.iter_attachments(), 1):
+        try:
+            content = part.get_payload(decode=True)
+        except Exception:
+            content = None
+        if isinstance(content, bytes):
+            found.append((part.get_filename() or f"attachment-{index}", content))
+    return found
+
+
+def _save(directory: Path, name: str, content: bytes) -> Path:
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path, out = open_new(directory, name)
+    with out:
+        out.write(content)
+    return path
+
+
+async def save_files(gateway: GatewayPort, route: RouteKey, files: list[tuple[str, bytes]]) -> str:
+    """Save ``files`` for the conversation of ``route`` (opened if new); the notes to add to the
+    message, one line each."""
+    session_id = await asyncio.to_thread(_routed_session, gateway, route)
+    if session_id is None:
+        session_id = await gateway.open_conversation(route)
+    directory = await asyncio.to_thread(gateway.workdir, session_id)
+    limit = gateway.settings.gateway.upload_max_bytes
+    notes: list[str] = []
+    for index, (raw_name, content) in enumerate(files):
+        name = safe_name(raw_name)
+        if index >= MAX_FILES:
+            notes.append(f"[The user attached the file '{name}'; it was not saved: more than {MAX_FILES} files]")
+        elif len(content) > limit:
+            notes.append(f"[The user attached the file '{name}' ({len(content)} bytes); it was not saved: "
+                         f"larger than the limit of {limit} bytes]")
+        else:
+            try:
+                path = await asyncio.to_thread(_save, directory, name, content)
+            except OSError as exc:
+                log.warning("email: cannot save %s: %s", name, exc)
+                notes.append(f"[The user attached the file '{name}'; it could not be saved: {exc}]")
+                continue
+            notes.append(f"[The user attached a file, saved as {path} ({len(content)} bytes)]")
+    return "\n".join(notes)
+
+
+def _routed_session(gateway: GatewayPort, route: RouteKey) -> str | None:
+    """The conversation ``route`` leads to now (following compression continuations)."""
+    session_id = gateway.store.gateway.route_get(route)
+    return None if session_id is None else gateway.store.newest_continuation(session_id)
