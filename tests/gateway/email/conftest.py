@@ -141,7 +141,8 @@ def imap(monkeypatch: pytest.MonkeyPatch) -> Iterator["ImapServer"]:
         server.stop()
 
 
-def receiving_settings(fake_model: FakeModelServer, smtp: SmtpServer, imap: "ImapServer", **email: Any) -> Settings:
-    """Settings that read the agent's mailbox every second and answer ``ME``."""
-    return email_settings(fake_model, smtp.url, imap_url=imap.url, password_env=PASSWORD_ENV, poll_seconds=1,
-                          allow=[ME], **email)
+def receiving_settings(fake_model: FakeModelServer, smtp: SmtpServer, imap: "ImapServer", *,
+                       poll_seconds: int = 1, **email: Any) -> Settings:
+    """Settings that read the agent's mailbox (looking at least every ``poll_seconds``) and answer ``ME``."""
+    return email_settings(fake_model, smtp.url, imap_url=imap.url, password_env=PASSWORD_ENV,
+                          poll_seconds=poll_seconds, allow=[ME], **email)

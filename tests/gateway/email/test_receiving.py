@@ -169,3 +169,16 @@ async def test_an_allowed_senders_attachment_is_saved_into_the_conversation_and_
     assert path.parent == running.run.gateway.workdir(_inbox(running)[0][2])  # the conversation's own directory
     workspaces = running.profile.home / "workspaces"
     assert not [p for p in workspaces.rglob("evil.sh")]  # a stranger's file is never written
+
+
+
+async def test_new_mail_is_seen_as_it_comes_through_idle(
+    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
+) -> None:
+    running = await email_gateway(receiving_settings(fake_model, smtp, imap, poll_seconds=3600))
+    adapter = running.run.gateway.adapters["email"]
+    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+    fake_model.rule(contains="are you awake", reply="awake")
+    for number in (1, 2):  # the second while the first look's IDLE is long over
+        imap.append(mail(ME, AGENT, f"Ping {number}", "are you awake?", f"<idle{number}@example.com>"))
+        await eventually(lambda: len(smtp.mails) == number, what=f"answer {number} within the hour's poll")

@@ -5,20 +5,28 @@ and the ``\\Seen`` flag once a mail is handled.
 ``imaps://`` speaks TLS from the first byte; ``imap://`` upgrades with STARTTLS whenever the
 server offers it, and the password is never sent unencrypted except to a server on this
 machine. Mails are read with ``BODY.PEEK[]``, which leaves them unread until they are stored.
+
+Between looks, :meth:`Mailbox.wait` holds an IDLE command open where the server has IDLE
+(RFC 2177), so new mail is seen as it comes; imaplib of Python 3.11 has no IDLE, so the few
+lines of it are written here. Without IDLE the caller waits out its poll interval.
 """
 
 from __future__ import annotations
 
 import imaplib
+import itertools
 import re
+import select
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 
 from vigil.gateway.adapters.email.smtp import Login
 from vigil.platforms.email import Endpoint
 
 TIMEOUT = 30.0
+_TAGS = itertools.count(1)
 FETCH_BATCH = 50
 """Mails read per look (the rest come at the next one)."""
 
@@ -113,6 +121,44 @@ class Mailbox:
             raise
         except Exception as exc:
             raise _failure(exc, self.server) from None
+
+    @property
+    def idles(self) -> bool:
+        """Whether the server has IDLE."""
+        return self.client is not None and "IDLE" in self.client.capabilities
+
+    def wait(self, seconds: float) -> None:
+        """Return when the server tells of new mail, or after ``seconds`` (IDLE)."""
+        client = self._require()
+        tag = f"VIDLE{next(_TAGS)}".encode()
+        try:
+            client.send(tag + b" IDLE\r\n")
+            if not client.readline().startswith(b"+"):
+                raise ImapError(f"{self.server} refused IDLE")
+            deadline = time.monotonic() + seconds
+            while (left := deadline - time.monotonic()) > 0:
+                if not self._readable(client, left):
+                    break
+                line = client.readline()
+                if not line:
+                    raise ImapError(f"{self.server} closed the connection")
+                if re.match(rb"\* \d+ (EXISTS|RECENT)", line):
+                    break
+            client.send(b"DONE\r\n")
+            while not (line := client.readline()).startswith(tag):
+                if not line:
+                    raise ImapError(f"{self.server} closed the connection")
+        except ImapError:
+            raise
+        except Exception as exc:
+            raise _failure(exc, self.server) from None
+
+    @staticmethod
+    def _readable(client: imaplib.IMAP4, seconds: float) -> bool:
+        sock = client.sock
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        return bool(select.select([sock], [], [], seconds)[0])
 
     def mark_seen(self, uid: int) -> None:
         """Flag the mail ``\\Seen``: it is handled (stored, or deliberately left alone)."""

@@ -1,8 +1,9 @@
 """The receiving loop: new mail in the IMAP mailbox becomes gateway input, each mail marked
 handled only once it is stored.
 
-Every ``email.poll_seconds`` the loop asks the server for the mails with a UID above its
-watermark, oldest first. A mail is handed to :meth:`GatewayPort.receive` (which stores it, or
+The loop asks the server for the mails with a UID above its watermark, oldest first, then
+waits for more: in IDLE where the server has it (new mail is seen as it comes), at most
+``email.poll_seconds`` either way. A mail is handed to :meth:`GatewayPort.receive` (which stores it, or
 recognises its Message-ID as a duplicate, or answers a stranger with a pairing code); only
 then is it flagged ``\\Seen`` and the watermark moved past it, in the store's ``state_meta``.
 A crash in between reads it again, and the inbox's deduplication answers it once.
@@ -85,7 +86,9 @@ class Receiver:
                 except GatewayClosed:
                     return
                 mark = uid
-            if not mails:
+            if not mails and box.idles:
+                await asyncio.to_thread(box.wait, self.poll)
+            elif not mails:
                 await asyncio.sleep(self.poll)
 
     async def _watermark(self, position: Position) -> int:
