@@ -51,6 +51,9 @@ def test_doctor_says_what_keeps_mail_from_going_out(vigil_home: Path) -> None:
     assert "mail.example.com:587" in remote["email login"]["detail"]
     local = _doctor(vigil_home, {"address": "agent@example.com", "smtp_url": "smtp://127.0.0.1:2525"})
     assert [c["status"] for c in local.values()] == ["ok"]  # a relay on this machine needs no login
+    reading = _doctor(vigil_home, {"address": "agent@example.com", "smtp_url": "smtp://127.0.0.1:2525",
+                                   "imap_url": "imaps://imap.example.com"})
+    assert "reading a mailbox needs its password" in reading["email imap login"]["detail"]
 
 
 def test_cron_add_offers_the_email_target() -> None:
@@ -104,6 +107,11 @@ SETTINGS = st.one_of(
                                    "exa_mple.com", "mail.example.com/path", "mail.example.com?x=1"]),
                   st.sampled_from(["", ":25", ":465", ":0", ":65536", ":-1", ":x"])),
     )),
+    st.tuples(st.just("email.imap_url"), st.builds(lambda scheme, rest: f"{scheme}://{rest}",
+                                                   st.sampled_from(["imap", "imaps", "smtp", "pop3"]),
+                                                   st.one_of(nasty_text(20), st.just("imap.example.com:993")))),
+    st.tuples(st.just("email.mailbox"), st.one_of(nasty_text(20), st.sampled_from(["INBOX", "Agent/Work", 'a"b']))),
+    st.tuples(st.just("email.poll_seconds"), st.sampled_from(["0", "1", "30", "3600", "3601", "-5", "1.5", "x"])),
     st.tuples(st.sampled_from(["email.password_env", "email.username"]),
               st.one_of(nasty_text(20), st.sampled_from(["VIGIL_MAIL", "1X", "A-B", "me@example.com"]))),
     st.tuples(st.just("email.allow"), st.lists(ADDRESSES, max_size=3).map(json.dumps)),
@@ -128,6 +136,13 @@ def test_email_settings_are_checked_before_they_are_written(pair: tuple[str, str
         assert _is_plain_address(stored), stored
     elif key == "email.allow":
         assert all(_is_plain_address(item) for item in stored), stored  # compared without case when read
+    elif key == "email.imap_url":
+        parts = urlsplit(stored)
+        assert parts.scheme in ("imap", "imaps") and parts.hostname and "@" not in stored
+    elif key == "email.mailbox":
+        assert stored and '"' not in stored and "\\" not in stored and stored.isprintable()
+    elif key == "email.poll_seconds":
+        assert isinstance(stored, int) and 1 <= stored <= 3600
     elif key == "email.password_env":
         assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", stored)
     else:
