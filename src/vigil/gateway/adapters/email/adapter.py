@@ -209,7 +209,9 @@ class EmailAdapter:
     async def reload(self, settings: "Settings") -> None:
         """New settings (and a new password in the environment) take effect for the next mail;
         a changed server or login is checked again as at start, and reading starts over."""
-        old = (self._server, self._login, self._imap, self.settings.mailbox if self.gateway else None)
+        reading = ("mailbox", "poll_seconds", "address")
+        old = (self._server, self._login, self._imap,
+               tuple(getattr(self.settings, name) for name in reading) if self.gateway else None)
         self._settings = settings.email
         if self.gateway is None:
             return
@@ -219,7 +221,7 @@ class EmailAdapter:
             self._server = self._login = None
             self._enter(MISCONFIGURED, problem, problem)
             return
-        if (self._server, self._login, self._imap, settings.email.mailbox) != old:
+        if (self._server, self._login, self._imap, tuple(getattr(settings.email, name) for name in reading)) != old:
             await self._stop_receiving()
         await self._receive(self.gateway)
         if (self._server, self._login) != old[:2] or self._state != CONNECTED:

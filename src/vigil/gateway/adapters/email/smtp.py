@@ -16,7 +16,7 @@ from __future__ import annotations
 import smtplib
 import socket
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import EmailMessage
 
 from vigil.gateway.adapters.base import DeliveryError
@@ -31,7 +31,7 @@ class Login:
     """Who logs in (``password`` ``None``: nobody, a relay on this machine)."""
 
     username: str
-    password: str | None
+    password: str | None = field(repr=False)
 
 
 def _connect(server: Endpoint, timeout: float) -> smtplib.SMTP:
