@@ -147,3 +147,15 @@ def test_email_settings_are_checked_before_they_are_written(pair: tuple[str, str
         assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", stored)
     else:
         assert stored and not re.search(r"\s", stored)
+
+
+def test_the_service_file_of_secrets_takes_the_mail_password(tmp_path: Path) -> None:
+    """``vigil gateway install --env-file`` writes what the registry declares: the password's variable."""
+    from vigil.config import Settings
+    from vigil.gateway.secrets_env import update_env_file
+
+    settings = Settings.model_validate({"email": {"enabled": True, "address": "agent@example.com",
+                                                  "smtp_url": "smtps://smtp.example.com", "password_env": "MAIL_PW"}})
+    update_env_file(settings, tmp_path / "gateway.env", {"MAIL_PW": "app-password"})
+    assert "MAIL_PW=" in (tmp_path / "gateway.env").read_text()
+    assert (tmp_path / "gateway.env").stat().st_mode & 0o777 == 0o600
