@@ -93,6 +93,7 @@ async def test_a_stranger_gets_a_pairing_code_and_automatic_mail_is_left_alone(
     stranger = imap.append(mail("Stranger <Who@Example.org>", AGENT, "Hello", "let me in", "<s1@example.org>"))
     [notice] = await eventually(lambda: smtp.mails, what="the pairing code")
     assert notice.envelope_to == ["who@example.org"] and notice.mail["In-Reply-To"] == "<s1@example.org>"
+    assert notice.mail["Subject"] == "Re: Hello"
     assert "pairing" in notice.part("text/plain").lower()
     assert imap.seen(stranger) and not imap.seen(robot) and not imap.seen(own)
     assert len(fake_model.requests) == asked  # nothing reached the model

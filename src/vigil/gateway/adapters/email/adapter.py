@@ -20,6 +20,7 @@ import asyncio
 import logging
 import os
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Sequence
 
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
@@ -61,6 +62,8 @@ class EmailAdapter:
         self._receiver: Receiver | None = None
         self._task: asyncio.Task[None] | None = None
         self._reading: tuple[str, str, str | None] | None = None
+        self._subjects: OrderedDict[str, str] = OrderedDict()
+        """Threads' latest subjects, kept by the receiver (a pairing code's reply names none)."""
         self._opened = asyncio.Event()
         """The receiver's own (state, detail, error) while it runs."""
 
@@ -116,7 +119,8 @@ class EmailAdapter:
         section = self.settings
         self._reading = ("retrying", f"connecting to {self._imap}", None)
         self._receiver = Receiver(gateway, self._imap, self._login, mailbox=section.mailbox,
-                                  own=section.address or "", poll=section.poll_seconds, state=self._read_state)
+                                  own=section.address or "", poll=section.poll_seconds, state=self._read_state,
+                                  subjects=self._subjects)
         self._opened = asyncio.Event()
         self._task = asyncio.create_task(self._receiver.run(), name="email-imap")
         try:
@@ -180,7 +184,8 @@ class EmailAdapter:
             references = [str(ref) for ref in meta.get("references") or [] if isinstance(ref, str)]
             if references:
                 return str(meta.get("subject") or ""), references
-        return "", [message.route.thread] if message.route.thread else []
+        thread = message.route.thread
+        return (self._subjects.get(thread, ""), [thread]) if thread else ("", [])
 
     async def _subject(self, message: OutboxEntry) -> str:
         """The cron run's title, else the conversation's, else a default."""

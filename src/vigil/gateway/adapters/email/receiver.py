@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections import OrderedDict
 from typing import Callable
 
 from vigil.backoff import Backoff
@@ -30,6 +31,8 @@ from vigil.platforms.email import Endpoint
 
 log = logging.getLogger(__name__)
 
+SUBJECTS = 1000
+"""Threads whose subject is remembered."""
 State = Callable[[str, str, "str | None"], None]
 """Told ``(state, detail, error)`` as the loop connects, waits and fails."""
 
@@ -38,10 +41,13 @@ class Receiver:
     """See the module docstring."""
 
     def __init__(self, gateway: GatewayPort, server: Endpoint, login: Login, *, mailbox: str, own: str,
-                 poll: float, state: State, backoff: tuple[float, float] = (1.0, 300.0)) -> None:
+                 poll: float, state: State, backoff: tuple[float, float] = (1.0, 300.0),
+                 subjects: "OrderedDict[str, str] | None" = None) -> None:
         self.gateway, self.server, self.login = gateway, server, login
         self.mailbox_name, self.own, self.poll, self.state = mailbox, own.lower(), poll, state
         self.backoff = Backoff(*backoff)
+        self.subjects: OrderedDict[str, str] = subjects if subjects is not None else OrderedDict()
+        """The latest subject of each thread (by its root), for answers that name no mail."""
         digest = hashlib.sha256(f"{login.username}|{server}|{mailbox}".encode()).hexdigest()[:16]
         self.key = f"email.imap.{digest}"
         """The ``state_meta`` key of this mailbox's watermark."""
@@ -108,6 +114,10 @@ class Receiver:
             log.info("email: mail %d left alone (%s)", uid, "no sender" if mail is None else
                      "automatic" if mail.automatic else "the agent's own")
         else:
+            self.subjects[mail.root] = mail.subject
+            self.subjects.move_to_end(mail.root)
+            while len(self.subjects) > SUBJECTS:
+                self.subjects.popitem(last=False)
             notes = ""
             if mail.files and await self.gateway.may_talk("email", mail.sender):
                 notes = await save_files(self.gateway, mail.route, mail.files)
