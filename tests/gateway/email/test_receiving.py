@@ -183,3 +183,17 @@ async def test_new_mail_is_seen_as_it_comes_through_idle(
     for number in (1, 2):  # the second while the first look's IDLE is long over
         imap.append(mail(ME, AGENT, f"Ping {number}", "are you awake?", f"<idle{number}@example.com>"))
         await eventually(lambda: len(smtp.mails) == number, what=f"answer {number} within the hour's poll")
+
+
+async def test_a_mail_with_a_broken_message_id_does_not_stop_the_mail_after_it(
+    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
+) -> None:
+    running = await email_gateway(receiving_settings(fake_model, smtp, imap))
+    adapter = running.run.gateway.adapters["email"]
+    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+    fake_model.rule(contains="still reading", reply="yes")
+    broken = imap.append(mail("odd@example.org", AGENT, "Odd", "hello", "<a\x01b@example.org>"))
+    imap.append(mail(ME, AGENT, "Next", "still reading?", "<next@example.com>"))
+    await eventually(lambda: [m for m in smtp.mails if m.envelope_to == [ME]], what="the next mail answered")
+    assert imap.seen(broken)  # read as a mail of its own (a pairing code went back)
+    assert [m.envelope_to for m in smtp.mails] == [["odd@example.org"], [ME]]

@@ -29,7 +29,8 @@ from vigil.store.gateway.gateway_tables import RouteKey
 
 MAX_TEXT = 100_000
 """Characters of a mail's text handed to the agent (a longer mail is cut, and says so)."""
-_ID = re.compile(r"<[^<>\s]{1,250}>")
+_ID = re.compile(r"<[!-;=?-~]{1,250}>")
+"""A Message-ID: printable ASCII between angle brackets (what can key a route and an inbox entry)."""
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 """Control characters other than tab and newline (PostgreSQL stores no NUL in text)."""
 _QUOTE_HEAD = re.compile(r"^(On .{0,300} wrote:|-----\s*Original Message\s*-----)\s*$", re.MULTILINE | re.IGNORECASE)

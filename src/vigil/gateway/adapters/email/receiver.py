@@ -28,9 +28,13 @@ from vigil.gateway.adapters.email.imap import ImapError, Mailbox, Position
 from vigil.gateway.adapters.email.inbound import parse
 from vigil.gateway.adapters.email.smtp import Login
 from vigil.platforms.email import Endpoint
+from vigil.store import StoreError
 
 log = logging.getLogger(__name__)
 
+STRIKES = 3
+"""Failures in a row of one mail (not of the store) after which it is skipped: one poison mail
+must not keep every later mail from being read."""
 SUBJECTS = 1000
 """Threads whose subject is remembered."""
 State = Callable[[str, str, "str | None"], None]
@@ -54,6 +58,8 @@ class Receiver:
         self._box: Mailbox | None = None
         self.failures = 0
         """Failed tries in a row (reset once connected)."""
+        self.strikes: dict[int, int] = {}
+        """Failures in a row of a mail, by UID."""
 
     async def run(self) -> None:
         """Read mail until cancelled; a failure is retried with back-off (a final one slower)."""
@@ -91,6 +97,16 @@ class Receiver:
                     await self._handle(box, position, uid, raw)
                 except GatewayClosed:
                     return
+                except StoreError:
+                    raise  # the store is away: the mail is read again once it is back
+                except Exception:
+                    self.strikes[uid] = self.strikes.get(uid, 0) + 1
+                    if self.strikes[uid] < STRIKES:
+                        raise
+                    log.exception("email: mail %d fails every time; it is left unread and skipped", uid)
+                    await asyncio.to_thread(self.gateway.store.set_meta, self.key,
+                                            {"validity": position.validity, "uid": uid})
+                self.strikes.pop(uid, None)
                 mark = uid
             if not mails and box.idles:
                 await asyncio.to_thread(box.wait, self.poll)
