@@ -23,7 +23,7 @@ state_dir = {root}/state
 log_path = {root}/dovecot.log
 protocols = imap
 listen = 127.0.0.1
-ssl = no
+{ssl}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 default_internal_user = nobody
@@ -46,7 +46,8 @@ service imap-login {{
     port = {port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {tls_port}
   }}
 }}
 service anvil {{
@@ -68,10 +69,17 @@ class ImapServer:
     port: int = field(default_factory=_free_port)
     root: Path | None = None
     process: subprocess.Popen[bytes] | None = None
+    certificate: tuple[Path, Path] | None = None
+    """A certificate and key: STARTTLS on the IMAP port, TLS on :attr:`tls_port` (else plain only)."""
+    tls_port: int = 0
 
     @property
     def url(self) -> str:
         return f"imap://127.0.0.1:{self.port}"
+
+    @property
+    def tls_url(self) -> str:
+        return f"imaps://127.0.0.1:{self.tls_port}"
 
     def start(self, timeout: float = 20) -> "ImapServer":
         assert DOVECOT is not None
@@ -82,7 +90,13 @@ class ImapServer:
             (self.root / part).mkdir()
         (self.root / "mail").chmod(0o777)
         (self.root / "passwd").write_text(f"{self.user}:{{PLAIN}}{self.password}\n")
-        (self.root / "dovecot.conf").write_text(_CONFIG.format(root=self.root, port=self.port))
+        ssl = "ssl = no"
+        if self.certificate is not None:
+            self.tls_port = _free_port()
+            cert, key = self.certificate
+            ssl = f"ssl = yes\nssl_cert = <{cert}\nssl_key = <{key}"
+        (self.root / "dovecot.conf").write_text(_CONFIG.format(root=self.root, port=self.port, ssl=ssl,
+                                                               tls_port=self.tls_port))
         self.process = subprocess.Popen([DOVECOT, "-F", "-c", str(self.root / "dovecot.conf")],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout

@@ -1,6 +1,6 @@
-"""Encryption on the way to the server: ``smtp://`` upgrades with STARTTLS when the server
-offers it (and logs in only then), ``smtps://`` speaks TLS from the start; a certificate that
-does not verify is refused for good. The certificate is self-signed (the openssl command) and
+"""Encryption on the way to the servers: ``smtp://`` and ``imap://`` upgrade with STARTTLS when
+the server offers it (and log in only then), ``smtps://`` and ``imaps://`` speak TLS from the
+start; a certificate that does not verify is refused for good. The certificate is self-signed (the openssl command) and
 trusted through ``SSL_CERT_FILE``, as a person would for a private authority."""
 
 from __future__ import annotations
@@ -63,3 +63,29 @@ async def test_a_certificate_that_does_not_verify_is_refused(
     health = await eventually(lambda: (h := adapter.health()).last_error and h, what="the TLS failure")
     assert not health.ok and "does not verify" in (health.last_error or "")
     assert server.logins == [] and server.mails == []
+
+
+@pytest.mark.parametrize("scheme", ["imap", "imaps"])
+async def test_the_mailbox_is_read_over_tls(
+    scheme: str, pem: tuple[Path, Path], smtp: SmtpServer, email_gateway: StartGateway,
+    fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.gateway.email.imap_server import DOVECOT, ImapServer, mail
+
+    if DOVECOT is None:
+        pytest.skip("Dovecot is not installed (apt-get install dovecot-imapd)")
+    monkeypatch.setenv("SSL_CERT_FILE", str(pem[0]))
+    monkeypatch.setenv(PASSWORD_ENV, "over-tls")
+    imap = ImapServer(AGENT, "over-tls", certificate=pem).start()
+    try:
+        url = imap.tls_url if scheme == "imaps" else imap.url
+        running = await email_gateway(email_settings(fake_model, smtp.url, imap_url=url, password_env=PASSWORD_ENV,
+                                                     poll_seconds=1, allow=[ME]))
+        adapter = running.run.gateway.adapters["email"]
+        await eventually(lambda: adapter.health().ok, what="reading the mailbox over TLS")
+        fake_model.rule(contains="over tls?", reply="over TLS")
+        imap.append(mail(ME, AGENT, "TLS", "over tls?", "<tls@example.com>"))
+        await eventually(lambda: smtp.mails, what="the answer")
+        assert any("Login:" in line and ", TLS" in line for line in imap.log().splitlines()), imap.log()
+    finally:
+        imap.stop()
