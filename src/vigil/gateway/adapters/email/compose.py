@@ -7,8 +7,8 @@ Cron answers and heartbeats say ``Auto-Submitted: auto-generated`` (RFC 3834): a
 responder does not answer them.
 
 Markdown is rendered by markdown-it-py (CommonMark with tables and strike-through), which
-vigil already has through rich; raw HTML in an answer is shown as text, and links other than
-http(s)/mailto are left out by markdown-it's own link check.
+vigil already has through rich; raw HTML in an answer is shown as text, and markdown-it's own
+link check leaves out javascript:, vbscript:, file: and data: links.
 """
 
 from __future__ import annotations
