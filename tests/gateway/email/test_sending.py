@@ -121,3 +121,10 @@ async def test_without_its_password_variable_email_is_misconfigured(
     assert (health.ok, health.state) == (False, "misconfigured")
     assert "VIGIL_TEST_EMAIL_PASSWORD" in health.detail
     assert any("email is enabled but VIGIL_TEST_EMAIL_PASSWORD is not set" in line for line in running.lines)
+
+
+def test_a_script_link_in_an_answer_is_text_in_the_html() -> None:
+    from vigil.gateway.adapters.email.compose import render_html
+
+    html = render_html("[x](javascript:alert(1)) and [docs](https://example.com/docs)", "t")
+    assert "href=\"javascript" not in html and '<a href="https://example.com/docs">docs</a>' in html
