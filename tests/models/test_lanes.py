@@ -1,5 +1,5 @@
-"""The OpenAI-compatible client's small pools side by side (vigil.models.lanes): many calls at
-once, every lane given back whatever became of its call."""
+"""The OpenAI-compatible client's lanes (vigil.models.lanes): one connection each, many calls
+at once, every lane given back whatever became of its call."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from vigil.config import ModelSettings
 from vigil.models.base import ChatMessage, ModelError, ModelRequest
-from vigil.models.lanes import LANE_CONNECTIONS, Lanes
+from vigil.models.lanes import Lanes
 from vigil.models.openai_client import OpenAIClient
 from vigil.models.retry import RetryPolicy
 from vigil.testing import FakeModelServer, Reply
@@ -24,27 +24,24 @@ class Client:
         self.closed = True
 
 
-def test_a_lane_takes_as_many_requests_as_connections_then_the_next_opens() -> None:
-    made: list[int] = []
-    lanes: Lanes[Client] = Lanes(lambda connections: made.append(connections) or Client())
-    taken = [lanes.take() for _ in range(LANE_CONNECTIONS + 1)]
-    assert made == [LANE_CONNECTIONS, LANE_CONNECTIONS] and lanes.in_use == LANE_CONNECTIONS + 1
-    first, second = taken[0][0], taken[-1][0]
-    assert first is not second and all(client is first for client, _ in taken[:-1])
-    taken[0][1]()
-    taken[0][1]()  # once only
-    assert lanes.in_use == LANE_CONNECTIONS
-    assert lanes.take()[0] is first  # the first lane with a free connection
-    assert lanes.size == 2
+def test_a_lane_takes_one_request_and_the_lane_given_back_last_goes_first() -> None:
+    lanes: Lanes[Client] = Lanes(Client)
+    (first, give_first), (second, give_second), (third, _) = lanes.take(), lanes.take(), lanes.take()
+    assert len({id(first), id(second), id(third)}) == 3 and lanes.in_use == 3
+    give_first()
+    give_second()
+    give_second()  # once only
+    assert lanes.in_use == 1
+    assert lanes.take()[0] is second and lanes.take()[0] is first
+    assert lanes.size == 3 and lanes.in_use == 3
 
 
 async def test_closing_closes_every_lane() -> None:
-    clients: list[Client] = []
-    lanes: Lanes[Client] = Lanes(lambda _n: clients.append(Client()) or clients[-1])
-    for _ in range(LANE_CONNECTIONS * 2):
-        lanes.take()
+    lanes: Lanes[Client] = Lanes(Client)
+    taken = [lanes.take() for _ in range(3)]
     await lanes.aclose()
-    assert len(clients) == 2 and all(client.closed for client in clients) and lanes.size == 0
+    taken[0][1]()  # a call that ends after the close gives nothing back
+    assert all(client.closed for client, _ in taken) and lanes.size == 0 and lanes.in_use == 0
 
 
 def _client(base_url: str, api_key: str) -> OpenAIClient:
@@ -56,8 +53,8 @@ def _client(base_url: str, api_key: str) -> OpenAIClient:
                         retry=RetryPolicy(max_retries=0, sleep=no_wait))
 
 
-async def test_more_calls_at_once_than_a_lane_holds_are_all_answered(fake_model: FakeModelServer) -> None:
-    calls = LANE_CONNECTIONS * 2 + 3
+async def test_calls_at_once_each_take_a_lane_and_the_next_round_reuses_them(fake_model: FakeModelServer) -> None:
+    calls = 12
     fake_model.set_default_reply(Reply.text(["one ", "two"], chunk_delay=0.05))
     client = _client(fake_model.base_url, fake_model.api_key)
     try:
@@ -65,7 +62,7 @@ async def test_more_calls_at_once_than_a_lane_holds_are_all_answered(fake_model:
             answers = await asyncio.gather(*(client.complete(REQUEST, on_text=lambda _t: None) for _ in range(calls)))
             assert [a.content for a in answers] == ["one two"] * calls
             assert client._wire.lanes.in_use == 0
-        assert client._wire.lanes.size == 3
+        assert client._wire.lanes.size == calls  # the second round made none
         whole = await asyncio.gather(*(client.complete(REQUEST) for _ in range(calls)))
         assert [a.content for a in whole] == ["one two"] * calls and client._wire.lanes.in_use == 0
     finally:

@@ -1,28 +1,27 @@
-"""Small connection pools side by side: one endpoint's requests spread over httpx clients of at
-most :data:`LANE_CONNECTIONS` connections each, the first with a free connection taking the next.
+"""One endpoint's requests spread over httpx clients of one kept-alive connection each (lanes),
+made as they are needed: a request takes the lane given back last (its connection the likeliest
+to be open still), or a new one when every lane is busy.
 
-Why not one client: httpcore's pool (1.0.x) walks all its connections on every request and on
-every response closed — a socket ``poll`` for each idle one, and for each a count over all of
-them (quadratic) — and its keep-alive limit counts every connection instead of the idle ones,
-so past ``max_keepalive_connections`` (20) a connection is closed as soon as it is idle and the
-next call connects again. With 50 conversations streaming at once the pool was 17 % of the
-gateway's Python time, and a streamed call cost 2.1 ms of CPU against 1.1 ms for one caller
-alone (``bench/gateway_load.py --py-spy``; the calls alone, 50 at once on the fake model: 2.1
-ms a call with one client, 1.2 ms with lanes of 8). pydantic's httpx2 fixes the pool, but it
-costs more to import than a one-shot ``vigil chat -q`` may spend on the whole client.
+Why not one client with a pool: httpcore's pool (1.0.x) walks all its connections on every
+request and on every response closed — a socket ``poll`` and an attribute lookup for each idle
+one, and for each a count over all of them (quadratic) — and its keep-alive limit counts every
+connection instead of the idle ones, so past ``max_keepalive_connections`` (20) a connection is
+closed as soon as it is idle and the next call connects again. With 50 conversations streaming
+at once the pool was 17 % of the gateway's Python time (``bench/gateway_load.py --py-spy``).
+Measured there, 50 conversations, gateway CPU a message (runs interleaved, same load): one
+client 8.4-12.9 ms; pools of 8 connections side by side 6.5-9.7 ms; lanes of one connection,
+with no pool walk left at all, 4.8-6.8 ms against 5.8-8.1 ms for lanes of 8. pydantic's httpx2
+fixes the pool, but it costs more to import than a one-shot ``vigil chat -q`` may spend on the
+whole client.
 
-A lane never holds more requests than connections, so no request queues inside httpx and the
-number of calls at once stays unbounded, as it was with one client (its default limit of 100
-aside); a lane keeps every connection it made alive, so a steady load reuses its connections.
+The number of calls at once stays unbounded (one client's default limit was 100); every lane
+keeps its connection alive, so a steady load reuses its connections.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
-
-LANE_CONNECTIONS = 8
-"""Connections (and so requests at once) one lane's pool holds."""
 
 
 class Closable(Protocol):
@@ -33,40 +32,38 @@ Client = TypeVar("Client", bound=Closable)
 
 
 class Lanes(Generic[Client]):
-    """Clients made by ``make(connections)`` as they are needed (an ``httpx.AsyncClient``
-    whose pool keeps that many connections, all of them alive), ``LANE_CONNECTIONS`` requests
-    each."""
+    """Clients made by ``make()`` as they are needed (an ``httpx.AsyncClient`` whose pool
+    keeps one connection, alive), one request at a time each."""
 
-    def __init__(self, make: Callable[[int], Client]) -> None:
+    def __init__(self, make: Callable[[], Client]) -> None:
         self._make = make
         self._clients: list[Client] = []
-        self._busy: list[int] = []
+        self._idle: list[int] = []
+        """Lanes free now, the one given back last at the end."""
 
     def take(self) -> tuple[Client, Callable[[], None]]:
-        """A client with a free connection, and what gives it back (once, when the response
-        is closed; later calls do nothing)."""
-        for index, busy in enumerate(self._busy):
-            if busy < LANE_CONNECTIONS:
-                break
+        """A free client, and what gives it back (once, when the response is closed; later
+        calls do nothing)."""
+        if self._idle:
+            index = self._idle.pop()
         else:
-            self._clients.append(self._make(LANE_CONNECTIONS))
-            self._busy.append(0)
+            self._clients.append(self._make())
             index = len(self._clients) - 1
-        self._busy[index] += 1
+        clients = self._clients
         returned = False
 
         def give_back() -> None:
             nonlocal returned
-            if not returned:
+            if not returned and clients is self._clients:  # not after aclose
                 returned = True
-                self._busy[index] -= 1
+                self._idle.append(index)
 
-        return self._clients[index], give_back
+        return clients[index], give_back
 
     @property
     def in_use(self) -> int:
-        """Requests under way over all lanes."""
-        return sum(self._busy)
+        """Requests under way."""
+        return len(self._clients) - len(self._idle)
 
     @property
     def size(self) -> int:
@@ -74,6 +71,6 @@ class Lanes(Generic[Client]):
         return len(self._clients)
 
     async def aclose(self) -> None:
-        clients, self._clients, self._busy = self._clients, [], []
+        clients, self._clients, self._idle = self._clients, [], []
         for client in clients:
             await client.aclose()

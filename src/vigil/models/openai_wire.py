@@ -160,8 +160,8 @@ class ChatWire:
         self.lanes: Lanes[httpx.AsyncClient] = Lanes(self._client)
         """The clients requests go out on (see :mod:`vigil.models.lanes`)."""
 
-    def _client(self, connections: int) -> httpx.AsyncClient:
-        """One lane's client, keeping ``connections`` connections alive."""
+    def _client(self) -> httpx.AsyncClient:
+        """One lane's client: one connection, kept alive."""
         if self._tls is None:  # made once for every lane: loading the CA bundle is what costs
             verify = tls_for(self._base_url)
             self._tls = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=verify)
@@ -170,7 +170,7 @@ class ChatWire:
             headers={"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"},
             timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 10.0)),
             verify=self._tls,
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
         )
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> object:
