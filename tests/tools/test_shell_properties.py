@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.tools.shell_corpus import BENIGN
@@ -56,6 +56,7 @@ def test_a_dangerous_command_anywhere_in_a_line_is_caught(line: str) -> None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_ONE_LINE_BENIGN), min_size=1, max_size=4), st.sampled_from(["; ", " && ", "\n"]))
+@example(["echo ./a.txt | xargs shred", "tee -a log.txt < input"], " && ")  # `< input` is tee's, not xargs'
 def test_ordinary_commands_joined_stay_ordinary(commands: list[str], separator: str) -> None:
     assert danger.check(separator.join(commands)) is None
 

@@ -203,6 +203,12 @@ def _redirected(node: Node, scope: Scope, walk: Walk) -> None:
         walk.commands.append(SimpleCommand(words=(Word.literal(":"),), redirects=inner.redirects, cwd=scope.cwd))
     elif body.type == "command":
         _command(body, inner, walk, extra_args)
+    elif body.type == "list" and not _has_background(body):
+        # tree-sitter hangs `a && b < in` on the whole list; bash gives it to the last part only
+        *before, last = [child for child in body.children if child.type not in ("&&", "||")]
+        for child in before:
+            _statement(child, scope, walk)
+        _statement(last, inner, walk)
     else:
         _statement(body, inner, walk)
     if continuation:
