@@ -11,25 +11,15 @@ import openai
 import pytest
 
 from tests.gateway.process import history
-from tests.gateway.web.conftest import HEARTBEAT_MINIMUM, WebGateway
+from tests.gateway.web.conftest import WebGateway, module_gateway
 from vigil.testing.fake_model import FakeModelServer
 
 
 @pytest.fixture(scope="module")
 def shared(fake_model_session: FakeModelServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebGateway]:
     """One gateway for the module: each test starts conversations of its own."""
-    from tests.gateway import process
-
-    home = tmp_path_factory.mktemp("api") / "home"
-    running = WebGateway(home, fake_model_session, env=dict(HEARTBEAT_MINIMUM)).start()
-    assert running.process is not None
-    process._STARTED.remove(running.process)  # lives for the module, not one test
-    try:
+    with module_gateway(fake_model_session, tmp_path_factory, "api") as running:
         yield running
-    finally:
-        running.close_clients()
-        if running.process.poll() is None:
-            running.stop()
 
 
 @pytest.fixture

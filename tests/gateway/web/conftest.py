@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -60,6 +61,23 @@ def gateway(fake_model_env: FakeModelServer, vigil_home: Path) -> Iterator[WebGa
     finally:
         running.close_clients()
         if running.process is not None and running.process.poll() is None:
+            running.stop()
+
+
+@contextmanager
+def module_gateway(fake: FakeModelServer, factory: pytest.TempPathFactory, name: str) -> Iterator[WebGateway]:
+    """One gateway for a whole test module, whose tests each add conversations of their own
+    (stopped when the module ends, not after each test)."""
+    from tests.gateway import process
+
+    running = WebGateway(factory.mktemp(name) / "home", fake, env=dict(HEARTBEAT_MINIMUM)).start()
+    assert running.process is not None
+    process._STARTED.remove(running.process)  # lives for the module, not one test
+    try:
+        yield running
+    finally:
+        running.close_clients()
+        if running.process.poll() is None:
             running.stop()
 
 

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.gateway.process import history
-from tests.gateway.web.conftest import HEARTBEAT_MINIMUM, WebGateway
+from tests.gateway.web.conftest import WebGateway, module_gateway
 from tests.gateway.web.test_browser import CHROMIUM, WAIT_MS, _send, playwright_api
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
@@ -26,18 +26,8 @@ LONG_ANSWER = "Counting sheep: " + " ".join(f"sheep{n}" for n in range(400))
 
 @pytest.fixture(scope="module")
 def shared(fake_model_session: FakeModelServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebGateway]:
-    from tests.gateway import process
-
-    home = tmp_path_factory.mktemp("browser-manage") / "home"
-    running = WebGateway(home, fake_model_session, env=dict(HEARTBEAT_MINIMUM)).start()
-    assert running.process is not None
-    process._STARTED.remove(running.process)  # lives for the module, not one test
-    try:
+    with module_gateway(fake_model_session, tmp_path_factory, "browser-manage") as running:
         yield running
-    finally:
-        running.close_clients()
-        if running.process.poll() is None:
-            running.stop()
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.gateway.process import history, new_conversation, send, wait_for
-from tests.gateway.web.conftest import HEARTBEAT_MINIMUM, WebGateway, answers, post_message
+from tests.gateway.web.conftest import WebGateway, answers, module_gateway, post_message
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 
@@ -25,18 +25,8 @@ FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 @pytest.fixture(scope="module")
 def shared(fake_model_session: FakeModelServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebGateway]:
     """One gateway for the module: these tests only add conversations of their own."""
-    from tests.gateway import process
-
-    home = tmp_path_factory.mktemp("manage") / "home"
-    running = WebGateway(home, fake_model_session, env=dict(HEARTBEAT_MINIMUM)).start()
-    assert running.process is not None
-    process._STARTED.remove(running.process)  # lives for the module, not one test
-    try:
+    with module_gateway(fake_model_session, tmp_path_factory, "manage") as running:
         yield running
-    finally:
-        running.close_clients()
-        if running.process.poll() is None:
-            running.stop()
 
 
 @pytest.fixture
