@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -117,6 +119,24 @@ async def test_tmp_is_private(bwrap, run) -> None:
         assert not (Path("/tmp") / name).exists()  # ... and private: nothing reaches the real /tmp
     finally:
         host_file.unlink()
+
+
+async def test_a_vigil_installed_under_tmp_keeps_its_own_environment_read_only_inside(
+    bwrap, run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A venv made under /tmp would otherwise vanish under the private /tmp (its python, its MCP servers).
+    venv = Path(tempfile.mkdtemp(prefix="vigil-venv-", dir="/tmp"))
+    try:
+        (venv / "bin").mkdir()
+        tool = venv / "bin" / "hello-tool"
+        tool.write_text("#!/bin/sh\necho from the venv\n")
+        tool.chmod(0o755)
+        monkeypatch.setattr(sys, "prefix", str(venv))
+        result = await run(f"{tool}; touch {venv}/bin/new && echo WROTE")
+        assert "from the venv" in result.content
+        assert "WROTE" not in result.content and not (venv / "bin" / "new").exists()  # read-only
+    finally:
+        shutil.rmtree(venv)
 
 
 async def test_dev_is_minimal_without_block_devices(bwrap, run) -> None:

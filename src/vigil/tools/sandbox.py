@@ -42,6 +42,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -206,6 +207,17 @@ def _warn_network_once(problem: str | None) -> None:
     log.warning("sandboxed commands run without a network: %s", problem)
 
 
+def _own_code_under_tmp() -> list[str]:
+    """vigil's own Python environment and code, when they live under ``/tmp`` (a checkout or a
+    venv made there), bound back read-only over the private ``/tmp``: without them a sandboxed
+    ``python`` of that venv, or an MCP server installed in it, would not exist inside."""
+    found: list[str] = []
+    for path in sorted({_real(Path(sys.prefix)), _real(Path(sys.base_prefix)), _real(Path(__file__).parents[2])}):
+        if path != Path("/tmp") and _within(path, Path("/tmp")) and path.is_dir():
+            found += ["--ro-bind", str(path), str(path)]
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class Sandbox:
     """One sandboxed run: ``argv`` wraps a command line in bubblewrap."""
@@ -236,7 +248,7 @@ class Sandbox:
         # nothing to hide in a home not made yet).
         homes = [home for home in self.boundary.homes if home != Path("/") and home.is_dir()]
         args = [*self.network_prefix, self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp"]
+                "--tmpfs", "/tmp", *_own_code_under_tmp()]
         args += _private_run()
         args += self.network_args
         # A home around the workdir is masked first, so the workdir can be bound back on top.
