@@ -259,6 +259,10 @@ class Database:
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         except sqlite3.Error as exc:
             raise StoreUnreadable(f"cannot open the session database {self.path}: {exc}") from exc
+        except UnicodeDecodeError as exc:  # SQLite's own message quoted damaged bytes of the schema
+            raise StoreUnreadable(
+                f"cannot open the session database {self.path}: it is damaged (its schema is not valid text)"
+            ) from exc
         return conn
 
     def _close_orphans(self) -> None:
