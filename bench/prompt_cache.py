@@ -62,7 +62,7 @@ from vigil.agent.compression import SUMMARY_REQUEST_MARKER
 from vigil.agent.events import Compressed, PromptRebuilt, TurnEvent
 from vigil.agent.turn import Agent
 from vigil.clock import FakeClock
-from vigil.config import AgentSettings, ModelSettings, Settings, ToolSettings
+from vigil.config.settings import AgentSettings, ModelSettings, Settings, ToolSettings
 from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile

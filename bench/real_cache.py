@@ -36,7 +36,7 @@ from pathlib import Path
 
 from vigil.agent.events import AssistantStep, TextDelta, TurnEvent
 from vigil.agent.turn import Agent
-from vigil.config import LocalModelSettings, ModelSettings, Settings
+from vigil.config.settings import LocalModelSettings, ModelSettings, Settings
 from vigil.prompt.builder import DEFAULT_SOUL
 from vigil.models.factory import build_client
 from vigil.profiles import Profile

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile
 from vigil.tools import sandbox, sandbox_network
 from vigil.tools.boundary import boundary_for
@@ -66,7 +66,7 @@ async def main(rounds: int) -> None:
         boundary = boundary_for(profile, Settings(), workdir)
         boxes: dict[str, sandbox.Sandbox | None] = {"plain": None}
         for name, on in (("no network", False), ("network", True)):
-            settings = Settings().tools.terminal.model_copy(update={"network": on})
+            settings = Settings().tools.terminal.copy_with(update={"network": on})
             box = sandbox.for_run(settings, unattended=True, boundary=boundary)
             assert isinstance(box, sandbox.Sandbox) and box.network is on, box
             boxes[name] = box

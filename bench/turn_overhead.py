@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from vigil.agent.turn import Agent
-from vigil.config import ModelSettings, Settings
+from vigil.config.settings import ModelSettings, Settings
 from vigil.models.factory import build_client
 from vigil.profiles import Profile
 from vigil.store import NewMessage, SQLiteStore

@@ -3,14 +3,14 @@ prefix shared by several files in one folder has become a folder.
 
 Order, bottom to top (a module may import its own layer and the layers below it):
 
-    foundation (clock, config and the single-file modules beside them)
+    foundation (config, the platform registry, clock and the few single-file modules beside them)
     → store → prompt, models → schedule → tools → agent → runtime → gateway → doctor → cli
 
 Decisions this test pins (DESIGN.md names only the folders):
 
-* The single-file modules at the top of the package (``clock``, ``config``, ``masking``,
-  ``profiles``, ``skills`` ...) are the foundation, with clock and config, and so may import
-  only each other. ``export`` is the exception: it reads a store, so it sits just above store.
+* The single-file modules at the top of the package (``clock``, ``masking``, ``profiles`` ...)
+  are the foundation, with ``config`` and ``platforms``, and so may import only each other. At
+  most :data:`LOOSE_LIMIT` of them: a module with one user lives beside that user.
 * ``gateway`` runs scheduled jobs and, later, messaging platforms through the runtime; the CLI
   starts it. It sits between runtime and cli.
 * ``doctor`` checks every part (the store, the sandbox, the model endpoint, the gateway) for
@@ -34,9 +34,9 @@ PACKAGE = Path(vigil.__file__).parent
 
 FOUNDATION = 0
 RANKS: dict[str, int] = {
+    "config": FOUNDATION,
     "platforms": FOUNDATION,  # the platform registry: declarations beside config
     "store": 1,
-    "export": 2,
     "prompt": 2,
     "models": 2,
     "schedule": 3,
@@ -127,13 +127,37 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     assert rank_of("vigil.agent.turn") > rank_of("vigil.schedule.probe")
 
 
+def name_prefix(stem: str) -> str:
+    """The first word of a module's file name, singular: ``settings_edit`` → ``setting``."""
+    word = re.match(r"_*[^_]+", stem).group(0)  # type: ignore[union-attr]
+    return word[:-1] if word.endswith("s") and "_" in stem else word
+
+
+def crowded_prefixes(stems: list[str]) -> list[str]:
+    prefixes = Counter(name_prefix(stem) for stem in stems if stem not in ("__init__", "__main__"))
+    return sorted(prefix for prefix, n in prefixes.items() if n >= 3)
+
+
 def test_no_file_name_prefix_is_shared_by_three_files_in_a_folder() -> None:
     crowded = []
     for folder in sorted({path.parent for path, _ in all_modules()}):
-        stems = [p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "__main__")]
-        prefixes = Counter(re.match(r"_*[^_]+", stem).group(0) for stem in stems)  # type: ignore[union-attr]
-        crowded += [f"{folder.relative_to(PACKAGE.parent)}/{prefix}_*" for prefix, n in prefixes.items() if n >= 3]
+        stems = [p.stem for p in folder.glob("*.py")]
+        crowded += [f"{folder.relative_to(PACKAGE.parent)}/{prefix}_*" for prefix in crowded_prefixes(stems)]
     assert crowded == []
+
+
+def test_the_prefix_rule_sees_singular_and_plural_as_one_word() -> None:
+    # setting_origins, settings_edit and settings_schema once lay side by side uncaught
+    assert crowded_prefixes(["setting_origins", "settings_edit", "settings_schema", "clock"]) == ["setting"]
+    assert crowded_prefixes(["status", "stats", "settings"]) == []
+
+
+LOOSE_LIMIT = 6
+
+
+def test_few_modules_lie_loose_at_the_top_of_the_package() -> None:
+    loose = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    assert len(loose) <= LOOSE_LIMIT, f"{len(loose)} loose modules: {loose}"
 
 
 # -- cycles and module size: ratchets towards the issue "One way through the gateway" --------

@@ -11,6 +11,7 @@ import { wireTheme } from "./theme.js";
 import { ConversationActions, askHeartbeat } from "./manage.js";
 import { openMenu } from "./menu.js";
 import { toast } from "./toast.js";
+import { short } from "./queue.js";
 
 const $ = (id) => document.getElementById(id);
 const NARROW = window.matchMedia("(max-width: 760px)");
@@ -322,6 +323,21 @@ async function send(text, files = []) {
   return true;
 }
 
+// A waiting message's Remove button: withdrawn as `/queue drop N` withdraws it (the gateway
+// records it so); whether it was.
+async function withdraw(inbox, text) {
+  if (!state.id) return false;
+  showError("");
+  try {
+    await sendJSON("DELETE", `/api/conversations/${encodeURIComponent(state.id)}/queue/${encodeURIComponent(inbox)}`);
+  } catch (err) {
+    showError(err.status === 404 ? "That message no longer waits: its answer has begun." : `Could not remove it: ${err.message}`);
+    return false;
+  }
+  toast(`Withdrew “${short(text, 40)}”: it will not be answered.`);
+  return true;
+}
+
 async function stop() {
   if (!state.id || !view.busy) return;
   try {
@@ -376,6 +392,7 @@ function wire() {
     reload: () => loadView(state.id).catch(() => {}),
     decide,
     send: (text) => send(text),
+    withdraw,
   });
   composer = new Composer($("composer"), { onSend: send, onStop: stop });
   badge = new HeartbeatBadge($("heartbeat"), (command) => send(command), editHeartbeat);

@@ -8,7 +8,7 @@ from typing import AsyncIterator, Awaitable, Callable
 import pytest
 
 from vigil.agent.turn import Agent
-from vigil.config import ModelSettings, Settings
+from vigil.config.settings import ModelSettings, Settings
 from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile
@@ -38,7 +38,7 @@ def model_settings(server: FakeModelServer, provider: str, **overrides: object) 
         "timeout": 10,
     }
     values.update(overrides)
-    return ModelSettings.model_validate(values)
+    return ModelSettings.from_data(values)
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ async def make_agent(
 
     async def factory(*, settings: Settings | None = None, **model_overrides: object) -> Agent:
         settings = settings or Settings()
-        settings = settings.model_copy(
+        settings = settings.copy_with(
             update={"model": model_settings(fake_model, provider, **model_overrides)}
         )
         client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=3, sleep=_no_sleep))

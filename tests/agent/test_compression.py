@@ -15,7 +15,7 @@ from vigil.agent.compression import (
 )
 from vigil.agent.events import Compressed, TurnEvent
 from vigil.agent.turn import Agent, TurnResult
-from vigil.config import AgentSettings, Settings, ToolSettings
+from vigil.config.settings import AgentSettings, Settings, ToolSettings
 from vigil.store.records import MessageRecord, ToolCall
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.records import RecordedRequest

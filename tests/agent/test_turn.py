@@ -8,7 +8,7 @@ import pytest
 
 from tests.agent.conftest import AgentFactory
 from vigil.agent.events import TextDelta, ToolFinished, TurnEvent
-from vigil.config import AgentSettings, Settings
+from vigil.config.settings import AgentSettings, Settings
 from vigil.models.base import ModelAuthError, ModelStreamInterrupted
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec

@@ -11,7 +11,7 @@ import pytest
 from tests.cli.helpers import run_cli, run_vigil
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
-from vigil.tool_names import BUILTIN_TOOL_NAMES
+from vigil.config.tool_names import BUILTIN_TOOL_NAMES
 from vigil.tools.registry import ALL_TOOL_NAMES
 
 SECRETS = ("hunter2", "SECRETKEY", "T0KEN")

@@ -10,7 +10,7 @@ import pytest
 
 from tests.cli.helpers import is_clear_error, run_cli, state_digest
 from tests.models.local_model import smollm2_path
-from vigil.config import load_settings
+from vigil.config.settings import load_settings
 
 
 def _fake_gguf(path: Path) -> Path:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vigil.config import ModelSettings, Settings, load_settings
-from vigil.settings_schema import SettingsInvalid
+from vigil.config.settings import ModelSettings, Settings, load_settings
+from vigil.config.schema import SettingsInvalid
 
 
 def test_an_assignment_is_checked_like_the_file(tmp_path: Path) -> None:
@@ -29,13 +29,13 @@ def test_an_assignment_is_checked_like_the_file(tmp_path: Path) -> None:
 
 def test_a_copy_with_changes_leaves_the_original_alone() -> None:
     settings = Settings()
-    changed = settings.model_copy(update={"tools": settings.tools.model_copy(update={"enabled": ["terminal"]})})
+    changed = settings.copy_with(update={"tools": settings.tools.copy_with(update={"enabled": ["terminal"]})})
     assert changed.tools.enabled == ["terminal"] and settings.tools.enabled is None
     assert changed != settings and Settings() == settings
     assert pickle.loads(pickle.dumps(changed)) == changed
     duplicate = copy.deepcopy(changed)
     assert duplicate == changed and duplicate.tools is not changed.tools
-    assert duplicate.model_fields_set == changed.model_fields_set == {"tools"}
+    assert duplicate.fields_given == changed.fields_given == {"tools"}
 
 
 def test_the_local_context_window_follows_the_engine_unless_written(tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ def test_the_local_context_window_follows_the_engine_unless_written(tmp_path: Pa
 
 def test_every_problem_is_listed_in_the_order_of_the_settings() -> None:
     with pytest.raises(SettingsInvalid) as caught:
-        Settings.model_validate({"zzz": 1, "model": {"bogus": 1, "timeout": "x", "name": 5}, "agent": 3})
+        Settings.from_data({"zzz": 1, "model": {"bogus": 1, "timeout": "x", "name": 5}, "agent": 3})
     assert [(p.loc, p.type) for p in caught.value.problems] == [
         (("model", "name"), "string_type"),
         (("model", "timeout"), "float_type"),
@@ -61,6 +61,6 @@ def test_every_problem_is_listed_in_the_order_of_the_settings() -> None:
 
 def test_a_list_too_long_is_one_problem_whatever_its_items() -> None:
     with pytest.raises(SettingsInvalid) as caught:
-        Settings.model_validate({"tools": {"enabled": [3] * 101}})
+        Settings.from_data({"tools": {"enabled": [3] * 101}})
     assert [(p.loc, p.type) for p in caught.value.problems] == [(("tools", "enabled"), "too_long")]
     assert caught.value.problems[0].msg == "List should have at most 100 items after validation, not 101"

@@ -242,7 +242,7 @@ def test_the_gateway_reloads_on_sighup_and_stops_gracefully_on_sigterm(
 def test_cron_tick_stops_like_cron_run(
     fake_model: FakeModelServer, vigil_home: Path, tmp_path: Path, marker: str
 ) -> None:
-    from tests.cron.conftest import START
+    from tests.schedule.cron.conftest import START
 
     env = _env(fake_model, vigil_home)
     added = subprocess.run(

@@ -10,7 +10,7 @@ import pytest
 
 from tests.cli.helpers import state_digest
 from vigil.agent.turn import Agent
-from vigil.config import ModelSettings, Settings
+from vigil.config.settings import ModelSettings, Settings
 from vigil.models.factory import build_client
 from vigil.profiles import Profile
 from vigil.runtime.controller import ConversationController
@@ -22,10 +22,10 @@ from vigil.testing.fake_model import FakeModelServer
 async def controller(fake_model: FakeModelServer, vigil_home: Path) -> AsyncIterator[ConversationController]:
     profile = Profile("default", vigil_home).ensure()
     store = SQLiteStore(profile.state_db)
-    model = ModelSettings.model_validate(
+    model = ModelSettings.from_data(
         {"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url, "api_key": fake_model.api_key}
     )
-    settings = Settings().model_copy(update={"model": model})
+    settings = Settings().copy_with(update={"model": model})
     client = await build_client(settings.model)
     controller = ConversationController(Agent(store=store, client=client, profile=profile, settings=settings))
     fake_model.queue("hello")

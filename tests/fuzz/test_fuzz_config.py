@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz.helpers import assert_result, invoke, snapshot
-from vigil.config import Settings
-from vigil.tool_names import BUILTIN_TOOL_NAMES
+from vigil.config.settings import Settings
+from vigil.config.tool_names import BUILTIN_TOOL_NAMES
 
 FUZZ = settings(
     max_examples=120,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.cli.helpers import is_clear_error
 from tests.fuzz.cli_helpers import check, fresh_home, invoke, nasty_text
-from vigil.mcp_settings import looks_secret
+from vigil.config.mcp import looks_secret
 
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import pytest
 from starlette.routing import BaseRoute
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import Adapter, DeliveryError, GatewayPort
 from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry
 from vigil.testing.waiting import eventually

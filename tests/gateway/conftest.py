@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
 import pytest
 
-from vigil.config import ModelSettings, Settings
+from vigil.config.settings import ModelSettings, Settings
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
 from vigil.gateway.core import Gateway
 from vigil.models.factory import build_client
@@ -94,13 +94,13 @@ async def make_gateway(fake_model: FakeModelServer, tmp_path: Path) -> AsyncIter
     profile = Profile("default", tmp_path / "home").ensure()
 
     async def factory(*, settings: Settings | None = None, start: bool = True, **gateway_settings: Any) -> Harness:
-        model = ModelSettings.model_validate({
+        model = ModelSettings.from_data({
             "provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
             "api_key": fake_model.api_key, "timeout": 10,
         })
-        settings = (settings or Settings()).model_copy(update={"model": model})
+        settings = (settings or Settings()).copy_with(update={"model": model})
         if gateway_settings:
-            settings = settings.model_copy(update={"gateway": settings.gateway.model_copy(update=gateway_settings)})
+            settings = settings.copy_with(update={"gateway": settings.gateway.copy_with(update=gateway_settings)})
         client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
         store = SQLiteStore(profile.state_db, durable=False)
         adapter = RecordingAdapter()

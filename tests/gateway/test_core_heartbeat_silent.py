@@ -66,11 +66,11 @@ async def test_a_loud_heartbeat_streams_and_delivers_heartbeat_ok(make_gateway: 
 
 
 async def test_the_daily_token_budget_pauses_a_heartbeat_with_a_note(make_gateway: GatewayFactory) -> None:
-    from vigil.config import HeartbeatSettings, Settings
+    from vigil.config.settings import HeartbeatSettings, Settings
     from vigil.testing.scripting import Reply
     from vigil.usage import Usage
 
-    settings = Settings().model_copy(update={"heartbeat": HeartbeatSettings(daily_token_budget=10_000)})
+    settings = Settings().copy_with(update={"heartbeat": HeartbeatSettings(daily_token_budget=10_000)})
     h = await make_gateway(settings=settings)
     h.fake.set_default_reply(Reply.text("HEARTBEAT_OK", usage=Usage(4_000, 0, 0, 10)))
     receipt = await h.gateway.receive(Inbound(CHAT, "1", "/heartbeat every 1s check the deploy"))

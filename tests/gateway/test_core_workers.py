@@ -12,7 +12,7 @@ import pytest
 
 from tests.gateway.conftest import RecordingAdapter, _no_sleep, eventually
 from tests.store.conftest import pg_schema, pg_url, postgres_server, terminate_listeners  # noqa: F401 (fixtures)
-from vigil.config import ModelSettings, Settings
+from vigil.config.settings import ModelSettings, Settings
 from vigil.gateway.adapters.base import Inbound
 from vigil.gateway.core import Gateway
 from vigil.models.factory import build_client
@@ -42,12 +42,12 @@ async def workers(fake_model: FakeModelServer, pg_url: str, tmp_path: Path) -> A
     profile = Profile("default", tmp_path / "home").ensure()
 
     async def start(**gateway_settings: Any) -> Worker:
-        model = ModelSettings.model_validate({
+        model = ModelSettings.from_data({
             "provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
             "api_key": fake_model.api_key, "timeout": 10,
         })
-        settings = Settings().model_copy(update={"model": model})
-        settings = settings.model_copy(update={"gateway": settings.gateway.model_copy(update=gateway_settings)})
+        settings = Settings().copy_with(update={"model": model})
+        settings = settings.copy_with(update={"gateway": settings.gateway.copy_with(update=gateway_settings)})
         client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
         store = PostgresStore(pg_url)
         adapter = RecordingAdapter()

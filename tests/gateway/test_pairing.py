@@ -17,7 +17,7 @@ import pytest
 
 from tests.cli.helpers import run_cli
 from tests.gateway.conftest import GatewayFactory, Harness, RecordingAdapter, eventually
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.gateway import pairing
 from vigil.gateway.adapters.base import Inbound, Receipt
 from vigil.platforms.telegram import TelegramSettings
@@ -31,7 +31,7 @@ async def platform_gateway(
 ) -> tuple[Harness, dict[str, RecordingAdapter]]:
     """A started gateway with recording platforms named ``names`` (none exempt from the
     sender checks), whose profile the ``vigil`` command in this test uses."""
-    settings = Settings().model_copy(update={"telegram": TelegramSettings(allow=allow or [])})
+    settings = Settings().copy_with(update={"telegram": TelegramSettings(allow=allow or [])})
     h = await make_gateway(settings=settings, start=False)
     platforms = {name: RecordingAdapter(name=name) for name in names}
     h.gateway.adapters.update(platforms)
@@ -206,7 +206,7 @@ async def test_a_group_heartbeat_stops_when_anyone_who_spoke_there_is_revoked(
     after = h.gateway.heartbeat_repo.get(receipt.session_id)
     assert after is not None and after.fire_count == len([e for e in platforms["telegram"].sent if e.kind == "heartbeat"])
 
-    h.gateway.authorization.reload(Settings().model_copy(update={"telegram": TelegramSettings(allow=[])}))
+    h.gateway.authorization.reload(Settings().copy_with(update={"telegram": TelegramSettings(allow=[])}))
     assert not h.gateway.authorization.allowed("telegram", "ann")  # SIGHUP's allow-lists apply at once
 
 

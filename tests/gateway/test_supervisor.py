@@ -17,7 +17,7 @@ import pytest
 
 from tests.cli.helpers import run_cli
 from tests.gateway.conftest import RecordingAdapter, eventually
-from vigil.config import ModelSettings, Settings
+from vigil.config.settings import ModelSettings, Settings
 from vigil.gateway.adapters.base import AdapterHealth, GatewayPort, Inbound
 from vigil.gateway.lock import acquire
 from vigil.gateway.run import GatewayConfig, GatewayRun, _snapshot, serve
@@ -80,12 +80,12 @@ async def start_gateway(
     lock = acquire(profile)  # as `vigil gateway run` holds it: status believes the record
 
     async def start(adapters: dict[str, Any], settings: Settings | None = None) -> tuple[GatewayRun, list[str]]:
-        model = ModelSettings.model_validate({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
+        model = ModelSettings.from_data({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
                                               "api_key": fake_model.api_key, "timeout": 10})
-        settings = (settings or Settings()).model_copy(update={"model": model})
-        settings = settings.model_copy(update={  # the senders these tests use are allowed
-            "slack": settings.slack.model_copy(update={"allow": ["U1"]}),
-            "telegram": settings.telegram.model_copy(update={"allow": ["7"]}),
+        settings = (settings or Settings()).copy_with(update={"model": model})
+        settings = settings.copy_with(update={  # the senders these tests use are allowed
+            "slack": settings.slack.copy_with(update={"allow": ["U1"]}),
+            "telegram": settings.telegram.copy_with(update={"allow": ["7"]}),
         })
         client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
         clients.append(client)
@@ -186,9 +186,9 @@ async def test_an_enabled_platform_without_its_secret_is_reported_and_the_gatewa
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-not-a-real-token")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "not-a-real-secret")
     plain = Settings()
-    settings = plain.model_copy(update={
-        "telegram": plain.telegram.model_copy(update={"enabled": True}),
-        "slack": plain.slack.model_copy(update={"enabled": True}),
+    settings = plain.copy_with(update={
+        "telegram": plain.telegram.copy_with(update={"enabled": True}),
+        "slack": plain.slack.copy_with(update={"enabled": True}),
     })
     assert missing_secrets("telegram", settings) == ["TELEGRAM_BOT_TOKEN"] and missing_secrets("slack", settings) == []
     slack = RecordingAdapter("slack")

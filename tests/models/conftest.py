@@ -7,7 +7,7 @@ from typing import Any, AsyncIterator, Callable
 
 import pytest
 
-from vigil.config import ModelSettings
+from vigil.config.settings import ModelSettings
 from vigil.models.anthropic_client import AnthropicClient
 from vigil.models.base import ModelClient
 from vigil.models.openai_client import OpenAIClient

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from vigil.config import ModelSettings
+from vigil.config.settings import ModelSettings
 from vigil.models import ModelAuthError, ModelNotConfigured, RetryPolicy, build_client
 from vigil.models.base import ChatMessage, ModelRequest
 from vigil.testing import FakeModelServer, Reply

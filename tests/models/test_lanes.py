@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from vigil.config import ModelSettings
+from vigil.config.settings import ModelSettings
 from vigil.models.base import ChatMessage, ModelError, ModelRequest
 from vigil.models.lanes import Lanes
 from vigil.models.openai_client import OpenAIClient

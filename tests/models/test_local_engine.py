@@ -19,7 +19,7 @@ from tests.cli.helpers import run_cli
 from tests.models.local_model import needs_local_model, smollm2_path
 from vigil.agent.events import TextDelta, ToolFinished
 from vigil.agent.turn import Agent
-from vigil.config import LocalModelSettings, ModelSettings, Settings, ToolSettings
+from vigil.config.settings import LocalModelSettings, ModelSettings, Settings, ToolSettings
 from vigil.models.local_client import LocalClient, wrap_for_tools
 from vigil.models.base import ChatMessage, ModelClient, ModelRequest
 from vigil.models.local_engine import EngineOptions, LocalEngine, LocalModelError, start_engine
@@ -163,7 +163,7 @@ async def test_a_model_without_tool_calls_says_so_and_pins_no_tools(
     engine: LocalEngine, vigil_home: Path, tmp_path: Path
 ) -> None:
     settings = _settings(engine.options.path, tools=["skills_list"])
-    settings = settings.model_copy(update={"model": settings.model.model_copy(update={"text_tool_calls": "off"})})
+    settings = settings.copy_with(update={"model": settings.model.copy_with(update={"text_tool_calls": "off"})})
     client = wrap_for_tools(LocalClient(settings.model, engine, owns_engine=False), settings.model)
     assert "run without tools" in (client.notice or "")
     profile = Profile("default", vigil_home).ensure()

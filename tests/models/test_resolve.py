@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vigil.config import ModelSettings
+from vigil.config.settings import ModelSettings
 from vigil.models.factory import ModelNotConfigured, build_client, resolve_model_settings
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.agent.conftest import model_settings
 from vigil.agent.events import TextDelta, ToolFinished, TurnEvent
 from vigil.agent.turn import Agent
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.models.factory import build_client
 from vigil.models.text_tool_client import TextToolCallClient
 from vigil.models.text_tools import TextCallFilter, parse_text_tool_calls
@@ -108,7 +108,7 @@ def test_json_that_is_not_a_call_is_an_answer(text: str) -> None:
 @pytest.fixture
 async def agent(fake_model: FakeModelServer, vigil_home: Path, tmp_path: Path) -> AsyncIterator[Agent]:
     profile = Profile("default", vigil_home).ensure()
-    settings = Settings().model_copy(update={"model": model_settings(fake_model, "openai", text_tool_calls="on")})
+    settings = Settings().copy_with(update={"model": model_settings(fake_model, "openai", text_tool_calls="on")})
     client = await build_client(settings.model, {})
     assert isinstance(client, TextToolCallClient)
     store = SQLiteStore(profile.state_db)

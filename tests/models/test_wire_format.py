@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vigil.config import ModelSettings
+from vigil.config.settings import ModelSettings
 from vigil.models import anthropic_client, openai_client
 from vigil.models.base import ChatMessage, ModelRequest, ToolSpec
 from vigil.store.records import ToolCall

@@ -19,7 +19,7 @@ from tests.cli.helpers import run_cli
 from tests.gateway.conftest import RecordingAdapter
 import vigil
 from vigil import platforms as registry
-from vigil.config import ModelSettings, Settings
+from vigil.config.settings import ModelSettings, Settings
 from vigil.gateway.adapters.base import Inbound
 from vigil.gateway.lock import acquire
 from vigil.gateway.run import GatewayConfig, GatewayRun, serve
@@ -94,9 +94,9 @@ async def gateway(
     profile = Profile("default", vigil_home).ensure()
     store = SQLiteStore(profile.state_db)
     lock = acquire(profile)
-    model = ModelSettings.model_validate({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
+    model = ModelSettings.from_data({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
                                           "api_key": fake_model.api_key, "timeout": 10})
-    settings = Settings().model_copy(update={"model": model})
+    settings = Settings().copy_with(update={"model": model})
     client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
     stop = asyncio.Event()
     started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()

@@ -13,7 +13,7 @@ import pytest
 
 from vigil.agent.turn import Agent
 from vigil.clock import FakeClock
-from vigil.config import ModelSettings, Settings
+from vigil.config.settings import ModelSettings, Settings
 from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile
@@ -118,7 +118,7 @@ def model_settings(server: FakeModelServer, provider: str, **overrides: Any) -> 
         "provider": provider, "name": "fake-model", "base_url": base, "api_key": server.api_key, "timeout": 10,
     }
     values.update(overrides)
-    return ModelSettings.model_validate(values)
+    return ModelSettings.from_data(values)
 
 
 @pytest.fixture
@@ -141,7 +141,7 @@ async def make_runtime(
         start: bool = True,
         **model_overrides: Any,
     ) -> Runtime:
-        settings = (settings or Settings()).model_copy(
+        settings = (settings or Settings()).copy_with(
             update={"model": model_settings(fake_model, provider, **model_overrides)}
         )
         client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))

@@ -7,7 +7,7 @@ import pytest
 
 from tests.runtime.conftest import Runtime, RuntimeFactory
 from vigil.agent.compression import SUMMARY_REQUEST_MARKER, Compressor
-from vigil.config import AgentSettings, Settings, ToolSettings
+from vigil.config.settings import AgentSettings, Settings, ToolSettings
 from vigil.testing.fake_model import FakeModelServer
 
 MIN = 60

@@ -9,7 +9,7 @@ import pytest
 
 from tests.runtime.conftest import Runtime, RuntimeFactory
 from vigil.agent.events import TextDelta
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.runtime.conversation_events import TurnEnded
 from vigil.schedule.heartbeat.text import ASK_FOR_SILENCE, heartbeat_message
 from vigil.testing.fake_model import FakeModelServer

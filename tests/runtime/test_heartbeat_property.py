@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from vigil.agent.turn import Agent
 from vigil.clock import FakeClock
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.models.base import ModelRequest, ModelResponse
 from vigil.profiles import Profile
 from vigil.runtime.controller import ConversationController

@@ -717,6 +717,28 @@ def test_list_conversations_collapses_chains(store: SessionStore, clock: FakeClo
     )
 
 
+def test_forks_are_their_conversations_children_not_conversations(store: SessionStore, clock: FakeClock) -> None:
+    talk = store.create_session(source="web", title="talk")
+    say(store, talk.id, "hello")
+    tick(clock)
+    first = store.create_session(source="background", forked_from=talk.id, title="side 1")
+    tick(clock)
+    second = store.create_session(source="background", forked_from=talk.id)
+    assert first.forked_from == talk.id and store.get_session(second.id).forked_from == talk.id
+    assert talk.forked_from is None and first.parent_id is None
+    assert [s.id for s in store.forks(talk.id)] == [first.id, second.id]
+    assert store.forks(first.id) == [] and store.forks("abcabcabcabc") == []
+    say(store, first.id, "a side question")  # the most recently active session
+    assert [c.head.id for c in store.list_conversations()] == [talk.id]
+    assert store.newest_continuation(talk.id) == talk.id  # a fork is no continuation
+    assert store.conversation_sessions(talk.id) == [store.get_session(talk.id)]
+    with pytest.raises(SessionNotFound):
+        store.create_session(source="background", forked_from="abcabcabcabc")
+    store.delete_session(talk.id)  # forks stay, with no link: conversations of their own now
+    assert store.get_session(first.id).forked_from is None
+    assert sorted(c.head.id for c in store.list_conversations()) == sorted([first.id, second.id])
+
+
 def test_model_config_updates_apply_atomically(store: SessionStore) -> None:
     import threading
 

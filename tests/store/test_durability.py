@@ -11,7 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from tests.cron.conftest import START
+from tests.schedule.cron.conftest import START
 from vigil.clock import FakeClock
 from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import CronRepo

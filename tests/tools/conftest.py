@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile
 from vigil.store.records import ToolCall
 from vigil.tools.base import ToolContext, ToolResult

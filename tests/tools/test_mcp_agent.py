@@ -14,7 +14,7 @@ import pytest
 from tests.tools.mcp_helpers import HttpServer, flaky_entry, time_entry
 from tests.tools.sandbox_helpers import require_sandbox
 from vigil.agent.turn import Agent
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.models.factory import build_client
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
@@ -32,7 +32,7 @@ def settings_for(server: FakeModelServer, servers: dict[str, Any] | None = None,
     }
     if servers is not None:
         data["mcp"] = {"servers": servers, **mcp}
-    return Settings.model_validate(data)
+    return Settings.from_data(data)
 
 
 @pytest.fixture

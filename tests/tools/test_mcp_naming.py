@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vigil.mcp_settings import SERVER_NAME
+from vigil.config.mcp import SERVER_NAME
 from vigil.tools.mcp.naming import is_mcp_name, tool_name
 
 FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.tools.sandbox_helpers import outside_tmp_dir, require_sandbox
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.tools import sandbox

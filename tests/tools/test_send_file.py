@@ -12,7 +12,7 @@ from typing import Iterator
 
 import pytest
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import RouteKey
@@ -33,7 +33,7 @@ def _context(store: SQLiteStore, tmp_path: Path, *, routed: bool = True, cap: in
     if routed:
         store.gateway.route_set(RouteKey("telegram", "4242", "7"), session.id, now=1.0)
     settings = Settings()
-    settings = settings.model_copy(update={"gateway": settings.gateway.model_copy(update={"upload_max_bytes": cap})})
+    settings = settings.copy_with(update={"gateway": settings.gateway.copy_with(update={"upload_max_bytes": cap})})
     cwd = tmp_path / "work"
     cwd.mkdir(exist_ok=True)
     return ToolContext(profile=Profile("default", tmp_path / "home"), settings=settings, store=store,

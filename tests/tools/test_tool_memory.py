@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
-from vigil import memory_files
-from vigil.memory_files import MemoryFileError
+from vigil.tools import memory_files
+from vigil.tools.memory_files import MemoryFileError
 from vigil.tools.base import ToolContext
 
 

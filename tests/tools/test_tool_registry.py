@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.store.records import ToolCall
 from vigil.tools.base import ToolContext
 from vigil.tools.registry import (
@@ -64,12 +64,12 @@ def test_unknown_tool_names() -> None:
 
 def test_default_tool_names() -> None:
     assert default_tool_names(Settings()) == list(ALL_TOOL_NAMES)
-    settings = Settings.model_validate({"tools": {"enabled": ["read_file", "memory", "read_file"]}})
+    settings = Settings.from_data({"tools": {"enabled": ["read_file", "memory", "read_file"]}})
     assert default_tool_names(settings) == ["read_file", "memory"]
     with pytest.raises(ValueError, match="unknown tool 'brwoser'"):  # config.yaml is checked at load
-        Settings.model_validate({"tools": {"enabled": ["read_file", "brwoser"]}})
+        Settings.from_data({"tools": {"enabled": ["read_file", "brwoser"]}})
     # The registry still refuses a name that got past validation (settings built in code).
-    bad = settings.model_copy(update={"tools": settings.tools.model_copy(update={"enabled": ["read_file", "brwoser"]})})
+    bad = settings.copy_with(update={"tools": settings.tools.copy_with(update={"enabled": ["read_file", "brwoser"]})})
     with pytest.raises(UnknownToolError, match="tools.enabled lists unknown tool\\(s\\): brwoser"):
         default_tool_names(bad)
 

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import pytest
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.store import NewMessage, SessionStore, open_store
 from vigil.tools.base import ToolContext
 

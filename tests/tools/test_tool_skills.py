@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vigil.skills import SkillNotFound, discover_skills, load_skill, scan_skills
+from vigil.prompt.skills import SkillNotFound, discover_skills, load_skill, scan_skills
 from vigil.tools.base import ToolContext
 
 
@@ -63,7 +63,7 @@ def test_broken_front_matter_is_skipped_with_a_warning(
     assert "'badname'" in joined
     assert "'dupe'" in joined and "already used" in joined
 
-    with caplog.at_level(logging.WARNING, logger="vigil.skills"):
+    with caplog.at_level(logging.WARNING, logger="vigil.prompt.skills"):
         assert len(discover_skills(skills_dir)) == 4
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 5
 

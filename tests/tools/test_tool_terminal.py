@@ -202,7 +202,7 @@ def test_capped_output_decodes_characters_split_across_chunks() -> None:
 
 
 async def test_model_keys_do_not_reach_commands(monkeypatch, make_ctx) -> None:
-    from vigil.config import ModelSettings, Settings
+    from vigil.config.settings import ModelSettings, Settings
     from vigil.store.records import ToolCall
     from vigil.tools.registry import run_tool_call
 

@@ -26,7 +26,7 @@ from vigil.agent.context_size import CHARS_PER_TOKEN, estimate_message, estimate
 from vigil.agent.history import to_chat_message
 from vigil.agent.session_prompt import PromptKeeper
 from vigil.clock import Clock
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.models.base import ChatMessage, ModelClient, ModelError, ModelRequest
 from vigil.prompt.epoch import EVENTS, REQUESTED, SATISFIED
 from vigil.store import NewMessage, SessionRecord, SessionStore

@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from vigil.agent.events import PromptRebuilt, TurnEvent
 from vigil.clock import Clock
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile
 from vigil.prompt.builder import build_system_prompt
 from vigil.prompt.epoch import (

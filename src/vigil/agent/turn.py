@@ -35,7 +35,7 @@ from vigil.agent.history import (
 )
 from vigil.agent.session_prompt import PromptKeeper
 from vigil.clock import Clock, SystemClock
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.models.base import ChatMessage, ModelClient, ModelRequest, ModelResponse, ModelStreamInterrupted
 from vigil.profiles import Profile
 from vigil.prompt.builder import check_profile_sources

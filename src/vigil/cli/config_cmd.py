@@ -10,8 +10,8 @@ import yaml
 
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json
-from vigil.config import lookup, printable, redacted
-from vigil.settings_edit import set_value, unset_value
+from vigil.config.settings import lookup, printable, redacted
+from vigil.config.editing import set_value, unset_value
 
 
 @click.group()
@@ -43,7 +43,7 @@ def show_cmd(app: AppContext, origin: bool, as_json: bool) -> None:
     its value comes from, like `git config --show-origin`; with --json too, each key maps to
     {"value": ..., "origin": ...}.
     """
-    from vigil.setting_origins import nested, settings_in_force
+    from vigil.config.origins import nested, settings_in_force
 
     entries = settings_in_force(app.settings, app.profile.config_path, os.environ)
     if as_json:

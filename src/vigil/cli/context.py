@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from vigil.config import Settings
+    from vigil.config.settings import Settings
     from vigil.profiles import Profile
     from vigil.store import SessionStore
 
@@ -35,7 +35,7 @@ class AppContext:
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            from vigil.config import load_settings
+            from vigil.config.settings import load_settings
 
             self._settings = load_settings(self.profile.config_path)
         return self._settings

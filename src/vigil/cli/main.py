@@ -12,7 +12,7 @@ from vigil import __version__
 from vigil.cli.arguments import ArgumentRefused, refuse_undecodable
 from vigil.cli.context import AppContext, add_profile_option_everywhere, remember_profile
 from vigil.cli.lazy import LazyCommand, LazyCommands, LazyGroup
-from vigil.config_errors import ConfigError
+from vigil.config.errors import ConfigError
 from vigil.profiles import ProfileError
 from vigil.store.errors import AmbiguousSession, SessionNotFound, StoreError
 

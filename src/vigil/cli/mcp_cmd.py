@@ -12,7 +12,7 @@ from rich.markup import escape
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten, visible
 from vigil.cli.signals import run_stoppable
-from vigil.config_errors import ConfigError
+from vigil.config.errors import ConfigError
 
 _NEW_ONLY = (
     "New conversations get its tools (a running gateway's after `kill -HUP` or a restart); "

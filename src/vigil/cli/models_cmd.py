@@ -8,7 +8,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from vigil import gguf_catalog as catalog
+from vigil.models import gguf_catalog as catalog
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json
 
@@ -98,8 +98,8 @@ def add(app: AppContext, path: Path | None, package: str | None, use: bool, as_j
     kept = [m for m in known if m.path not in {a.path for a in added}]
     catalog.save(app.profile.ensure().home, kept + added)
     if use:
-        from vigil.config import ConfigError
-        from vigil.settings_edit import set_value
+        from vigil.config.settings import ConfigError
+        from vigil.config.editing import set_value
 
         try:
             set_value(app.profile.config_path, "model.provider", "local")

@@ -13,7 +13,7 @@ from vigil.cli.arguments import SESSION_REF, WholeNumber
 from vigil.cli.confirm import confirm_or_refuse, yes_option
 from vigil.cli.context import AppContext, pass_app
 from vigil.cli.render import console, echo_json, shorten, visible
-from vigil.export import (
+from vigil.cli.export import (
     export_jsonl,
     export_markdown,
     message_to_dict,

@@ -76,8 +76,8 @@ def migrate_cmd(app: AppContext, url: str, force: bool, switch: bool, as_json: b
     switch_command = _switch_command(app, url)
     switched = False
     if report.ok and switch:
-        from vigil.config_errors import ConfigError
-        from vigil.settings_edit import set_value
+        from vigil.config.errors import ConfigError
+        from vigil.config.editing import set_value
 
         try:
             set_value(app.profile.config_path, "store.url", url)
@@ -109,7 +109,7 @@ def migrate_cmd(app: AppContext, url: str, force: bool, switch: bool, as_json: b
 
 def _sqlite_store_of(app: AppContext) -> Any:
     """The path of the profile's SQLite store; a one-line error when it uses PostgreSQL."""
-    from vigil.store_location import store_location
+    from vigil.config.store_location import store_location
 
     configured = app.settings.store.url
     if not configured:

@@ -6,8 +6,8 @@ import os
 import shlex
 import stat
 
-from vigil.config import Settings, load_settings
-from vigil.config_errors import ConfigError
+from vigil.config.settings import Settings, load_settings
+from vigil.config.errors import ConfigError
 from vigil.doctor.result import CheckResult, ok, problem, warning
 from vigil.masking import printable
 from vigil.profiles import Profile

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from vigil.doctor.result import NEEDS_CONFIG, CheckResult, Subject, ok, problem, skipped, warning
 from vigil.masking import mask_secrets, printable
-from vigil.model_env import BASE_URL_ENV, KEY_ENV
+from vigil.config.model_env import BASE_URL_ENV, KEY_ENV
 
 if TYPE_CHECKING:
-    from vigil.config import ModelSettings
+    from vigil.config.settings import ModelSettings
     from vigil.models.factory import ResolvedModel
 
 AREA = "model"

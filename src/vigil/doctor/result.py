@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 if TYPE_CHECKING:
-    from vigil.config import Settings
+    from vigil.config.settings import Settings
     from vigil.profiles import Profile
 
 Status = Literal["ok", "warning", "problem", "skipped"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from vigil.doctor.result import NEEDS_CONFIG, CheckResult, Subject, skipped
 from vigil.store.records import MetaEntry
-from vigil.store_location import store_location
+from vigil.config.store_location import store_location
 
 
 def location(subject: Subject) -> str | Path | None:

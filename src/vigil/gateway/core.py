@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Mapping
 
 from vigil.clock import Clock, SystemClock
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayClosed, Inbound, Receipt
 from vigil.gateway.approvals import Approvals
 from vigil.gateway.authorization import Authorization

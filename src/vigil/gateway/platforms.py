@@ -7,7 +7,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from vigil import platforms as registry
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile
 
 if TYPE_CHECKING:

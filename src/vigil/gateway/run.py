@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from vigil.clock import Clock, SystemClock
-from vigil.config import Settings, load_settings
+from vigil.config.settings import Settings, load_settings
 from vigil.gateway.activity import LOG_NAME, GatewayActivity
 from vigil.gateway.adapters.base import Adapter
 from vigil.gateway.core import Gateway
@@ -292,10 +292,10 @@ def _reload_mcp_servers(run: GatewayRun, settings: Settings, activity: GatewayAc
     gateway = run.gateway
     if settings.mcp == gateway.settings.mcp:
         return
-    gateway.settings = gateway.settings.model_copy(update={"mcp": settings.mcp})
+    gateway.settings = gateway.settings.copy_with(update={"mcp": settings.mcp})
     runner = run.extra.get("cron_runner")
     if isinstance(runner, CronRunner):
-        runner.settings = runner.settings.model_copy(update={"mcp": settings.mcp})
+        runner.settings = runner.settings.copy_with(update={"mcp": settings.mcp})
     names = ", ".join(settings.mcp.servers) or "none"
     activity.say(f"vigil gateway: SIGHUP: MCP servers for new sessions: {names}")
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from vigil import platforms as registry
 from vigil.gateway.install import InstallError
-from vigil.model_env import BASE_URL_ENV, KEY_ENV, LOCAL_MODEL_ENV, MODEL_ENV
+from vigil.config.model_env import BASE_URL_ENV, KEY_ENV, LOCAL_MODEL_ENV, MODEL_ENV
 
 FILE_NAME = "gateway.env"
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -11,7 +11,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from vigil.config import ModelSettings
+from vigil.config.settings import ModelSettings
 from vigil.masking import mask_secrets
 from vigil.models.base import (
     ChatMessage,

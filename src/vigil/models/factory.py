@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Mapping
 
-from vigil.config import ModelSettings
+from vigil.config.settings import ModelSettings
 from vigil.masking import mask_secrets
-from vigil.model_env import BASE_URL_ENV, KEY_ENV, MODEL_ENV
+from vigil.config.model_env import BASE_URL_ENV, KEY_ENV, MODEL_ENV
 from vigil.models.base import ModelClient, ModelError
 from vigil.models.retry import RetryPolicy
 

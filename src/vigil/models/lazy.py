@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from vigil.config import ModelSettings
-from vigil.model_env import LOCAL_MODEL_ENV
+from vigil.config.settings import ModelSettings
+from vigil.config.model_env import LOCAL_MODEL_ENV
 from vigil.models.base import ModelClient, ModelRequest, ModelResponse, TextCallback
 from vigil.models.factory import ModelNotConfigured, build_client
 
@@ -80,7 +80,7 @@ class LazyModelClient:
         if self._config_path is None or stamp == self._config_stamp:
             return False
         self._config_stamp = stamp
-        from vigil.config import load_settings
+        from vigil.config.settings import load_settings
 
         try:
             settings = load_settings(self._config_path).model

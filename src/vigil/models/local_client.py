@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from vigil.config import ModelSettings
+from vigil.config.settings import ModelSettings
 from vigil.models.base import ModelBadRequest, ModelClient, ModelRequest, ModelResponse, TextCallback
 from vigil.models.local_engine import EngineOptions, LocalEngine, LocalModelError, start_engine
 from vigil.models.openai_client import OpenAIClient

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from vigil.config import ModelSettings
-from vigil.model_env import LOCAL_MODEL_ENV
+from vigil.config.settings import ModelSettings
+from vigil.config.model_env import LOCAL_MODEL_ENV
 from vigil.models.base import ModelError
 
 GGUF_MAGIC = b"GGUF"

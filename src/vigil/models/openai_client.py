@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from vigil.config import ModelSettings
+from vigil.config.settings import ModelSettings
 from vigil.masking import mask_secrets
 from vigil.models.base import (
     ChatMessage,

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from vigil.platforms.fields import env_name
 from vigil.platforms.spec import Capabilities, Check, Platform, TargetForm
-from vigil.settings_schema import Section, setting, validates
+from vigil.config.schema import Section, setting, validates
 
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"

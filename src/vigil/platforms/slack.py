@@ -7,7 +7,7 @@ from typing import Any
 
 from vigil.platforms.fields import env_name, http_url, user_ids
 from vigil.platforms.spec import Capabilities, Platform, TargetForm
-from vigil.settings_schema import Section, setting, validates
+from vigil.config.schema import Section, setting, validates
 
 _SLASH_NAME = re.compile(r"^/?[a-z0-9][a-z0-9_-]{0,31}$")
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from vigil.platforms.fields import env_name, http_url, user_ids
 from vigil.platforms.spec import Capabilities, Check, Platform, TargetForm
-from vigil.settings_schema import Section, setting, validates
+from vigil.config.schema import Section, setting, validates
 
 
 class TelegramSettings(Section):

@@ -25,10 +25,10 @@ import re
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from vigil.mcp_settings import _Table
+from vigil.config.mcp import _Table
 from vigil.platforms.fields import env_name
 from vigil.platforms.spec import Capabilities, Check, Platform, TargetForm
-from vigil.settings_schema import Problem, Section, setting, validates
+from vigil.config.schema import Problem, Section, setting, validates
 
 HOOK_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 """A hook's name: its path ``/hooks/NAME`` and its cron target ``webhooks:NAME``."""

@@ -22,7 +22,7 @@ from vigil.prompt.sources import (
     read_capped,
 )
 from vigil.safe_files import UnsafeFile, check_regular
-from vigil.skills import discover_skills
+from vigil.prompt.skills import discover_skills
 
 DEFAULT_SOUL = """\
 You are vigil, a persistent personal AI agent running on the user's own machine.

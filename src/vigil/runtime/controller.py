@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from vigil.agent.compression import CompressionResult
 from vigil.agent.events import EventCallback
 from vigil.agent.turn import Agent, BeforeExecution, TurnResult
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile
 from vigil.runtime.slash import CommandRegistry, CommandReply
-from vigil.skills import discover_skills
+from vigil.prompt.skills import discover_skills
 from vigil.store import SessionStore
 from vigil.tools.registry import default_tool_names
 

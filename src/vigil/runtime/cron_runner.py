@@ -20,7 +20,7 @@ from typing import Any, Callable, TypeVar
 
 from vigil.agent.turn import Agent
 from vigil.clock import Clock, SystemClock
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.masking import mask_secrets
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
@@ -32,7 +32,7 @@ from vigil.schedule.cron.plan import RUN_TIMEOUT
 from vigil.schedule.cron.repo import Claim, CronRepo
 from vigil.schedule.cron.runs import FAILED, INTERRUPTED, MANUAL, OK, SILENT, RunRecord
 from vigil.schedule.cron.schedule import format_instant
-from vigil.skills import SkillNotFound, find_skill
+from vigil.prompt.skills import SkillNotFound, find_skill
 from vigil.tools.cron import CronTool
 from vigil.tools.registry import default_tool_names
 
@@ -51,7 +51,7 @@ class _Prepared:
 def settings_for_cron(settings: Settings) -> Settings:
     """``settings`` with the ``cron`` tool left out of the tools a new session pins."""
     names = [name for name in default_tool_names(settings) if name != CronTool.name]
-    return settings.model_copy(update={"tools": settings.tools.model_copy(update={"enabled": names})})
+    return settings.copy_with(update={"tools": settings.tools.copy_with(update={"enabled": names})})
 
 
 def compose_message(job: CronJob, claim: Claim, skills: list[tuple[str, str]]) -> str:

@@ -15,7 +15,7 @@ from vigil.store import SessionStore
 
 if TYPE_CHECKING:
     from vigil.agent.compression import CompressionResult
-    from vigil.config import Settings
+    from vigil.config.settings import Settings
     from vigil.profiles import Profile
 
 

@@ -87,7 +87,7 @@ def open_store(path_or_url: str | os.PathLike[str], *, clock: Clock | None = Non
     Raises ``StoreError`` (or a subclass) when the store cannot be opened; the message says why.
     """
     if isinstance(path_or_url, str):
-        from vigil.store_location import store_location
+        from vigil.config.store_location import store_location
 
         try:
             path_or_url = store_location(path_or_url)

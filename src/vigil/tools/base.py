@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, ClassVar
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.models.base import ToolSpec
 from vigil.profiles import Profile
 from vigil.store.base import SessionStore

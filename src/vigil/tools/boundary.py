@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile, in_vigil_home, vigil_home
 from vigil.tools.base import ToolContext
 

@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from vigil import memory_files
-from vigil.memory_files import DEFAULT_CHAR_CAP, MemoryFileError
+from vigil.tools import memory_files
+from vigil.tools.memory_files import DEFAULT_CHAR_CAP, MemoryFileError
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 _TAKES_EFFECT = (

@@ -13,7 +13,7 @@ import json
 import logging
 from typing import Any, Mapping, Sequence
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.models.base import ToolSpec
 from vigil.store.records import ToolCall
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult, truncate_middle

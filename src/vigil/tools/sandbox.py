@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from vigil.config import TerminalSettings
+from vigil.config.settings import TerminalSettings
 from vigil.tools.boundary import Boundary
 
 log = logging.getLogger(__name__)

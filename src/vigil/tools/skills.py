@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from vigil.skills import SkillNotFound, find_skill, scan_skills
+from vigil.prompt.skills import SkillNotFound, find_skill, scan_skills
 from vigil.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 

@@ -25,7 +25,7 @@ from vigil import platforms as registry
 from vigil.schedule.cron.errors import InvalidJob
 
 if TYPE_CHECKING:
-    from vigil.config import Settings
+    from vigil.config.settings import Settings
 
 SILENT_MARKER = "[SILENT]"
 LOCAL = "local"

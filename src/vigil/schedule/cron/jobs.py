@@ -23,7 +23,7 @@ from vigil.schedule.cron.delivery import parse_target
 from vigil.schedule.cron.errors import DamagedJob, InvalidJob
 from vigil.schedule.cron.schedule import Schedule, parse_duration, parse_schedule
 from vigil.profiles import vigil_home
-from vigil.skills import SkillNotFound, find_skill
+from vigil.prompt.skills import SkillNotFound, find_skill
 
 JOB_PREFIX = "cron:job:"
 RECORD_FORMAT = 1

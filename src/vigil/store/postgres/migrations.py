@@ -276,7 +276,22 @@ _V5_INBOX_DEATHS = Migration(
     ("ALTER TABLE {s}.gateway_inbox ADD COLUMN deaths integer NOT NULL DEFAULT 0",),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_CORE, _V2_GATEWAY, _V3_PAIRING, _V4_OUTBOX_CLAIMS, _V5_INBOX_DEATHS)
+# Side sessions (/background) point at the session they were forked from. No foreign key, as
+# in SQLite: deleting that session clears the link (PostgresSessions.delete_sessions), and a
+# copy from SQLite may bring the rows in any order.
+_V6_FORKS = Migration(
+    6,
+    "session forks",
+    (
+        'ALTER TABLE {s}.sessions ADD COLUMN forked_from text COLLATE "C"',
+        "CREATE INDEX sessions_forked ON {s}.sessions (forked_from, started_at, created_order)"
+        " WHERE forked_from IS NOT NULL",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _V1_CORE, _V2_GATEWAY, _V3_PAIRING, _V4_OUTBOX_CLAIMS, _V5_INBOX_DEATHS, _V6_FORKS,
+)
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
 # pg_advisory_xact_lock(class, key): the class keeps vigil's locks apart from other programs'.

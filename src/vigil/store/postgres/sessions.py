@@ -62,6 +62,7 @@ class PostgresSessions:
         system_prompt: str | None = None,
         session_id: str | None = None,
         started_at: float | None = None,
+        forked_from: str | None = None,
     ) -> SessionRecord:
         config_json, tools_json = check_new_session(
             source=source, model_config=model_config, tool_names=tool_names, session_id=session_id,
@@ -71,6 +72,9 @@ class PostgresSessions:
         with self._db.write() as conn:
             if parent_id is not None and not self._exists(conn, parent_id):
                 raise SessionNotFound(parent_id)
+            # Locked against a deletion until this commits (no foreign key does it for a fork).
+            if forked_from is not None and not self._exists(conn, forked_from, lock=True):
+                raise SessionNotFound(forked_from)
             hash_ = None if system_prompt is None else self._put_prompt(conn, system_prompt, now)
             while True:
                 candidate = new_session_id() if session_id is None else session_id
@@ -78,11 +82,11 @@ class PostgresSessions:
                     row = self._run(
                         conn,
                         "INSERT INTO {s}.sessions (id, source, title, parent_id, started_at, updated_at,"
-                        " model, model_config, system_prompt_hash, tool_names)"
-                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                        " model, model_config, system_prompt_hash, tool_names, forked_from)"
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                         f" ON CONFLICT (id) DO NOTHING RETURNING {SESSION_COLUMNS}",
                         (candidate, source, title, parent_id, now, now, model, config_json, hash_,
-                         tools_json),
+                         tools_json, forked_from),
                     ).fetchone()
                 except psycopg.errors.ForeignKeyViolation as exc:  # the parent was deleted just now
                     raise SessionNotFound(parent_id or "") from exc
@@ -258,8 +262,9 @@ class PostgresSessions:
                 ).fetchone()
             )
             # The foreign keys do the rest: messages go (and their search entries with them),
-            # children stay with no parent.
+            # children stay with no parent. Forks have no foreign key: they lose their link here.
             self._run(conn, "DELETE FROM {s}.sessions WHERE id = ANY(%s)", (wanted,))
+            self._run(conn, "UPDATE {s}.sessions SET forked_from = NULL WHERE forked_from = ANY(%s)", (wanted,))
             self._add_deleted(conn, gone, now)
         return gone
 
@@ -334,6 +339,16 @@ class PostgresSessions:
                 current = child["id"]
                 seen.add(current)
 
+    @retried
+    def forks(self, session_id: str) -> list[SessionRecord]:
+        with self._db.read() as conn:
+            rows = self._run(
+                conn,
+                f"SELECT {SESSION_COLUMNS} FROM {{s}}.sessions WHERE forked_from = %s {_OLDEST_START_FIRST}",
+                (session_id,),
+            ).fetchall()
+        return [session_from_row(r, lenient=True) for r in rows]
+
     # -- system prompts -------------------------------------------------------------------
     @retried
     def put_prompt(self, text: str) -> str:
@@ -350,8 +365,10 @@ class PostgresSessions:
         return None if row is None else row["text"]
 
     # -- helpers that run inside a transaction --------------------------------------------
-    def _exists(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
-        found = self._run(conn, "SELECT 1 FROM {s}.sessions WHERE id = %s", (session_id,)).fetchone()
+    def _exists(self, conn: psycopg.Connection[Any], session_id: str, *, lock: bool = False) -> bool:
+        """Whether the session exists (``lock``: its row held FOR SHARE until the transaction ends)."""
+        sql = "SELECT 1 FROM {s}.sessions WHERE id = %s" + (" FOR SHARE" if lock else "")
+        found = self._run(conn, sql, (session_id,)).fetchone()
         return found is not None
 
     def _session_row(self, conn: psycopg.Connection[Any], session_id: str) -> dict[str, Any]:

@@ -73,6 +73,7 @@ TABLES: tuple[Table, ...] = (
             ("tool_names", JSON),
             ("message_count", INT),
             *_COUNTS,
+            ("forked_from", TEXT),
         ),
     ),
     Table(

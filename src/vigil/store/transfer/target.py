@@ -26,7 +26,7 @@ from vigil.store.transfer.tables import (
     canonical_message,
     canonical_row,
 )
-from vigil.store_location import store_location
+from vigil.config.store_location import store_location
 
 try:  # psycopg is an optional dependency: without it, check_url says what to install
     import psycopg

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from vigil.config import Settings
-from vigil.config_errors import ConfigError
+from vigil.config.settings import Settings
+from vigil.config.errors import ConfigError
 from vigil.masking import mask_secrets, printable
-from vigil.mcp_settings import (
+from vigil.config.mcp import (
     ENV_NAME,
     HEADER_NAME,
     SERVER_NAME,
@@ -220,7 +220,7 @@ def _flags(entry: dict[str, object], unattended: bool, trusted: bool, sandbox: b
 
 def add_server(path: Path, settings: Settings, name: str, entry: dict[str, object]) -> Settings:
     """Write ``entry`` as ``mcp.servers.NAME`` into config.yaml (comments and layout kept)."""
-    from vigil.settings_edit import set_value
+    from vigil.config.editing import set_value
 
     check_server_name(name)
     if name in settings.mcp.servers:
@@ -233,7 +233,7 @@ def add_server(path: Path, settings: Settings, name: str, entry: dict[str, objec
 
 def remove_server(path: Path, settings: Settings, name: str) -> Settings:
     """Remove ``mcp.servers.NAME`` from config.yaml."""
-    from vigil.settings_edit import unset_value
+    from vigil.config.editing import unset_value
 
     if name not in settings.mcp.servers:
         known = ", ".join(settings.mcp.servers) or "none"

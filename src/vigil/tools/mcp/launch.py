@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Mapping
 
-from vigil.config import Settings, TerminalSettings
+from vigil.config.settings import Settings, TerminalSettings
 from vigil.profiles import Profile
-from vigil.store_location import store_location
+from vigil.config.store_location import store_location
 from vigil.tools import sandbox as sandboxing
 from vigil.tools.boundary import boundary_for, database_files
 from vigil.tools.mcp.config import Expanded, ServerSpec

@@ -5,7 +5,7 @@ that does not fit is made to fit predictably, the same way every time: character
 set become ``_``, and whenever anything had to change (a character replaced, the name cut to
 length) the name ends in ``_`` and eight hex digits of a hash of the server's and the tool's real
 names, so two tools never end up with one name. Server names cannot contain ``__`` nor end in
-``_`` (:data:`vigil.mcp_settings.SERVER_NAME`), so the prefix tells the servers apart.
+``_`` (:data:`vigil.config.mcp.SERVER_NAME`), so the prefix tells the servers apart.
 """
 
 from __future__ import annotations

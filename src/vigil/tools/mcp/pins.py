@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.models.base import ToolSpec
 from vigil.profiles import Profile
 from vigil.store import SessionRecord, SessionStore, prompt_hash

@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any, Coroutine, Mapping, TypeVar
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile
 from vigil.store.base import SessionStore
 from vigil.tools.mcp.client import Connection, ListedTool, McpUnavailable

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from vigil.config import Settings
+from vigil.config.settings import Settings
 from vigil.profiles import Profile
 from vigil.store.base import SessionStore
 from vigil.tools.mcp.client import ListedTool, McpUnavailable

@@ -33,7 +33,7 @@ from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
-    from vigil.config import Settings
+    from vigil.config.settings import Settings
     from vigil.gateway.adapters.slack.web import SlackApi
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
     from telegram import Bot
 
-    from vigil.config import Settings
+    from vigil.config.settings import Settings
     from vigil.platforms.telegram import TelegramSettings
 
 log = logging.getLogger(__name__)

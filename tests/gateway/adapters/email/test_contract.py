@@ -1,0 +1,148 @@
+"""The adapter contract on the Email adapter, inside a real gateway, with real servers as the
+platform side: Dovecot (IMAP) holds the agent's mailbox and aiosmtpd (SMTP) takes its mail. A
+delivery is a mail put into the mailbox, acknowledged when the adapter flags it read (only
+once it is stored); a redelivery is a copy with the same Message-ID.
+
+Send-only (no ``email.imap_url``), the contract's parts about receiving are skipped with that
+reason; starting, stopping, reloading, routes and sending are held to it all the same."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
+from tests.gateway.adapters.email.conftest import AGENT, ME, StartGateway, email_settings, receiving_settings
+from tests.gateway.adapters.email.imap_server import ImapServer, mail
+from tests.gateway.adapters.email.smtp_server import SmtpServer
+from vigil.config.settings import Settings
+from vigil.store import SQLiteStore
+from vigil.gateway.adapters.base import Adapter, GatewayPort
+from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
+from vigil.testing.fake_model import FakeModelServer
+from vigil.testing.waiting import eventually
+
+SEND_ONLY = "send-only (no email.imap_url): the adapter receives no messages to deliver"
+
+
+@dataclass
+class EmailContract:
+    adapter: Adapter
+    gateway: GatewayPort
+    settings: Settings
+    refuses_unknown_conversation: bool = True
+
+    async def deliver(self, text: str, external_id: str) -> Ack:
+        pytest.skip(SEND_ONLY)
+
+    def stored(self, external_id: str) -> InboxEntry | None:
+        pytest.skip(SEND_ONLY)
+
+    def unknown_conversation(self) -> OutboxEntry:
+        """A route that is no mail address: nothing could ever deliver to it."""
+        now = time.time()
+        return OutboxEntry(id=999_999, route=RouteKey("email", "no-such-conversation"), kind="reply",
+                           text="anyone there?", session_id=None, inbox_id=None, created_at=now, status="pending",
+                           attempts=0, next_attempt_at=now)
+
+    async def open_stream(self) -> asyncio.Task[None] | None:
+        return None  # a mail is sent whole
+
+    def new_settings(self) -> Settings:
+        section = self.settings.email.copy_with(update={"allow": ["friend@example.com"]})
+        return self.settings.copy_with(update={"email": section})
+
+    async def answers(self, ack: Ack) -> list[str]:
+        pytest.skip(SEND_ONLY)
+
+
+@dataclass
+class ReceivingContract(EmailContract):
+    """Both ways: see the module docstring."""
+
+    imap: ImapServer | None = None
+    smtp: SmtpServer | None = None
+    state_db: str = ""
+    _delivered: set[str] = field(default_factory=set)
+
+    @staticmethod
+    def message_id(external_id: str) -> str:
+        return f"<{external_id}@contract.example.com>"
+
+    async def deliver(self, text: str, external_id: str) -> Ack:
+        assert self.imap is not None
+        duplicate = external_id in self._delivered
+        self._delivered.add(external_id)
+        raw = mail(ME, AGENT, "Contract", text, self.message_id(external_id))
+        uid = await asyncio.to_thread(self.imap.append, raw)
+        await eventually(lambda: asyncio.to_thread(self.imap.seen, uid), what="the mail flagged read")  # type: ignore[union-attr]
+        entry = self.stored(external_id)
+        return Ack(f"mid:{self.message_id(external_id)}", duplicate, entry.id if entry else None)
+
+    def stored(self, external_id: str) -> InboxEntry | None:
+        key = external_id if external_id.startswith("mid:") else f"mid:{self.message_id(external_id)}"
+        with sqlite3.connect(self.state_db) as db:
+            row = db.execute("SELECT id FROM gateway_inbox WHERE adapter = 'email' AND external_id = ?",
+                             (key,)).fetchone()
+        if row is None:
+            return None
+        store = SQLiteStore(self.state_db)
+        try:
+            return store.gateway.inbox_get(row[0])
+        finally:
+            store.close()
+
+    async def answers(self, ack: Ack) -> list[str]:
+        assert self.smtp is not None
+        wanted = ack.external_id.removeprefix("mid:")
+        return [m.part("text/plain") for m in self.smtp.mails if m.mail["In-Reply-To"] == wanted]
+
+
+class TestEmailAdapterContract(AdapterContract):
+    @pytest.fixture
+    async def contract(self, email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer,
+                       fake_model: FakeModelServer) -> ContractHarness:
+        settings = receiving_settings(fake_model, smtp, imap)
+        running = await email_gateway(settings)
+        gateway = running.run.gateway
+        adapter = gateway.adapters["email"]
+        await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+        return ReceivingContract(adapter.inner, gateway, settings, imap=imap, smtp=smtp,  # type: ignore[attr-defined]
+                                 state_db=str(running.profile.state_db))
+
+
+class TestSendOnlyEmailAdapterContract(AdapterContract):
+    @pytest.fixture
+    async def contract(self, email_gateway: StartGateway, smtp: SmtpServer,
+                       fake_model: FakeModelServer) -> ContractHarness:
+        settings = email_settings(fake_model, smtp.url)
+        running = await email_gateway(settings)
+        gateway = running.run.gateway
+        return EmailContract(gateway.adapters["email"].inner, gateway, settings)  # type: ignore[attr-defined]
+
+
+async def test_a_reload_keeps_sending_and_a_second_start_and_stop_are_harmless(
+    email_gateway: StartGateway, smtp: SmtpServer, fake_model: FakeModelServer
+) -> None:
+    """What the skipped halves of the contract's start/stop and reload tests check, for sending."""
+    settings = email_settings(fake_model, smtp.url)
+    running = await email_gateway(settings)
+    gateway = running.run.gateway
+    adapter = gateway.adapters["email"].inner  # type: ignore[attr-defined]
+    contract = EmailContract(adapter, gateway, settings)
+    to_me = replace(contract.unknown_conversation(), route=RouteKey("email", "me@example.com"))
+    await adapter.start(gateway)
+    await adapter.send(to_me)
+    await adapter.reload(contract.new_settings())
+    assert adapter.health().ok
+    await adapter.send(to_me)
+    await adapter.stop()
+    await adapter.stop()
+    assert not adapter.health().ok
+    await adapter.start(gateway)
+    assert adapter.health().ok
+    assert [m.envelope_to for m in smtp.mails] == [["me@example.com"]] * 2

@@ -1,0 +1,99 @@
+"""The adapter contract on the Telegram adapter, inside a real gateway, with the fake Bot API
+as the platform side: a delivery is a message the fake hands out by long polling, and it is
+acknowledged when the adapter confirms it (the next ``getUpdates`` offset)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sqlite3
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness, eventually
+from tests.gateway.adapters.telegram.conftest import OWNER, Factory, TelegramHarness
+from vigil.config.settings import Settings
+from vigil.gateway.adapters.base import Adapter, GatewayPort
+from vigil.store import SQLiteStore
+from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
+
+
+@dataclass
+class TelegramContract:
+    h: TelegramHarness
+    refuses_unknown_conversation: bool = True
+    _ids: dict[str, int] = field(default_factory=dict)
+    _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
+
+    @property
+    def adapter(self) -> Adapter:
+        return self.h.adapter
+
+    @property
+    def gateway(self) -> GatewayPort:
+        return self.h.gateway
+
+    def telegram_id(self, external_id: str) -> str:
+        """The inbox key of the message the harness sent for ``external_id``."""
+        return f"{OWNER}:{self._ids[external_id]}"
+
+    async def deliver(self, text: str, external_id: str) -> Ack:
+        duplicate = external_id in self._ids
+        message_id = self._ids.setdefault(external_id, next(self._numbers))
+        update = self.h.fake.message(OWNER, OWNER, text, message_id=message_id)
+        state = self.h.fake.state
+        deadline = time.monotonic() + 20
+        while state.confirmed_below <= update["update_id"]:  # confirmed: the next offset passed it
+            assert time.monotonic() < deadline, "the adapter never confirmed the update"
+            await asyncio.sleep(0.01)
+        entry = self.stored(external_id)
+        return Ack(self.telegram_id(external_id), duplicate, entry.id if entry else None)
+
+    def stored(self, external_id: str) -> InboxEntry | None:
+        """By the harness's key or by Telegram's (an ``Ack.external_id``)."""
+        key = self.telegram_id(external_id) if external_id in self._ids else external_id
+        with sqlite3.connect(self.h.profile.state_db) as db:
+            row = db.execute("SELECT id FROM gateway_inbox WHERE adapter = 'telegram' AND external_id = ?",
+                             (key,)).fetchone()
+        if row is None:
+            return None
+        store = SQLiteStore(self.h.profile.state_db)
+        try:
+            return store.gateway.inbox_get(row[0])
+        finally:
+            store.close()
+
+    def unknown_conversation(self) -> OutboxEntry:
+        now = time.time()
+        return OutboxEntry(id=999_999, route=RouteKey("telegram", "987654321"), kind="reply", text="anyone there?",
+                           session_id=None, inbox_id=None, created_at=now, status="pending", attempts=0,
+                           next_attempt_at=now)
+
+    async def open_stream(self) -> None:
+        return None
+
+    def new_settings(self) -> Settings:
+        telegram = self.h.settings.telegram.copy_with(update={"allow": [str(OWNER), "555"]})
+        return self.h.settings.copy_with(update={"telegram": telegram})
+
+    async def answers(self, ack: Ack) -> list[str]:
+        return self.h.fake.texts(OWNER) if self.h.idle() else []
+
+
+class TestTelegramAdapterContract(AdapterContract):
+    @pytest.fixture
+    async def contract(self, make_telegram: Factory) -> ContractHarness:
+        return TelegramContract(await make_telegram())
+
+
+async def test_the_contract_redelivery_really_reaches_the_gateway_twice(make_telegram: Factory) -> None:
+    h = await make_telegram()
+    contract = TelegramContract(h)
+    first = await contract.deliver("twice", "k")
+    again = await contract.deliver("twice", "k")
+    assert first.inbox_id == again.inbox_id
+    await eventually(lambda: contract.answers(first), what="the answer")
+    assert h.fake.texts(OWNER) == ["ok"]
+    assert h.fake.delivered(1) == 1 and h.fake.delivered(2) == 1  # two updates of one message

@@ -1,0 +1,183 @@
+"""The adapter contract on the real web chat adapter, inside a real gateway (``serve``: the
+core, the HTTP server on a loopback port, a SQLite store file) with the fake model over HTTP;
+the platform side is an HTTP client of the web API."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import httpx
+import pytest
+
+from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
+from tests.gateway.process import free_port
+from vigil.config.settings import ModelSettings, Settings
+from vigil.gateway.adapters.base import Adapter, GatewayPort
+from vigil.gateway.run import GatewayConfig, GatewayRun, serve
+from vigil.gateway.token import token_path
+from vigil.models.factory import build_client
+from vigil.models.retry import RetryPolicy
+from vigil.profiles import Profile
+from vigil.store import SQLiteStore
+from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
+from vigil.testing.fake_model import FakeModelServer
+
+
+async def _no_sleep(_seconds: float) -> None:
+    return None
+
+
+@dataclass
+class WebHarness:
+    run: GatewayRun
+    profile: Profile
+    url: str
+    token: str
+    settings: Settings
+    reload: asyncio.Event
+    lines: list[str]
+    session_id: str = ""
+    refuses_unknown_conversation: bool = False
+    _acks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def adapter(self) -> Adapter:
+        return self.run.gateway.adapters["web"]
+
+    @property
+    def gateway(self) -> GatewayPort:
+        return self.run.gateway
+
+    def client(self, token: str | None = None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.url, headers={"Authorization": f"Bearer {token or self.token}"}, timeout=30
+        )
+
+    async def deliver(self, text: str, external_id: str) -> Ack:
+        async with self.client() as client:
+            response = await client.post(
+                f"/api/conversations/{self.session_id}/messages", json={"text": text, "client_id": external_id}
+            )
+        assert response.status_code == 202, response.text
+        body = response.json()
+        self._acks[external_id] = body["inbox_id"]
+        return Ack(external_id, body["duplicate"], body["inbox_id"])
+
+    def stored(self, external_id: str) -> InboxEntry | None:
+        inbox_id = self._acks.get(external_id)
+        if inbox_id is None:
+            return None
+        store = SQLiteStore(self.profile.state_db)
+        try:
+            return store.gateway.inbox_get(inbox_id)
+        finally:
+            store.close()
+
+    def unknown_conversation(self) -> OutboxEntry:
+        now = time.time()
+        return OutboxEntry(
+            id=999_999, route=RouteKey("web", "no-such-conversation"), kind="reply", text="anyone there?",
+            session_id=None, inbox_id=None, created_at=now, status="pending", attempts=0, next_attempt_at=now,
+        )
+
+    async def open_stream(self) -> asyncio.Task[Any]:
+        connected = asyncio.Event()
+
+        async def read() -> None:
+            async with self.client() as client:
+                async with client.stream("GET", f"/api/conversations/{self.session_id}/events",
+                                         timeout=httpx.Timeout(30, read=None)) as stream:
+                    assert stream.status_code == 200
+                    async for _line in stream.aiter_lines():
+                        connected.set()
+
+        task = asyncio.create_task(read())
+        waiting = asyncio.create_task(connected.wait())
+        await asyncio.wait([task, waiting], timeout=20, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if task.done():
+            task.result()
+        assert connected.is_set(), "the event stream did not open"
+        return task
+
+    def new_settings(self) -> Settings:
+        gateway = self.settings.gateway.copy_with(update={"upload_max_bytes": 1024})
+        return self.settings.copy_with(update={"gateway": gateway})
+
+    async def answers(self, ack: Ack) -> list[str]:
+        async with self.client() as client:
+            view = (await client.get(f"/api/conversations/{self.session_id}")).json()
+        return [m["content"] for m in view["messages"] if m["role"] == "assistant" and not m["tool_calls"]]
+
+
+@pytest.fixture
+async def web_gateway(fake_model: FakeModelServer, tmp_path: Path) -> AsyncIterator[WebHarness]:
+    profile = Profile("default", tmp_path / "home").ensure()
+    model = ModelSettings.from_data({
+        "provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
+        "api_key": fake_model.api_key, "timeout": 10,
+    })
+    settings = Settings().copy_with(update={"model": model})
+    client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
+    store = SQLiteStore(profile.state_db)
+    stop, reload = asyncio.Event(), asyncio.Event()
+    started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
+    lines: list[str] = []
+    serving = asyncio.create_task(serve(
+        store=store, profile=profile, settings=settings, client=client, stop=stop, reload=reload,
+        announce=lines.append, config=GatewayConfig(web_port=free_port(), stop_grace=1.0),
+        on_started=started.set_result,
+    ))
+    done, _ = await asyncio.wait([started, serving], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    if serving in done:
+        serving.result()
+    run = started.result()
+    assert run.url is not None
+    harness = WebHarness(run, profile, run.url, token_path(profile).read_text().strip(), settings, reload, lines)
+    async with harness.client() as http:
+        created = await http.post("/api/conversations")
+        assert created.status_code == 201, created.text
+        harness.session_id = created.json()["id"]
+    try:
+        yield harness
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 60)
+        await client.aclose()
+        store.close()
+
+
+class TestWebAdapterContract(AdapterContract):
+    @pytest.fixture
+    def contract(self, web_gateway: WebHarness) -> ContractHarness:
+        return web_gateway
+
+
+# -- what only the web chat does ---------------------------------------------------------------
+
+async def test_sighup_with_a_new_token_logs_out_the_old_one_everywhere(web_gateway: WebHarness) -> None:
+    """A deleted token file and SIGHUP: a new token; the old one opens neither the web API
+    nor /metrics, the new one opens both."""
+    old = web_gateway.token
+    token_path(web_gateway.profile).unlink()
+    reloads = web_gateway.run.reloads
+    web_gateway.reload.set()
+    for _ in range(400):
+        if web_gateway.run.reloads > reloads:
+            break
+        await asyncio.sleep(0.05)
+    assert web_gateway.run.reloads == reloads + 1
+    new = token_path(web_gateway.profile).read_text().strip()
+    assert new != old
+    async with web_gateway.client(old) as client:
+        assert (await client.get("/api/conversations")).status_code == 401
+        assert (await client.get("/metrics")).status_code == 401
+    async with web_gateway.client(new) as client:
+        assert (await client.get("/api/conversations")).status_code == 200
+        assert (await client.get("/metrics")).status_code == 200
+    assert any("SIGHUP: adapter configuration reloaded" in line for line in web_gateway.lines)
+    assert not any(old in line or new in line for line in web_gateway.lines)
