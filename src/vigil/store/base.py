@@ -86,11 +86,14 @@ class SessionStore(Protocol):
         system_prompt: str | None = None,
         session_id: str | None = None,
         started_at: float | None = None,
+        forked_from: str | None = None,
     ) -> SessionRecord:
         """Create a session with a fresh unique id (or ``session_id``) and return it.
 
         ``system_prompt``, when given, is stored content-addressed in the same transaction
-        and the session points at it. ``parent_id`` links a continuation to its parent.
+        and the session points at it. ``parent_id`` links a continuation to its parent;
+        ``forked_from`` a side session (``/background``) to the session it started from. Either
+        must exist (``SessionNotFound``).
         """
         ...
 
@@ -114,7 +117,7 @@ class SessionStore(Protocol):
 
     def list_conversations(self, *, limit: int | None = None) -> list[ConversationHead]:
         """Conversations, each once (a parent chain collapsed to its newest session),
-        most recently active first."""
+        most recently active first; forks (:meth:`forks`) are not conversations."""
         ...
 
     def latest_session(self, *, source: str | None = None) -> SessionRecord | None:
@@ -153,7 +156,7 @@ class SessionStore(Protocol):
         ...
 
     def delete_session(self, session_id: str) -> None:
-        """Delete a session and its messages. Children keep existing with no parent.
+        """Delete a session and its messages. Children and forks keep existing with no parent.
 
         Like :meth:`delete_sessions`, the deletion is added to the totals under
         ``deletions.DELETED_KEY``."""
@@ -181,6 +184,12 @@ class SessionStore(Protocol):
 
     def newest_continuation(self, session_id: str) -> str:
         """Follow child links from ``session_id`` to the newest continuation session."""
+        ...
+
+    def forks(self, session_id: str) -> list[SessionRecord]:
+        """The sessions forked from ``session_id`` (``forked_from``), oldest start first; none
+        for an unknown id. A fork is no conversation of its own: :meth:`list_conversations`
+        leaves it out, and deleting the session it came from leaves it with no link."""
         ...
 
     # -- messages -------------------------------------------------------------------------

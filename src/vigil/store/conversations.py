@@ -2,7 +2,7 @@
 
 Compression ends a session and continues the conversation in a child session, so one
 conversation is a chain root -> child -> ... -> head. Backend-neutral: works on rows (anything
-indexable by ``id``, ``parent_id``, ``end_reason`` and ``updated_at``).
+indexable by ``id``, ``parent_id``, ``forked_from``, ``end_reason`` and ``updated_at``).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ def collapse(rows_oldest_first: Sequence[Row]) -> list[Chain]:
     for root in rows_oldest_first:
         if root["parent_id"] in compressed:
             continue  # a continuation, not a root (an unknown or live parent makes a root)
+        if root["forked_from"] in position:
+            continue  # a side session of a conversation, not one of its own
         head, segments, active = root, 1, root["updated_at"]
         seen = {root["id"]}
         while (child := newest_child.get(head["id"])) is not None and child["id"] not in seen:

@@ -92,6 +92,10 @@ class SessionRecord:
     tool_names: tuple[str, ...]
     message_count: int
     usage: Usage
+    forked_from: str | None = None
+    """The session this one was forked from (a ``/background`` task's conversation): it starts
+    from that session's history as it was then, without copying it (``model_config["fork_seq"]``
+    says how far). Not a continuation: ``parent_id`` links those."""
 
     @property
     def is_ended(self) -> bool:

@@ -49,7 +49,7 @@ def usage_of(row: Row) -> Usage:
 SESSION_COLUMNS = (
     "id, source, title, parent_id, end_reason, started_at, ended_at, updated_at, model, "
     "model_config, system_prompt_hash, tool_names, message_count, "
-    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens"
+    "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, forked_from"
 )
 """The columns of the ``sessions`` table that :func:`session_from_row` reads, in both backends."""
 
@@ -74,6 +74,7 @@ def session_from_row(row: Row, *, lenient: bool = False) -> SessionRecord:
         tool_names=tool_names,
         message_count=row["message_count"],
         usage=usage_of(row),
+        forked_from=row["forked_from"],
     )
 
 

@@ -360,9 +360,21 @@ _V7_INBOX_DEATHS = Migration(
     ("ALTER TABLE gateway_inbox ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0",),
 )
 
+# Side sessions (/background) point at the session they were forked from. No foreign key: the
+# deletion of that session clears the link itself (SQLiteSessions.delete_sessions), and a copy
+# between backends may bring the rows in any order.
+_V8_FORKS = Migration(
+    8,
+    "session forks",
+    (
+        "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
+        "CREATE INDEX sessions_forked ON sessions(forked_from) WHERE forked_from IS NOT NULL",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _V1_CORE, _V2_PROMPTS_USAGE_FTS, _V3_GATEWAY, _V4_PACKED_MESSAGES, _V5_PAIRING, _V6_OUTBOX_CLAIMS,
-    _V7_INBOX_DEATHS,
+    _V7_INBOX_DEATHS, _V8_FORKS,
 )
 LATEST_VERSION: int = MIGRATIONS[-1].version
 

@@ -56,6 +56,7 @@ class SQLiteSessions:
         system_prompt: str | None = None,
         session_id: str | None = None,
         started_at: float | None = None,
+        forked_from: str | None = None,
     ) -> SessionRecord:
         config_json, tools_json = check_new_session(
             source=source, model_config=model_config, tool_names=tool_names, session_id=session_id,
@@ -63,8 +64,9 @@ class SQLiteSessions:
         )
         now = self._clock.now() if started_at is None else started_at
         with self._db.write() as conn:
-            if parent_id is not None and not _exists(conn, parent_id):
-                raise SessionNotFound(parent_id)
+            for linked in (parent_id, forked_from):
+                if linked is not None and not _exists(conn, linked):
+                    raise SessionNotFound(linked)
             if session_id is None:
                 session_id = _unused_id(conn)
             elif _exists(conn, session_id):
@@ -72,8 +74,10 @@ class SQLiteSessions:
             hash_ = None if system_prompt is None else _put_prompt(conn, system_prompt, now)
             conn.execute(
                 "INSERT INTO sessions (id, source, title, parent_id, started_at, updated_at, model,"
-                " model_config, system_prompt_hash, tool_names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, source, title, parent_id, now, now, model, config_json, hash_, tools_json),
+                " model_config, system_prompt_hash, tool_names, forked_from)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, source, title, parent_id, now, now, model, config_json, hash_, tools_json,
+                 forked_from),
             )
             return session_from_row(_session_row(conn, session_id))
 
@@ -198,10 +202,11 @@ class SQLiteSessions:
             gone = deleted_of_row(
                 conn.execute(f"SELECT {TOTALS_OF_SESSIONS} FROM sessions WHERE id {in_set}", (wanted,)).fetchone()
             )
-            conn.execute(
-                f"UPDATE sessions SET parent_id = NULL WHERE parent_id {in_set} AND id NOT {in_set}",
-                (wanted, wanted),
-            )
+            for link in ("parent_id", "forked_from"):
+                conn.execute(
+                    f"UPDATE sessions SET {link} = NULL WHERE {link} {in_set} AND id NOT {in_set}",
+                    (wanted, wanted),
+                )
             conn.execute(f"DELETE FROM messages WHERE session_id {in_set}", (wanted,))  # triggers clean FTS
             conn.execute(f"DELETE FROM sessions WHERE id {in_set}", (wanted,))
             before = meta.get(conn, DELETED_KEY)
@@ -257,6 +262,14 @@ class SQLiteSessions:
                     return current
                 current = child[0]
                 seen.add(current)
+
+    def forks(self, session_id: str) -> list[SessionRecord]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE forked_from = ? {_NEWEST_CHILD_LAST}",
+                (session_id,),
+            ).fetchall()
+        return [session_from_row(r, lenient=True) for r in rows]
 
     # -- system prompts -------------------------------------------------------------------
     def put_prompt(self, text: str) -> str:
