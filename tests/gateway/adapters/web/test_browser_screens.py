@@ -18,7 +18,7 @@ from tests.gateway.adapters.web.test_browser import CHROMIUM, WAIT_MS, _send, pl
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
 
-AXE = Path(__file__).resolve().parents[3] / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
+AXE = Path(__file__).resolve().parents[4] / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),

@@ -13,7 +13,7 @@ import pytest
 
 from vigil.gateway.adapters.web.pages import STATIC_DIR
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 FRONTEND = REPO / "frontend"
 SOURCES = ("src", "public", "package.json", "package-lock.json", "vite.config.js")
 REBUILD = "the built web chat is stale: run `npm ci && npm run build` in frontend/ and commit ui/"
