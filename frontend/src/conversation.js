@@ -4,7 +4,8 @@
 import { el } from "./dom.js";
 import { AssistantTurn, setToolState } from "./turn.js";
 import { approvalCard, resolveApproval } from "./approval.js";
-import { userBubble, heartbeatMarker, notice, commandReply, fileLink, replyNotice } from "./rows.js";
+import { userBubble, heartbeatMarker, heartbeatFold, notice, commandReply, fileLink, replyNotice } from "./rows.js";
+import { markWaiting, unmarkWaiting } from "./queue.js";
 
 const REFUSED = /^(the user declined:|refused:)/;
 export const HISTORY_CHUNK = 150;
@@ -19,10 +20,14 @@ function turnStart(messages, index) {
 export class ConversationView {
   // `box`: the #messages element. Callbacks: onStatus(busy, queued), onHeartbeat(hb),
   // onChanged() (the list may have changed), reload() (draw the history again),
-  // decide(id, approve, card) (answer an approval), send(text) (a command from a button).
+  // decide(id, approve, card) (answer an approval), send(text) (a command from a button),
+  // withdraw(inboxId, text) (a waiting message's Remove button; resolves to whether it was).
   constructor(box, callbacks = {}) {
     this.box = box;
-    this.on = { onStatus() {}, onHeartbeat() {}, onChanged() {}, reload() {}, decide() {}, send() {}, ...callbacks };
+    this.on = {
+      onStatus() {}, onHeartbeat() {}, onChanged() {}, reload() {}, decide() {}, send() {},
+      withdraw: async () => false, ...callbacks,
+    };
     this.reset();
   }
 
@@ -30,6 +35,7 @@ export class ConversationView {
     this.turn = null;          // the AssistantTurn being streamed
     this.pending = new Map();  // client_id -> user bubble not yet accepted
     this.waiting = [];         // user rows drawn live whose turn has not begun, in order drawn
+    this.beat = null;          // the heartbeat turn running: {marker, when} (folded if nothing changed)
     this.lastReply = "";       // the last answer or command reply shown
     this.lastError = "";       // the error the last turn ended with (its notice is not shown again)
     this.busy = false;
@@ -74,7 +80,59 @@ export class ConversationView {
 
   takeWaiting(match) {
     const at = this.waiting.findIndex((row) => row.isConnected && match(row.querySelector(".bubble").textContent));
-    return at < 0 ? null : this.waiting.splice(at, 1)[0];
+    return at < 0 ? null : unmarkWaiting(this.waiting.splice(at, 1)[0]);
+  }
+
+  // The inputs waiting behind the running one, as the gateway lists them ({position, text,
+  // inbox_id}, in the order they will be handled): each gets its row below the turn (drawn
+  // now if this page has none, as after a reload), numbered, with a Remove button. A row no
+  // longer listed is an ordinary message again (its turn begins; a withdrawn one is removed).
+  showWaiting(items = []) {
+    this.waiting = this.waiting.filter((row) => row.isConnected);
+    const listed = new Set();
+    for (const item of items) {
+      const inbox = item.inbox_id == null ? null : String(item.inbox_id);
+      let row = this.waiting.find((r) => !listed.has(r) && (inbox !== null
+        ? r.dataset.inbox === inbox
+        : !r.dataset.inbox && r.querySelector(".bubble").textContent === item.text));
+      if (!row) {  // before the messages not yet accepted, which come after it
+        row = userBubble(item.text, { inbox });
+        const sending = this.waiting.findIndex((r) => r.classList.contains("pending"));
+        if (sending < 0) this.waiting.push(this.append(row));
+        else {
+          this.box.insertBefore(row, this.waiting[sending]);
+          this.waiting.splice(sending, 0, row);
+        }
+      }
+      listed.add(row);
+      markWaiting(row, item.position, inbox === null ? null : (remove) => this.remove(row, remove));
+    }
+    for (const row of this.waiting) if (!listed.has(row) && row.classList.contains("queued")) unmarkWaiting(row);
+  }
+
+  // The Remove button of a waiting message: withdrawn (the gateway records it so) and gone.
+  async remove(row, remove) {
+    remove.disabled = true;
+    const done = await this.on.withdraw(row.dataset.inbox, row.querySelector(".bubble").textContent);
+    if (done) this.dropWaiting(row.dataset.inbox);
+    else remove.disabled = false;
+  }
+
+  dropWaiting(inbox) {
+    const row = [...this.box.querySelectorAll(".message.user")].find((r) => r.dataset.inbox === String(inbox));
+    if (!row) return;
+    row.remove();
+    this.waiting = this.waiting.filter((r) => r !== row);
+  }
+
+  // A heartbeat turn that answered HEARTBEAT_OK: its marker and its turn go into one quiet line.
+  foldHeartbeat(turnRow) {
+    const { marker, when } = this.beat || {};
+    this.beat = null;
+    if (!marker || !marker.isConnected) return;
+    const fold = heartbeatFold([], when);
+    marker.before(fold);
+    fold.querySelector(".fold-body").append(marker, ...(turnRow && turnRow.isConnected ? [turnRow] : []));
   }
 
   // Whether the history just drawn ends with this message already (its turn began before the
@@ -108,6 +166,7 @@ export class ConversationView {
     const pending = [...this.pending.values()];
     this.box.replaceChildren();
     this.turn = null;
+    this.beat = null;
     this.waiting = [...pending];
     this.history = view.messages || [];
     this.drawnFrom = turnStart(this.history, this.history.length - HISTORY_CHUNK);
@@ -115,29 +174,41 @@ export class ConversationView {
     this.earlierButton();
     for (const bubble of pending) this.box.appendChild(bubble);
     if (!this.history.length && !pending.length) this.showEmpty(emptyText);
+    this.showWaiting(view.waiting || []);
     this.setStatus(view.busy, view.queued);
     this.scrollToEnd();
   }
 
   draw(messages) {
     let turn = null;
+    let beat = null;  // a heartbeat turn being drawn: folded if its answer was HEARTBEAT_OK
     const turns = [];
     const rows = document.createDocumentFragment();
+    const place = (row) => (beat ? beat.rows.push(row) : rows.appendChild(row));
+    const endBeat = () => {
+      if (beat) rows.append(...(beat.silent ? [heartbeatFold(beat.rows, beat.when)] : beat.rows));
+      beat = null;
+    };
     for (const m of messages) {
       if (m.role === "user") {
+        endBeat();
         turn = null;
-        rows.appendChild(m.heartbeat ? heartbeatMarker(m.header, m.content) : userBubble(m.content, { inbox: m.inbox_id }));
+        if (m.heartbeat) beat = { rows: [], when: m.created_at, silent: false };
+        place(m.heartbeat ? heartbeatMarker(m.header, m.content) : userBubble(m.content, { inbox: m.inbox_id }));
       } else if (m.role === "assistant") {
-        if (!turn) { turn = new AssistantTurn(); turns.push(turn); rows.appendChild(turn.row); }
+        if (!turn) { turn = new AssistantTurn(); turns.push(turn); place(turn.row); }
         if (m.content) { turn.setText(m.content); this.lastReply = m.content; }
+        if (m.content && beat) beat.silent = Boolean(m.silent);
         for (const call of m.tool_calls || []) turn.addTool(call.name, call.arguments);
       } else if (m.role === "tool") {
-        if (!turn) { turn = new AssistantTurn(); turns.push(turn); rows.appendChild(turn.row); }
+        if (!turn) { turn = new AssistantTurn(); turns.push(turn); place(turn.row); }
         turn.finishTool(m.tool_name, m.content, REFUSED.test(m.content || ""));
       } else if (m.content) {
+        endBeat();
         rows.appendChild(notice(m.content));
       }
     }
+    endBeat();
     for (const drawn of turns) drawn.addActions();
     return rows;
   }
@@ -212,8 +283,10 @@ export class ConversationView {
       case "turn_began":
         this.setStatus(true, Math.max(0, this.queued - (event.kind === "user" ? 1 : 0)));
         this.turn = null;
-        if (event.kind === "heartbeat") this.placeBeforeWaiting(heartbeatMarker(event.header, event.text));
-        else if (event.text) {
+        this.beat = null;
+        if (event.kind === "heartbeat") {
+          this.beat = { marker: this.placeBeforeWaiting(heartbeatMarker(event.header, event.text)), when: Date.now() / 1000 };
+        } else if (event.text) {
           const row = this.takeWaiting((text) => text === event.text)
             || (this.endsWithUser(event.text) ? null : userBubble(event.text));
           if (row) this.placeBeforeWaiting(row);
@@ -237,6 +310,8 @@ export class ConversationView {
           turn.end(event);
           this.lastReply = turn.allText || event.content || "";
         }
+        if (event.kind === "heartbeat" && event.silent) this.foldHeartbeat(turn?.row);
+        this.beat = null;
         this.lastError = event.error || "";
         this.turn = null;
         this.setStatus(false, this.queued);
@@ -270,6 +345,12 @@ export class ConversationView {
       }
       case "status":
         this.setStatus(this.busy, event.queued);
+        break;
+      case "queue":
+        this.showWaiting(event.waiting || []);
+        break;
+      case "withdrawn":  // by its Remove button (here or on another page) or /queue drop, /queue clear
+        this.dropWaiting(event.inbox_id);
         break;
       case "waiting":  // the model cannot be reached (or none is configured): the turn tries again
         this.currentTurn().waiting(event.text ? event : null);

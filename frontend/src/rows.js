@@ -1,6 +1,6 @@
 // The rows of a conversation other than the assistant's turns: the person's messages, heartbeat
 // markers, notices, command replies, files and cron answers. Text goes in through textContent.
-import { el, button, formatSize } from "./dom.js";
+import { el, button, formatSize, formatClock } from "./dom.js";
 
 export function userBubble(text, { pending = false, inbox = null } = {}) {
   const row = el("div", "message user");
@@ -25,6 +25,26 @@ export function heartbeatMarker(header, text) {
   row.appendChild(el("div", "hb-header", `♥ ${(header || "Heartbeat").replace(/^\[|\]$/g, "")}`));
   if (body.trim()) row.appendChild(el("div", "hb-prompt", body.trim()));
   return row;
+}
+
+// A heartbeat turn that found nothing changed (it answered exactly HEARTBEAT_OK): one quiet
+// line that opens, on a click, to show the turn (`rows`: its marker and its answer). `when`:
+// the epoch seconds it fired.
+export function heartbeatFold(rows, when) {
+  const fold = el("details", "message heartbeat-fold");
+  const line = el("summary", "fold-line");
+  line.appendChild(el("span", "hb-icon", "♥"));
+  line.appendChild(el("span", "fold-text", "Heartbeat: nothing changed"));
+  if (when) {
+    const time = el("time", "fold-time", formatClock(when));
+    time.dateTime = new Date(when * 1000).toISOString();
+    line.appendChild(time);
+  }
+  fold.appendChild(line);
+  const body = el("div", "fold-body");
+  body.append(...rows);
+  fold.appendChild(body);
+  return fold;
 }
 
 export function notice(text, { error = false, pre = false, kind = "" } = {}) {
