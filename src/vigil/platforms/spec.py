@@ -38,6 +38,9 @@ class Capabilities:
     """People are let in by an allow-list (``NAME.allow``) or a pairing code."""
     max_message_chars: int | None = None
     """Longest message the platform takes (longer answers are split); ``None``: no limit."""
+    edit_interval: float = 1.0
+    """Seconds between two edits of a streamed message in one chat, at least (the
+    platform's rate limit for edits; :mod:`vigil.gateway.adapters.streaming` keeps it)."""
 
 
 @dataclass(frozen=True, slots=True)
