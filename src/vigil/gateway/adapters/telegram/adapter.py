@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
 from vigil.gateway.adapters.previews import DurablePreviews
-from vigil.gateway.adapters.telegram import health as states
+from vigil.gateway.adapters import health as states
 from vigil.gateway.adapters.telegram.buttons import ApprovalButtons
-from vigil.gateway.adapters.telegram.health import REDACT, HealthState, install_redaction
+from vigil.gateway.adapters.health import HealthState
+from vigil.gateway.adapters.telegram.redaction import REDACT, install_redaction
 from vigil.gateway.adapters.telegram.messages import MessageHandler
 from vigil.backoff import Streak
 from vigil.gateway.adapters.telegram.polling import Poller, StoredOffset, backoff_streak

@@ -66,7 +66,7 @@ async def save_attachment(bot: "Bot", attachment: Attachment, directory: Path, m
     except TooLarge:
         return f"[The user sent the file '{name}'; it was not saved: larger than the limit of {max_bytes} bytes]"
     except Exception as exc:  # any failure: the person is told through the agent
-        from vigil.gateway.adapters.telegram.health import REDACT
+        from vigil.gateway.adapters.telegram.redaction import REDACT
 
         reason = REDACT.scrub(str(exc)) or type(exc).__name__  # a download URL carries the token
         log.warning("telegram: cannot download %s: %s", name, reason)

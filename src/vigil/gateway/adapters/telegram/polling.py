@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from vigil.backoff import Backoff, Streak
 from vigil.gateway.adapters.base import GatewayClosed
-from vigil.gateway.adapters.telegram.health import REDACT
+from vigil.gateway.adapters.telegram.redaction import REDACT
 from vigil.gateway.adapters.telegram.outbound import seconds
 from vigil.store import StoreError
 

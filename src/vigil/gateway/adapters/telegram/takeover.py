@@ -16,7 +16,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Protocol
 
-from vigil.gateway.adapters.telegram import health as states
+from vigil.gateway.adapters import health as states
 from vigil.backoff import Streak
 from vigil.gateway.adapters.telegram.polling import Poller, StoredOffset
 from vigil.store import StoreError

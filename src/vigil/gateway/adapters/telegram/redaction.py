@@ -1,36 +1,8 @@
-"""The Telegram adapter's state as ``vigil gateway status`` shows it, and secrets kept out of logs."""
+"""The bot token kept out of logs, and python-telegram-bot's tracebacks for a proxy's error pages."""
 
 from __future__ import annotations
 
 import logging
-import time
-
-from vigil.gateway.adapters.base import AdapterHealth
-
-CONNECTED = "connected"
-RETRYING = "retrying"
-MISCONFIGURED = "misconfigured"
-STOPPED = "stopped"
-
-
-class HealthState:
-    """The current state, since when, and the last error (kept while retrying)."""
-
-    def __init__(self) -> None:
-        self.state = STOPPED
-        self.since = time.time()
-        self.detail = "not started"
-        self.last_error: str | None = None
-
-    def set(self, state: str, detail: str, error: str | None = None) -> None:
-        if state != self.state:
-            self.state, self.since = state, time.time()
-        self.detail = detail
-        if error is not None:
-            self.last_error = error
-
-    def view(self) -> AdapterHealth:
-        return AdapterHealth(self.state == CONNECTED, self.detail, self.state, self.since, self.last_error)
 
 
 class Redact(logging.Filter):
