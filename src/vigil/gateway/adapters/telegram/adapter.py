@@ -4,7 +4,7 @@ Updates come by long polling (:mod:`.polling`, the default) or by webhook (:mod:
 ``telegram.mode: webhook``); each message becomes an :class:`Inbound` (:mod:`.inbound`), with
 its file saved first (:mod:`.files`). Replies leave the outbox as plain text split at 4096
 characters (:mod:`.outbound`), finishing the turn's streamed preview where there is one
-(:mod:`.stream`), whose message id is kept in the store so that a restart does not show the
+(:mod:`.editing`, on the shared :mod:`vigil.gateway.adapters.streaming`), whose message id is kept in the store so that a restart does not show the
 answer twice; approvals are inline buttons (:mod:`.buttons`). The token comes from the
 environment variable ``telegram.token_env`` names; without it the adapter says it is
 misconfigured and the gateway runs on.
@@ -31,7 +31,7 @@ from vigil.gateway.adapters.telegram.messages import MessageHandler
 from vigil.backoff import Streak
 from vigil.gateway.adapters.telegram.polling import Poller, StoredOffset, backoff_streak
 from vigil.gateway.adapters.telegram.sending import Sender
-from vigil.gateway.adapters.telegram.stream import Streams
+from vigil.gateway.adapters.telegram.editing import streamer
 from vigil.gateway.adapters.telegram.takeover import PollLease, give_back, poll_in_turn
 from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
@@ -61,7 +61,7 @@ class TelegramAdapter:
         self.bot: Bot | None = None
         self.state = HealthState()
         self.previews = DurablePreviews(self.name, lambda: self.gateway)
-        self.streams = Streams(self._require_bot, self.previews, interval=edit_interval)
+        self.streams = streamer(self._require_bot, self.previews, interval=edit_interval)
         self.buttons = ApprovalButtons(self._require_bot)
         self.sender = Sender(self._require_bot, self.streams)
         self.messages = MessageHandler(self)
@@ -250,7 +250,7 @@ class TelegramAdapter:
         elif kind == "approval_resolved":
             await self.buttons.resolved(event)
         else:
-            self.streams.event(route, event)
+            await self.streams.live(route, event)
 
     def health(self) -> AdapterHealth:
         return self.state.view()

@@ -1,4 +1,5 @@
-"""Text going to Telegram: split at the platform's limit, and its errors as the outbox's.
+"""Text going to Telegram: split at its limit (:mod:`vigil.gateway.adapters.splitting`), and its
+errors as the outbox's.
 
 Answers go out as plain text (no ``parse_mode``): a model's Markdown is shown as typed
 instead of being refused by the API (``can't parse entities``) or rendering a ``<script>``.
@@ -11,55 +12,24 @@ import datetime as dt
 import warnings
 
 from vigil.gateway.adapters.base import DeliveryError
+from vigil.gateway.adapters.splitting import clip, utf16_units
+from vigil.gateway.adapters.splitting import split_text as split
+from vigil.platforms.telegram import TELEGRAM
 
-MAX_MESSAGE = 4096
+MAX_MESSAGE = TELEGRAM.capabilities.max_message_chars or 4096
 MAX_CAPTION = 1024
-_BREAKS = ("\n\n", "\n", ". ", " ")
-
-
-def utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _fit(text: str, limit: int) -> int:
-    """The longest prefix length (in characters) of ``text`` within ``limit`` UTF-16 units."""
-    if utf16_len(text) <= limit:
-        return len(text)
-    units = 0
-    for index, char in enumerate(text):
-        units += 2 if ord(char) > 0xFFFF else 1
-        if units > limit:
-            return index
-    return len(text)
+utf16_len = utf16_units
 
 
 def split_text(text: str, limit: int = MAX_MESSAGE) -> list[str]:
-    """``text`` in pieces of at most ``limit`` UTF-16 units, cut at a paragraph, line, sentence
-    or word break where there is one in the second half of a piece. Joined back (each cut
-    break kept at the end of its piece) they are ``text``; empty text gives no piece."""
-    pieces: list[str] = []
-    rest = text
-    while rest:
-        size = _fit(rest, limit)
-        if size == len(rest):
-            pieces.append(rest)
-            break
-        cut = size
-        for mark in _BREAKS:
-            at = rest.rfind(mark, 0, size - len(mark) + 1)
-            if at >= size // 2:
-                cut = at + len(mark)
-                break
-        pieces.append(rest[:cut])
-        rest = rest[cut:]
-    return pieces
+    """``text`` in messages of at most ``limit`` UTF-16 units (:func:`~vigil.gateway.adapters.splitting.split_text`:
+    cut at a paragraph, line, sentence or word break); joined back they are ``text``."""
+    return split(text, limit, measure=utf16_units)
 
 
 def preview(text: str, limit: int = MAX_MESSAGE) -> str:
-    """A streamed answer cut to fit one message (its end replaced by an ellipsis)."""
-    if utf16_len(text) <= limit:
-        return text
-    return text[: _fit(text, limit - 1)] + "…"
+    """A text cut to fit one message (its end replaced by an ellipsis)."""
+    return clip(text, limit, measure=utf16_units)
 
 
 def seconds(value: int | float | dt.timedelta) -> float:

@@ -17,7 +17,8 @@ from typing import Any, Callable
 from vigil.gateway.adapters.base import DeliveryError
 from vigil.gateway.adapters.telegram.inbound import target_of
 from vigil.gateway.adapters.telegram.outbound import MAX_CAPTION, delivery_error, preview, split_text
-from vigil.gateway.adapters.telegram.stream import Stream, Streams, gone, unmodified
+from vigil.gateway.adapters.streaming import Stream, Streamer
+from vigil.gateway.adapters.telegram.editing import gone, unmodified
 from vigil.store.gateway.gateway_tables import OutboxEntry
 
 STREAMED_KINDS = frozenset({"reply", "heartbeat"})
@@ -25,7 +26,7 @@ UPLOAD_TIMEOUT = 120.0
 
 
 class Sender:
-    def __init__(self, bot: Callable[[], Any], streams: Streams) -> None:
+    def __init__(self, bot: Callable[[], Any], streams: Streamer) -> None:
         self._bot = bot
         self.streams = streams
         self._done: dict[int, int] = {}
@@ -73,8 +74,8 @@ class Sender:
             if stream is not None:
                 self._claimed[entry.id] = stream
         done = self._done.get(entry.id, 0)
-        if stream is not None and stream.message_id is not None and done == 0:
-            if stream.shown == pieces[0] or await self._edit(bot, chat_id, stream.message_id, pieces[0]):
+        if stream is not None and stream.message is not None and done == 0:
+            if stream.shown == pieces[0] or await self._edit(bot, chat_id, stream.message, pieces[0]):
                 stream.shown = pieces[0]
                 done = self._done[entry.id] = 1
         for index in range(done, len(pieces)):
@@ -86,8 +87,7 @@ class Sender:
         found = await self.streams.previews.find(entry)
         if found is None or not isinstance(found.message, int):
             return None
-        return Stream(entry.route, chat_id, thread_id, final=entry.text, ended=True, message_id=found.message,
-                      durable=found)
+        return self.streams.recorded(entry.route, found, entry.text)
 
     @staticmethod
     async def _edit(bot: Any, chat_id: int, message_id: int, text: str) -> bool:
