@@ -98,7 +98,8 @@ class Conversation:
         self._worker: asyncio.Task[None] | None = None
         self._tracked: str | None = None
         self._draft_timer: asyncio.Task[None] | None = None  # runs while a draft holds heartbeats
-        self._immediate = Immediate(self._queue, lambda: self.running_turn, controller.is_command)  # /steer, /queue
+        self.immediate = Immediate(self._queue, lambda: self.running_turn, controller.is_command)
+        """``/steer`` and ``/queue``; what waits in the queue, and withdrawing one of it."""
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -184,9 +185,9 @@ class Conversation:
         (an input withdrawn while it waits never starts); ``resume``: the turn for this
         ``meta`` may have begun before a restart (:meth:`vigil.agent.turn.Agent.run_turn`)."""
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        if self._immediate.handle(text, future, meta):
+        if self.immediate.handle(text, future, meta):
             return future
-        text = self._immediate.plain(text)
+        text = self.immediate.plain(text)
         item = _Item(text, future, meta, on_start, resume)
         if self._is_urgent(text):
             item.interrupted = self.interrupt()
@@ -350,7 +351,7 @@ class Conversation:
                 unattended=kind == HEARTBEAT,
                 user_meta=meta,
                 resume=resume,
-                steering=self._immediate.steering.take,
+                steering=self.immediate.steering.take,
             )
         )
         self._running, self._attempt = task, attempt
@@ -362,7 +363,7 @@ class Conversation:
                 result = await task
             finally:
                 self._running = self._attempt = None
-                for steer in reversed(self._immediate.steering.leftover()):  # not reached: answered next
+                for steer in reversed(self.immediate.steering.leftover()):  # not reached: answered next
                     self._queue.appendleft(_Item(steer.text, steer.future, steer.meta))
         except TurnDeclined:
             ended = None
@@ -479,7 +480,7 @@ class Conversation:
         if isinstance(event, Compressed) and self._attempt is not None:
             self._attempt.follow(event.parent_id, event.child_id)
         if isinstance(event, Steered):
-            self._immediate.steering.stored(event.text)
+            self.immediate.steering.stored(event.text)
         await self._emit(event)
 
     async def _emit(self, event: ConversationEvent) -> None:

@@ -21,9 +21,10 @@ USAGE = "Usage: /queue (what waits), /queue drop N (withdraw message N), /queue 
 
 
 class Waiting(Protocol):
-    """A queued input: its text and its sender's future."""
+    """A queued input: its text, the meta its front end gave it and its sender's future."""
 
     text: str
+    meta: dict[str, Any] | None
     future: asyncio.Future[Outcome]
 
 
@@ -56,6 +57,18 @@ class Immediate:
         future.set_result(Outcome("command", reply=self._queue(words)))
         return True
 
+    def waiting(self) -> list[Waiting]:
+        """The inputs waiting behind the running one, in the order they will be handled (what
+        ``/queue`` lists, numbered from 1)."""
+        return list(self.queue)
+
+    def withdraw_one(self, item: Waiting) -> CommandReply | None:
+        """Withdraw ``item``, one of :meth:`waiting`, as ``/queue drop N`` does (a front end's
+        remove button); ``None`` when it no longer waits (its turn began, or it went)."""
+        if not any(queued is item for queued in self.queue):
+            return None
+        return self.withdraw([item])
+
     @staticmethod
     def plain(text: str) -> str:
         """What a line is as a message: ``/steer TEXT`` with nothing running is ``TEXT``."""
@@ -69,15 +82,16 @@ class Immediate:
             lines = [f"{n}. {_short(item.text)}" for n, item in enumerate(waiting, 1)]
             return CommandReply("Waiting, in order:\n" + "\n".join(lines) + "\n/queue drop N withdraws one.")
         if words == ["clear"]:
-            return self._withdraw(waiting)
+            return self.withdraw(waiting)
         if len(words) == 2 and words[0] == "drop" and words[1].isdigit():
             number = int(words[1])
             if not 1 <= number <= len(waiting):
                 return CommandReply(f"There is no message {number} waiting ({len(waiting)} wait).", is_error=True)
-            return self._withdraw([waiting[number - 1]])
+            return self.withdraw([waiting[number - 1]])
         return CommandReply(USAGE, is_error=True)
 
-    def _withdraw(self, items: list[Waiting]) -> CommandReply:
+    def withdraw(self, items: list[Waiting]) -> CommandReply:
+        """Withdraw ``items`` (waiting in the queue now) as ``/queue drop`` does; the reply says which."""
         if not items:
             return CommandReply("Nothing waits: nothing to withdraw.")
         for item in items:
