@@ -8,7 +8,7 @@ import importlib
 from typing import Mapping
 
 from vigil import platforms as registry
-from vigil.doctor.result import NEEDS_CONFIG, CheckResult, Subject, ok, problem, skipped
+from vigil.doctor.result import NEEDS_CONFIG, CheckResult, Subject, ok, problem, skipped, warning
 
 AREA = "platforms"
 
@@ -28,6 +28,7 @@ def check_platforms(subject: Subject) -> list[CheckResult]:
         if platform.sdk is not None:
             results.append(_sdk(platform.name, *platform.sdk))
         results += [problem(AREA, name, what, fix) for name, what, fix in platform.checks(settings)]
+        results += [warning(AREA, name, what, fix) for name, what, fix in platform.warnings(settings)]
     return results
 
 

@@ -88,6 +88,9 @@ class Platform:
     """(module to import, how to install it) when it needs an optional SDK."""
     checks: Callable[[Any], list[Check]] = field(default=lambda settings: [])
     """Further problems of an enabled platform's settings, for ``vigil doctor``."""
+    warnings: Callable[[Any], list[Check]] = field(default=lambda settings: [])
+    """What an enabled platform cannot do here though it runs (``vigil doctor`` warns):
+    a missing optional part, say."""
     target: TargetForm | None = None
     """How cron answers are delivered to it; ``None``: not a delivery target."""
     capabilities: Capabilities = Capabilities()

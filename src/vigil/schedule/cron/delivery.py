@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -65,13 +66,27 @@ def parse_target(text: str) -> Target:
         if rest:
             raise InvalidJob(f"invalid delivery target '{raw}': {name} takes nothing after it ({target_help()})")
         return Target(name)
-    chat, _, thread = rest.partition(":")
+    chat, thread = _split(rest, form.chat)
     if not form.chat.fullmatch(chat):
         raise InvalidJob(f"invalid delivery target '{raw}': {form.chat_needed} is needed ({target_help()})")
     if thread and (form.thread is None or not form.thread.fullmatch(thread)):
         shape = form.thread_shape or f"{name} targets have no thread part"
         raise InvalidJob(f"invalid delivery target '{raw}': {shape}")
     return Target(name, chat, thread or None)
+
+
+def _split(rest: str, chat: "re.Pattern[str]") -> tuple[str, str]:
+    """``<chat>[:<thread>]`` apart where the chat itself may hold colons (a room id such as
+    ``!abc:example.org``): the longest head the chat form takes, else the first colon."""
+    if chat.fullmatch(rest):
+        return rest, ""
+    cut = rest.rfind(":")
+    while cut > 0:
+        if chat.fullmatch(rest[:cut]):
+            return rest[:cut], rest[cut + 1:]
+        cut = rest.rfind(":", 0, cut)
+    head, _, tail = rest.partition(":")
+    return head, tail
 
 
 def configured(platform: str, settings: "Settings") -> bool:
