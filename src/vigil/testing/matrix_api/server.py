@@ -105,10 +105,9 @@ class FakeMatrixServer:
         return self.state.register(user_id)
 
     def acknowledged(self, event_id: str) -> bool:
-        """Whether the bot synced past ``event_id`` (the only acknowledgement Matrix has)."""
+        """Whether the bot synced past ``event_id`` (its latest delivery, if it was replayed):
+        the only acknowledgement a Matrix client gives."""
         with self.state.lock:
-            for room in self.state.rooms.values():
-                for position, event in room.timeline:
-                    if event["event_id"] == event_id and self.state.confirmed(self.token) >= position:
-                        return True
-        return False
+            positions = [position for room in self.state.rooms.values() for position, event in room.timeline
+                         if event["event_id"] == event_id]
+            return bool(positions) and self.state.confirmed(self.token) >= max(positions)

@@ -138,6 +138,7 @@ class MatrixAdapter:
             log.warning("matrix: the access token is %s's, not matrix.user_id %s: answering as %s",
                         user, self.settings.user_id, user)
         receiver.backoff.reset()
+        self.set_state("connected", f"signed in as {user}")
         if client.encrypts:
             await self.crypto_upkeep()
 
