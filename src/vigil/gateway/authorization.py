@@ -30,7 +30,7 @@ from vigil.store.gateway.gateway_tables import NewOutbound, RouteKey
 from vigil.store.gateway.pairing_tables import EXISTING, FULL, ISSUED, LIMITED
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import AuthorizationHost
     from vigil.gateway.live import LiveConversation
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ DENIED_INBOX_ID = 0
 class Authorization:
     """The gateway's sender checks (see the module docstring)."""
 
-    def __init__(self, gateway: "Gateway", *, exempt: frozenset[str] = EXEMPT) -> None:
+    def __init__(self, gateway: "AuthorizationHost", *, exempt: frozenset[str] = EXEMPT) -> None:
         self.gateway = gateway
         self.exempt = exempt
         self._key: bytes | None = None

@@ -20,14 +20,14 @@ from vigil.gateway.recovery import catch_up
 from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import ClaimsHost
     from vigil.gateway.live import LiveConversation
 
 
 class Claims:
     """The claims of one worker (see the module docstring)."""
 
-    def __init__(self, gateway: "Gateway") -> None:
+    def __init__(self, gateway: "ClaimsHost") -> None:
         self.gateway = gateway
         self.ownership = gateway.ownership
         self._takeovers: dict[str, asyncio.Future[None]] = {}  # conversations being taken over
@@ -44,7 +44,7 @@ class Claims:
             resolved = await asyncio.to_thread(gateway.router.resolve, route)
             if resolved.session_id is not None:
                 return None
-            return await gateway._new_conversation(route)
+            return await gateway.new_conversation(route)
         finally:
             await asyncio.to_thread(self.ownership.release, [claim])
 

@@ -134,9 +134,9 @@ class Gateway(manage.ConversationManagement):
         self.requeue = lambda entry_id: requeue(self, entry_id)  # /retry: a set-aside message again
         self._route_locks: dict[RouteKey, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._handling: set[int] = set()  # inbox ids handed to a conversation by this process
+        self.handling: set[int] = set()  # inbox ids handed to a conversation by this process
         self._accepting = False
-        self._closing = False
+        self.closing = False
         self.answered = self.failed = 0
 
     @property
@@ -168,23 +168,23 @@ class Gateway(manage.ConversationManagement):
             )
             self.count("inbound_messages", adapter=inbound.route.adapter, duplicate=str(not new).lower())
             if not new:
-                if entry.status == PENDING and entry.id not in self._handling and not self._closing:
+                if entry.status == PENDING and entry.id not in self.handling and not self.closing:
                     # stored by a delivery that failed before it reached its conversation
                     # (the platform was told so and sent it again): hand it on now
                     return await self._hand_on(entry, inbound, duplicate=True)
                 return Receipt(entry.id, True, entry.session_id)
-            if self._closing:  # stored: answered at the next start
+            if self.closing:  # stored: answered at the next start
                 return Receipt(entry.id, False, None)
             return await self._hand_on(entry, inbound, duplicate=False)
 
     async def _hand_on(self, entry: InboxEntry, inbound: Inbound, *, duplicate: bool) -> Receipt:
         """Give a stored message to its conversation here, or leave it to the worker that
         runs that conversation (told at once; call under the route's lock)."""
-        target = await self._live_for_route(inbound.route, arriving=entry.id)
+        target = await self.live_for_route(inbound.route, arriving=entry.id)
         if isinstance(target, Elsewhere):
             self.handover.tell(entry, target.worker)
             return Receipt(entry.id, duplicate, target.session_id or None)
-        if entry.id not in self._handling:  # else a take-over's catch-up handed it on already
+        if entry.id not in self.handling:  # else a take-over's catch-up handed it on already
             self.dispatch(entry, target, client_id=inbound.external_id)
         return Receipt(entry.id, duplicate, target.session_id)
 
@@ -192,13 +192,13 @@ class Gateway(manage.ConversationManagement):
         lock = self.route_lock(route)
         async with lock:
             if session_id is not None:
-                session_id = await asyncio.to_thread(self._newest, session_id)
+                session_id = await asyncio.to_thread(self.newest, session_id)
                 await asyncio.to_thread(self.router.point, route, session_id)
                 bound = self.by_route.get(route)
                 if bound is not None and bound.session_id != session_id:
                     self.unbind(bound, route)
                 return session_id
-            live = await self._new_conversation(route)
+            live = await self.new_conversation(route)
             assert live.session_id is not None
             return live.session_id
 
@@ -218,7 +218,7 @@ class Gateway(manage.ConversationManagement):
         return await asyncio.to_thread(self.authorization.allowed, adapter, user)
 
     def workdir(self, session_id: str) -> Path:
-        session = self.store.get_session(self._newest(session_id))
+        session = self.store.get_session(self.newest(session_id))
         cwd = session.model_config.get("cwd")
         path = Path(cwd) if isinstance(cwd, str) and cwd else self._new_workspace()
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -237,7 +237,7 @@ class Gateway(manage.ConversationManagement):
         are interrupted), and stop. Inputs still queued stay in the inbox for the next start;
         a turn that finished is marked answered and its reply sent (or queued) first."""
         self._accepting = False
-        self._closing = True
+        self.closing = True
         self.patience.close()  # a turn waiting for the model is interrupted, its message kept
         await self.pending_watch.stop()
         await lifecycle.stop(self, grace)
@@ -255,7 +255,7 @@ class Gateway(manage.ConversationManagement):
         return list(dict.fromkeys([*self.live.values(), *self.by_route.values()]))
 
     # -- conversations ----------------------------------------------------------------------
-    async def _live_for_route(self, route: RouteKey, *, arriving: int | None = None) -> LiveConversation | Elsewhere:
+    async def live_for_route(self, route: RouteKey, *, arriving: int | None = None) -> LiveConversation | Elsewhere:
         """The live conversation a message of ``route`` goes to, or where another worker runs
         it (call under the route's lock). Taking it over, this worker first answers what was
         left unfinished there, except ``arriving`` (the entry being handed on now)."""
@@ -276,7 +276,7 @@ class Gateway(manage.ConversationManagement):
         resolved = await asyncio.to_thread(self.router.resolve, route)
         if resolved.session_id is None:
             if not self.ownership.shared:
-                return await self._new_conversation(route)
+                return await self.new_conversation(route)
             made = await self.claims.new_conversation_once(route)
             if made is not None:
                 return made
@@ -311,7 +311,7 @@ class Gateway(manage.ConversationManagement):
         await live.ensure_started()
         return live
 
-    async def _new_conversation(self, route: RouteKey) -> LiveConversation:
+    async def new_conversation(self, route: RouteKey) -> LiveConversation:
         workspace = self._new_workspace()
         await asyncio.to_thread(workspace.mkdir, 0o700, True, True)
         live = LiveConversation(self, None, route, workspace)
@@ -377,7 +377,7 @@ class Gateway(manage.ConversationManagement):
     def _new_workspace(self) -> Path:
         return self.profile.home / WORKSPACES / secrets.token_hex(6)
 
-    def _newest(self, ref: str) -> str:
+    def newest(self, ref: str) -> str:
         return self.store.newest_continuation(self.store.resolve_session(ref))
 
     def adopted(self, session_id: str) -> LiveConversation:
@@ -417,7 +417,7 @@ class Gateway(manage.ConversationManagement):
         if self.settings.gateway.busy == "interrupt" and not is_command and conversation.running_turn:
             conversation.interrupt()
         session_id = live.session_id
-        self._handling.add(entry.id)
+        self.handling.add(entry.id)
         future = conversation.submit(
             entry.text, meta={"inbox": entry.id}, on_start=lambda: self._mark_started(entry, live), resume=resume
         )

@@ -33,7 +33,7 @@ from vigil.store import SessionStore, StoreError
 from vigil.store.gateway.gateway_tables import FAILED, SENT, NewOutbound, OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import CronDeliveryHost
     from vigil.schedule.cron.delivery import DeliveryRouter
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class CronOutcomes:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- wiring -------------------------------------------------------------------------------
-    def attach(self, gateway: "Gateway", router: "DeliveryRouter", scheduler: Any) -> "CronOutcomes":
+    def attach(self, gateway: "CronDeliveryHost", router: "DeliveryRouter", scheduler: Any) -> "CronOutcomes":
         """Serve every platform ``gateway`` runs an adapter for, follow its outbox's reports,
         and wrap ``scheduler.execute`` (:meth:`tracked`). Returns ``self``."""
         delivery = OutboxDelivery(gateway.store, self, now=gateway.clock.now, wake=gateway.outbox.wake)

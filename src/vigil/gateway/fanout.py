@@ -28,7 +28,7 @@ from vigil.store import StoreError
 from vigil.store.gateway.gateway_tables import NewOutbound, OutboxEntry, RouteKey
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import FanoutHost
     from vigil.gateway.live import LiveConversation
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ _QUIET_TURNS: "weakref.WeakSet[LiveConversation]" = weakref.WeakSet()
 """Live conversations running a heartbeat turn that may answer HEARTBEAT_OK."""
 
 
-async def on_live_event(gateway: "Gateway", live: "LiveConversation", item: ConversationEvent) -> None:
+async def on_live_event(gateway: "FanoutHost", live: "LiveConversation", item: ConversationEvent) -> None:
     """Fan one conversation event out (see the module docstring)."""
     live.touch()
     session_id = live.session_id
@@ -87,7 +87,7 @@ def silent_answer(ended: TurnEnded) -> bool:
     return ended.result is not None and is_silent_answer(ended.result.answer)
 
 
-def announce(gateway: "Gateway", live: "LiveConversation", item: dict[str, Any], *, platform: bool = True) -> None:
+def announce(gateway: "FanoutHost", live: "LiveConversation", item: dict[str, Any], *, platform: bool = True) -> None:
     """Send a live event to the conversation's pages and (``platform``) to its platform."""
     gateway.bus.publish(item.get("session_id") or live.session_id, item)
     if not platform:
@@ -98,7 +98,7 @@ def announce(gateway: "Gateway", live: "LiveConversation", item: dict[str, Any],
         gateway.spawn(_quietly(adapter.live(route, item), adapter.name))
 
 
-async def deliver_heartbeat(gateway: "Gateway", live: "LiveConversation", ended: TurnEnded) -> None:
+async def deliver_heartbeat(gateway: "FanoutHost", live: "LiveConversation", ended: TurnEnded) -> None:
     """A heartbeat turn's answer goes to the conversation's platform through the outbox."""
     route = live.route
     if route is None or ended.result is None or not ended.result.answer:
@@ -112,7 +112,7 @@ async def deliver_heartbeat(gateway: "Gateway", live: "LiveConversation", ended:
     gateway.outbox.wake()
 
 
-async def heartbeat_note(gateway: "Gateway", noted: Noted) -> None:
+async def heartbeat_note(gateway: "FanoutHost", noted: Noted) -> None:
     """A heartbeat vigil ended or paused by itself: its note (stored in the conversation
     already) goes to the conversation's pages and, as a notice, to its platform."""
     session_id = noted.session_id
@@ -136,7 +136,7 @@ def _route_key(route: Route | None) -> RouteKey | None:
     return None if route is None else RouteKey(route.platform, route.chat, route.thread or "")
 
 
-async def publish_heartbeat(gateway: "Gateway", session_id: str) -> None:
+async def publish_heartbeat(gateway: "FanoutHost", session_id: str) -> None:
     """Tell the conversation's pages what its heartbeat is now."""
     try:
         heartbeat = await asyncio.to_thread(gateway.heartbeat_repo.get, session_id)
@@ -146,7 +146,7 @@ async def publish_heartbeat(gateway: "Gateway", session_id: str) -> None:
     gateway.bus.publish(session_id, event("heartbeat", session_id, heartbeat=heartbeat_view(heartbeat)))
 
 
-def delivery_report(gateway: "Gateway", what: str, entry: OutboxEntry, error: str | None) -> None:
+def delivery_report(gateway: "FanoutHost", what: str, entry: OutboxEntry, error: str | None) -> None:
     """The outbox sender's report of one try: counted, and logged unless it is a web reply sent."""
     where = describe_route(entry.route)
     if what == "sent":

@@ -24,7 +24,7 @@ from vigil.store import StoreError
 from vigil.store.gateway.gateway_tables import InboxEntry
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import HandoverHost
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ SWEEP_LIMIT = 500
 class Handover:
     """The hand-over of one worker (see the module docstring)."""
 
-    def __init__(self, gateway: "Gateway") -> None:
+    def __init__(self, gateway: "HandoverHost") -> None:
         self.gateway = gateway
         self.every = gateway.ownership.book.renew_every
         self._task: asyncio.Task[None] | None = None
@@ -137,7 +137,7 @@ class Handover:
         entries = await asyncio.to_thread(gateway.store.gateway.inbox_unfinished, limit=SWEEP_LIMIT)
         handled = 0
         for entry in entries:
-            if entry.id in gateway._handling or gateway._closing:
+            if entry.id in gateway.handling or gateway.closing:
                 continue
             handled += await recover_entry(gateway, entry)
         if handled:
@@ -154,7 +154,7 @@ class Handover:
         gateway = self.gateway
         handled = 0
         for entry_id in entry_ids:
-            if entry_id in gateway._handling or gateway._closing:
+            if entry_id in gateway.handling or gateway.closing:
                 continue
             entry = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry_id)
             if entry is not None:

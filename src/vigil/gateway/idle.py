@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import IdleHost
     from vigil.gateway.live import LiveConversation
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ SWEEP_EVERY = 60.0
 class IdleCloser:
     """Looks for idle live conversations every :data:`SWEEP_EVERY` seconds and closes them."""
 
-    def __init__(self, gateway: "Gateway", idle_after: float) -> None:
+    def __init__(self, gateway: "IdleHost", idle_after: float) -> None:
         self.gateway = gateway
         self.idle_after = idle_after
         self._task: asyncio.Task[None] | None = None

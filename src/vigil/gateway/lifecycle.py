@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from vigil.store import StoreError
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import LifecycleHost
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ SETTLE_GRACE = 5.0
 their replies queued, before it stops waiting (they are then finished at the next start)."""
 
 
-async def start(gateway: Gateway) -> None:
+async def start(gateway: LifecycleHost) -> None:
     """Bring ``gateway`` up; it takes input once its heartbeats are armed."""
     from vigil.gateway.recovery import recover
 
@@ -51,7 +51,7 @@ async def start(gateway: Gateway) -> None:
         await adapter.start(gateway)
 
 
-async def stop(gateway: Gateway, grace: float) -> None:
+async def stop(gateway: LifecycleHost, grace: float) -> None:
     """Take ``gateway`` down; it no longer takes input. Running turns get ``grace`` seconds."""
     await gateway.idle.stop()
     for adapter in gateway.adapters.values():

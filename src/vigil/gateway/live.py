@@ -25,7 +25,7 @@ from vigil.schedule.heartbeat.record import Route
 from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import LiveHost
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class GatewayController(ConversationController):
 class LiveConversation:
     """One running conversation of the gateway (see the module docstring)."""
 
-    def __init__(self, gateway: "Gateway", session_id: str | None, route: RouteKey | None, cwd: Path) -> None:
+    def __init__(self, gateway: "LiveHost", session_id: str | None, route: RouteKey | None, cwd: Path) -> None:
         self.gateway = gateway
         self.route = route
         agent = Agent(

@@ -24,7 +24,7 @@ from vigil.store import SessionNotFound, archive
 from vigil.store.titles import clean_title
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import ManageHost
     from vigil.gateway.live import LiveConversation
 
 QUIET_WAIT = 15.0
@@ -34,34 +34,34 @@ QUIET_WAIT = 15.0
 class ConversationManagement:
     """The conversation operations of the gateway (mixed into ``Gateway``)."""
 
-    def interrupt(self: "Gateway", session_id: str) -> bool:  # type: ignore[misc]
+    def interrupt(self: "ManageHost", session_id: str) -> bool:  # type: ignore[misc]
         """End the turn the conversation now in ``session_id`` runs here (the Stop button, Esc):
         the conversation, its queue and its heartbeat go on. Whether a turn was running here."""
         live = self.live.get(session_id)
         return bool(live is not None and live.conversation.interrupt())
 
-    async def rename_conversation(self: "Gateway", ref: str, title: str) -> dict[str, Any]:  # type: ignore[misc]
+    async def rename_conversation(self: "ManageHost", ref: str, title: str) -> dict[str, Any]:  # type: ignore[misc]
         """Give the conversation ``ref`` names a new title (``ValueError``: a title that breaks a
         rule, nothing written); returns its summary."""
         text = clean_title(title)
-        session_id = await asyncio.to_thread(self._newest, ref)
+        session_id = await asyncio.to_thread(self.newest, ref)
         await asyncio.to_thread(self.store.update_session, session_id, title=text)
         self.bus.publish(session_id, event("renamed", session_id, title=text))
         return await self.conversation_summary(session_id)
 
-    async def archive_conversation(self: "Gateway", ref: str, archived: bool = True) -> dict[str, Any]:  # type: ignore[misc]
+    async def archive_conversation(self: "ManageHost", ref: str, archived: bool = True) -> dict[str, Any]:  # type: ignore[misc]
         """Archive the conversation ``ref`` names (left out of the list; nothing else changes),
         or bring it back; returns its summary."""
-        session_id = await asyncio.to_thread(self._newest, ref)
+        session_id = await asyncio.to_thread(self.newest, ref)
         await asyncio.to_thread(archive.set_archived, self.store, session_id, archived, now=self.clock.now())
         return await self.conversation_summary(session_id)
 
-    async def conversation_summary(self: "Gateway", session_id: str) -> dict[str, Any]:  # type: ignore[misc]
+    async def conversation_summary(self: "ManageHost", session_id: str) -> dict[str, Any]:  # type: ignore[misc]
         from vigil.gateway import views
 
         return await asyncio.to_thread(views.summary, self, session_id)
 
-    async def delete_conversation(self: "Gateway", ref: str) -> dict[str, Any]:  # type: ignore[misc]
+    async def delete_conversation(self: "ManageHost", ref: str) -> dict[str, Any]:  # type: ignore[misc]
         """Delete the conversation ``ref`` names, every session of it, for good (see the module
         docstring). ``ref`` must be a session's full id: a prefix, which may name another
         conversation than meant, deletes nothing. Returns ``{"id", "title", "sessions",
@@ -86,7 +86,7 @@ class ConversationManagement:
         return {"id": session_id, "title": title, "sessions": gone.sessions, "messages": gone.messages}
 
 
-async def _close(gateway: "Gateway", live: "LiveConversation") -> None:
+async def _close(gateway: "ManageHost", live: "LiveConversation") -> None:
     """Stop what ``live`` runs, drop what waits in it, and close it once it is quiet."""
     conversation = live.conversation
     async with gateway.routes_held(live):  # no message is handed to it meanwhile

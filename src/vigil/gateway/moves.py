@@ -13,13 +13,13 @@ from vigil.gateway.wire import event
 from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import MovesHost
     from vigil.gateway.live import LiveConversation
 
 WEB = "web"
 
 
-async def moved(gateway: "Gateway", live: "LiveConversation", old: str | None, new: str | None, reason: str) -> None:
+async def moved(gateway: "MovesHost", live: "LiveConversation", old: str | None, new: str | None, reason: str) -> None:
     """The conversation of ``live`` went on from ``old`` to ``new`` (``None``: ``/suspend``
     ended it): re-key it, carry its watchers and re-point its route."""
     if old is not None and gateway.live.get(old) is live:
@@ -45,7 +45,7 @@ async def moved(gateway: "Gateway", live: "LiveConversation", old: str | None, n
         await asyncio.to_thread(gateway.router.point, target, new)
 
 
-async def _merge(gateway: "Gateway", other: "LiveConversation", into: "LiveConversation", session_id: str) -> None:
+async def _merge(gateway: "MovesHost", other: "LiveConversation", into: "LiveConversation", session_id: str) -> None:
     """``into`` switched (``/resume``) to ``session_id``, which ``other`` runs: ``other``
     finishes what it has, its routes then lead to ``into`` (each re-pointed under its lock,
     so no message is handed to ``other`` after that) and it is closed, so that the session
@@ -61,7 +61,7 @@ async def _merge(gateway: "Gateway", other: "LiveConversation", into: "LiveConve
     await other.close()
 
 
-async def _close_if_unused(gateway: "Gateway", live: "LiveConversation") -> None:
+async def _close_if_unused(gateway: "MovesHost", live: "LiveConversation") -> None:
     """After ``/suspend``: close the live conversation unless input waits in it (that input
     starts the next conversation there, and so does a message that arrives meanwhile, as
     the route still leads to it). Under the locks of its routes, so that no message is handed to

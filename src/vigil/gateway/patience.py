@@ -37,7 +37,7 @@ from vigil.store.errors import AmbiguousSession, DamagedRow, SchemaTooNew, Sessi
 from vigil.store.gateway.gateway_tables import NewOutbound
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import PatienceHost
     from vigil.gateway.live import LiveConversation
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def waiting_text(reason: str, seconds: float, *, store: bool = False) -> str:
 class Patience:
     """The waiting turns of one gateway (see the module docstring)."""
 
-    def __init__(self, gateway: "Gateway") -> None:
+    def __init__(self, gateway: "PatienceHost") -> None:
         self.gateway = gateway
         settings = gateway.settings.gateway
         self.window = settings.retry_window

@@ -42,7 +42,7 @@ from vigil.store.gateway.gateway_tables import (
 )
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import RecoveryHost
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def answer_in_history(messages: Sequence[MessageRecord], inbox_id: int) -> tuple
     return found, None
 
 
-def _history(gateway: "Gateway", session_id: str) -> list[MessageRecord]:
+def _history(gateway: "RecoveryHost", session_id: str) -> list[MessageRecord]:
     store = gateway.store
     messages: list[MessageRecord] = []
     for session in store.conversation_sessions(session_id):
@@ -74,7 +74,7 @@ def _history(gateway: "Gateway", session_id: str) -> list[MessageRecord]:
     return messages
 
 
-async def recover(gateway: "Gateway") -> int:
+async def recover(gateway: "RecoveryHost") -> int:
     """Answer what is unfinished; returns how many entries were handed on or finished."""
     try:
         entries = await asyncio.to_thread(gateway.store.gateway.inbox_unfinished)
@@ -89,7 +89,7 @@ async def recover(gateway: "Gateway") -> int:
     return handled
 
 
-def stored_answer(gateway: "Gateway", entry: InboxEntry) -> tuple[str | None, str | None]:
+def stored_answer(gateway: "RecoveryHost", entry: InboxEntry) -> tuple[str | None, str | None]:
     """(the answer stored for ``entry``, the session it is in), or ``(None, None)``.
 
     The entry's turn ran where its conversation was when the turn began, which need not be
@@ -114,7 +114,7 @@ def stored_answer(gateway: "Gateway", entry: InboxEntry) -> tuple[str | None, st
     return None, None
 
 
-async def recover_entry(gateway: "Gateway", entry: InboxEntry) -> int:
+async def recover_entry(gateway: "RecoveryHost", entry: InboxEntry) -> int:
     """Answer one unfinished entry once (1), or leave it (0): to the worker that runs its
     conversation, when several share the store, or to the next try after a store error."""
     try:
@@ -126,27 +126,27 @@ async def recover_entry(gateway: "Gateway", entry: InboxEntry) -> int:
         return 0
 
 
-async def _recover_shared(gateway: "Gateway", entry: InboxEntry) -> int:
+async def _recover_shared(gateway: "RecoveryHost", entry: InboxEntry) -> int:
     """With several workers: only for a conversation this worker runs or now takes over, and
     only while the entry is still unfinished and handled by nobody here (read again under the
     route's lock, which every hand-on of this worker holds)."""
 
     async with gateway.route_lock(entry.route):
-        if entry.id in gateway._handling:
+        if entry.id in gateway.handling:
             return 0
         fresh = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry.id)
         if fresh is None or fresh.status not in (PENDING, RUNNING):
             return 0
-        target = await gateway._live_for_route(fresh.route)  # a take-over catches up, this one too
+        target = await gateway.live_for_route(fresh.route)  # a take-over catches up, this one too
         if isinstance(target, Elsewhere):
             return 0
-        if fresh.id in gateway._handling:
+        if fresh.id in gateway.handling:
             return 1
         return await answer_in(gateway, fresh, target)
 
 
 async def catch_up(
-    gateway: "Gateway", live: LiveConversation, route: RouteKey | None, *, skip: int | None = None
+    gateway: "RecoveryHost", live: LiveConversation, route: RouteKey | None, *, skip: int | None = None
 ) -> int:
     """This worker has just taken ``live`` over (another worker died or let it go): answer
     what that one left unfinished in it first, oldest first, before anything new runs there
@@ -160,60 +160,60 @@ async def catch_up(
     session_id = live.session_id
     handled = 0
     for entry in entries:
-        if entry.id in gateway._handling or entry.id == skip:
+        if entry.id in gateway.handling or entry.id == skip:
             continue
         if entry.route == route or (session_id is not None and entry.session_id == session_id):
             handled += await answer_in(gateway, entry, live)
     return handled
 
 
-async def _recover_one(gateway: "Gateway", entry: InboxEntry) -> int:
-    if entry.id in gateway._handling:
+async def _recover_one(gateway: "RecoveryHost", entry: InboxEntry) -> int:
+    if entry.id in gateway.handling:
         return 0
     if entry.status == RUNNING:
         entry = await _cut_off(gateway, entry)
     if await _settled_without_a_turn(gateway, entry):
         return 1
     async with gateway.route_lock(entry.route):
-        if entry.id in gateway._handling:
+        if entry.id in gateway.handling:
             return 0
-        live = await gateway._live_for_route(entry.route)
+        live = await gateway.live_for_route(entry.route)
         if not isinstance(live, LiveConversation):  # taken by another worker meanwhile
             return 0
-        if entry.id in gateway._handling:  # handed on by the take-over's catch-up
+        if entry.id in gateway.handling:  # handed on by the take-over's catch-up
             return 1
         gateway.dispatch(entry, live, client_id=entry.external_id, resume=entry.attempts > 0)
     return 1
 
 
-async def answer_in(gateway: "Gateway", entry: InboxEntry, live: LiveConversation) -> int:
+async def answer_in(gateway: "RecoveryHost", entry: InboxEntry, live: LiveConversation) -> int:
     """:func:`_recover_one` for a conversation already at hand (call under the route's lock).
     An entry never started (a message another worker stored and handed over) has no answer
     to look for in the history, which is not read then: that read grows with the conversation."""
     if entry.status == PENDING and entry.attempts == 0:
-        if entry.id in gateway._handling:
+        if entry.id in gateway.handling:
             return 0
         gateway.dispatch(entry, live, client_id=entry.external_id)  # the page's bubble is accepted
         return 1
-    if entry.id in gateway._handling:
+    if entry.id in gateway.handling:
         return 0
     if entry.status == RUNNING:  # its worker died under it, or let the conversation go
         entry = await _cut_off(gateway, entry)
     if await _settled_without_a_turn(gateway, entry):
         return 1
-    if entry.id in gateway._handling:
+    if entry.id in gateway.handling:
         return 0
     gateway.dispatch(entry, live, client_id=entry.external_id, resume=entry.attempts > 0)
     return 1
 
 
-async def _cut_off(gateway: "Gateway", entry: InboxEntry) -> InboxEntry:
+async def _cut_off(gateway: "RecoveryHost", entry: InboxEntry) -> InboxEntry:
     """A ``running`` entry nobody here runs: the process that ran its turn died. Back to
     ``pending``, with the death counted when nothing else finished meanwhile."""
     return await asyncio.to_thread(gateway.store.gateway.inbox_interrupted, entry.id, died=True)
 
 
-async def _settled_without_a_turn(gateway: "Gateway", entry: InboxEntry) -> bool:
+async def _settled_without_a_turn(gateway: "RecoveryHost", entry: InboxEntry) -> bool:
     """Finish ``entry`` with the answer its history already holds, or set it aside as poison
     after :data:`POISON_DEATHS`; ``False`` when it needs a turn."""
     answer, session_id = await asyncio.to_thread(stored_answer, gateway, entry)
@@ -269,11 +269,11 @@ class SuspectGate:
             self._lock.release()
 
 
-async def requeue(gateway: "Gateway", entry_id: int) -> InboxEntry:
+async def requeue(gateway: "RecoveryHost", entry_id: int) -> InboxEntry:
     """Put a set-aside entry back to be answered (``vigil gateway retry``, ``/retry``) and
     hand it to its conversation now; the entry as it is now (``KeyError`` for an unknown id)."""
     entry = await asyncio.to_thread(gateway.store.gateway.inbox_requeue, entry_id)
-    if entry.status == PENDING and entry.id not in gateway._handling:
+    if entry.status == PENDING and entry.id not in gateway.handling:
         gateway.spawn(recover_entry(gateway, entry))
     return entry
 
@@ -283,7 +283,7 @@ class PendingWatch:
     entries put back by another process (``vigil gateway retry``); with several workers
     the hand-over's sweep does it."""
 
-    def __init__(self, gateway: "Gateway", every: float | None = None) -> None:
+    def __init__(self, gateway: "RecoveryHost", every: float | None = None) -> None:
         self.gateway = gateway
         self.every = PENDING_WATCH if every is None else every
         self._task: asyncio.Task[None] | None = None
@@ -305,7 +305,7 @@ class PendingWatch:
             try:
                 entries = await asyncio.to_thread(gateway.store.gateway.inbox_list, statuses=[PENDING], limit=100)
                 for entry in sorted(entries, key=lambda e: e.id):
-                    if entry.id not in gateway._handling and not gateway._closing:
+                    if entry.id not in gateway.handling and not gateway.closing:
                         await recover_entry(gateway, entry)
             except StoreError as exc:
                 log.warning("cannot look for messages put back in the inbox (trying again): %s", exc)

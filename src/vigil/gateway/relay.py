@@ -18,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import RelayHost
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class Relayed:
 class EventRelay:
     """The relay of one worker (see the module docstring)."""
 
-    def __init__(self, gateway: "Gateway") -> None:
+    def __init__(self, gateway: "RelayHost") -> None:
         self.gateway = gateway
         self._notifications: Any = None
         self._unsubscribe: Callable[[], None] | None = None

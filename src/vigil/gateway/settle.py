@@ -26,7 +26,7 @@ from vigil.store import StoreError
 from vigil.store.gateway.gateway_tables import ANSWERED, FAILED, SET_ASIDE, InboxEntry, NewOutbound
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import SettleHost
     from vigil.gateway.live import LiveConversation
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ FINISH_BACKOFF = RetryPolicy(base_delay=0.1, max_delay=60.0)
 
 
 async def settle(
-    gateway: "Gateway", entry: InboxEntry, live: "LiveConversation", future: asyncio.Future[Outcome],
+    gateway: "SettleHost", entry: InboxEntry, live: "LiveConversation", future: asyncio.Future[Outcome],
     session_id: str | None,
 ) -> None:
     """Wait for the outcome of a dispatched entry and finish it (not when the gateway stops
@@ -49,7 +49,7 @@ async def settle(
         except asyncio.CancelledError:
             return
         gateway.gauge_queue_depth()
-        if gateway._closing and outcome.cancelled:
+        if gateway.closing and outcome.cancelled:
             await _stopped_under(gateway, entry)
             return
         await _after_input(gateway, live, session_id, outcome)
@@ -61,13 +61,13 @@ async def settle(
             gateway.say(f"vigil gateway: error: message {entry.id} from {describe_route(entry.route)} "
                         f"{verdict.log}: {verdict.error}")
     finally:
-        gateway._handling.discard(entry.id)
+        gateway.handling.discard(entry.id)
         gateway.patience.forget(entry.id)
         gateway.suspects.leave(entry.id)
 
 
 async def finish(
-    gateway: "Gateway", entry: InboxEntry, status: str, reply: NewOutbound | None, *, error: str | None = None
+    gateway: "SettleHost", entry: InboxEntry, status: str, reply: NewOutbound | None, *, error: str | None = None
 ) -> bool:
     """Finish ``entry`` and queue ``reply``, in one transaction; a store error is tried again
     (:data:`FINISH_BACKOFF`) before the entry is left to the next start. Whether the store
@@ -79,7 +79,7 @@ async def finish(
             )
             return True
         except StoreError as exc:
-            if attempt == FINISH_TRIES - 1 or gateway._closing:
+            if attempt == FINISH_TRIES - 1 or gateway.closing:
                 log.error("cannot finish inbox entry %d (it is answered at the next start): %s", entry.id, exc)
                 return False
             delay = FINISH_BACKOFF.delay(attempt)
@@ -156,7 +156,7 @@ def _waited(window: float) -> str:
     return f"the model or the store could not be used for {window:g} seconds"
 
 
-async def _stopped_under(gateway: "Gateway", entry: InboxEntry) -> None:
+async def _stopped_under(gateway: "SettleHost", entry: InboxEntry) -> None:
     """The gateway stops and interrupted the entry's turn: a stop is not a death of the
     process under it, so it does not count towards setting the entry aside."""
     try:
@@ -165,7 +165,7 @@ async def _stopped_under(gateway: "Gateway", entry: InboxEntry) -> None:
         log.warning("cannot mark inbox entry %d interrupted (it is answered at the next start): %s", entry.id, exc)
 
 
-async def _after_input(gateway: "Gateway", live: "LiveConversation", before: str | None, outcome: Outcome) -> None:
+async def _after_input(gateway: "SettleHost", live: "LiveConversation", before: str | None, outcome: Outcome) -> None:
     """After a command: follow the conversation to another session (/new, /resume, /suspend)
     and tell its pages what the command said and what its heartbeat is now."""
     after = live.session_id

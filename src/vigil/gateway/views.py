@@ -12,25 +12,25 @@ from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError
 from vigil.store import archive
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import ViewsHost
 
 SEARCH_HITS = 200
 """Message matches looked at when the list is searched."""
 
 
-def _heartbeats(gateway: "Gateway") -> dict[str, Heartbeat]:
+def _heartbeats(gateway: "ViewsHost") -> dict[str, Heartbeat]:
     try:
         return {h.session_id: h for h in gateway.heartbeat_repo.list()}
     except HeartbeatError:
         return {}
 
 
-def owner_text(gateway: "Gateway", session_id: str) -> str | None:
+def owner_text(gateway: "ViewsHost", session_id: str) -> str | None:
     """Who fires the heartbeat of ``session_id``: ``gateway`` when this gateway owns it."""
     return "gateway" if gateway.heartbeats.owns(session_id) else None
 
 
-def conversations(gateway: "Gateway", query: str | None, limit: int, archived: bool = False) -> list[dict[str, Any]]:
+def conversations(gateway: "ViewsHost", query: str | None, limit: int, archived: bool = False) -> list[dict[str, Any]]:
     """The conversation list: those not archived, or (``archived``) only the archived ones. A
     search (``query``) looks through the archived ones too, unless only they are asked for:
     archiving puts a conversation out of the way, not out of reach."""
@@ -61,7 +61,7 @@ def conversations(gateway: "Gateway", query: str | None, limit: int, archived: b
     return out
 
 
-def summary(gateway: "Gateway", session_id: str) -> dict[str, Any]:
+def summary(gateway: "ViewsHost", session_id: str) -> dict[str, Any]:
     """One conversation's list entry (``session_id``: its newest session)."""
     store = gateway.store
     session = store.get_session(session_id)
@@ -75,7 +75,7 @@ def summary(gateway: "Gateway", session_id: str) -> dict[str, Any]:
     return {**view, "archived": archive.is_archived(store, session_id)}
 
 
-def conversation(gateway: "Gateway", ref: str) -> dict[str, Any]:
+def conversation(gateway: "ViewsHost", ref: str) -> dict[str, Any]:
     store = gateway.store
     session_id = store.newest_continuation(store.resolve_session(ref))
     session = store.get_session(session_id)

@@ -35,7 +35,7 @@ from vigil.store import MetaEntry, SessionStore, StoreError
 from vigil.store.records import MetaSwap
 
 if TYPE_CHECKING:
-    from vigil.gateway.core import Gateway
+    from vigil.gateway.parts import WorkersHost
     from vigil.schedule.cron.repo import CronRepo
     from vigil.schedule.cron.scheduler import CronScheduler
 
@@ -61,7 +61,7 @@ def is_shared(store: SessionStore) -> bool:
     return isinstance(cls, type) and isinstance(store, cls)
 
 
-def join_as_worker(gateway: "Gateway", adapters: Mapping[str, Any], clock: Clock) -> WorkerIdentity:
+def join_as_worker(gateway: "WorkersHost", adapters: Mapping[str, Any], clock: Clock) -> WorkerIdentity:
     """The running gateway as one of several workers on a shared store: who it is in the
     registry (its id is its heartbeat lease holder token; its leases' length), and the poll
     lease of every adapter whose platform declares a single receiver (it polls in one worker only)."""
@@ -75,7 +75,7 @@ def join_as_worker(gateway: "Gateway", adapters: Mapping[str, Any], clock: Clock
     return worker
 
 
-def recovery(gateway: "Gateway", cron_repo: "CronRepo", cron: "CronScheduler", say: Callable[[str], None]) -> "Recover":
+def recovery(gateway: "WorkersHost", cron_repo: "CronRepo", cron: "CronScheduler", say: Callable[[str], None]) -> "Recover":
     """What a worker does when it finds other processes of the store dead: refund their
     heartbeat reservations and mark their cron runs interrupted (the liveness check now calls
     them dead), release the reply claims of those whose process has exited, then have every
