@@ -16,7 +16,7 @@ import pytest
 
 from tests.gateway.process import GatewayProcess, new_conversation, send, share_store, wait_for
 from tests.store.conftest import pg_schema, pg_url, postgres_server  # noqa: F401 (fixtures)
-from vigil.gateway.ownership import PREFIX as CONVERSATION_LEASE
+from vigil.gateway.cluster.ownership import PREFIX as CONVERSATION_LEASE
 from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import CronRepo
 from vigil.schedule.heartbeat.lease import live_leases

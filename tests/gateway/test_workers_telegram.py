@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 
 from tests.gateway.adapters.telegram import conftest as telegram_fixtures
-from vigil.gateway.adapter_lease import AdapterLease
+from vigil.gateway.cluster.adapter_lease import AdapterLease
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("telegram") is None,
                                 reason="needs python-telegram-bot (vigil[telegram])")

@@ -16,11 +16,11 @@ import pytest
 
 from tests.cli.helpers import run_cli
 from vigil.clock import FakeClock
-from vigil.gateway.adapter_lease import AdapterLease
+from vigil.gateway.cluster.adapter_lease import AdapterLease
 from vigil.gateway.adapters.telegram.polling import StoredOffset
 from vigil.gateway.lock import GatewayRunning, acquire
 from vigil.gateway.status import StatusKeeper, WorkerIdentity
-from vigil.gateway.workers import WorkerWatch, is_shared, read_workers
+from vigil.gateway.cluster.workers import WorkerWatch, is_shared, read_workers
 from vigil.profiles import get_profile
 from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import CronRepo
@@ -296,7 +296,7 @@ def test_a_conversation_claimed_while_the_leases_are_renewed_is_not_let_go(store
     """The renewal runs in a worker thread while a message claims a conversation in another:
     the one just claimed must not read as taken over by someone else (the worker would close
     it under the turn it was starting)."""
-    from vigil.gateway.ownership import Ownership
+    from vigil.gateway.cluster.ownership import Ownership
 
     ours = Ownership(store, clock, token="a" * 16, seconds=30, shared=True)
     other = Ownership(store, clock, token="b" * 16, seconds=30, shared=True)

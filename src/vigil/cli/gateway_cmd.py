@@ -151,7 +151,7 @@ def status_cmd(app: AppContext, as_json: bool) -> None:
 
     from vigil.gateway.status import read_status
     from vigil.gateway.token import read_token
-    from vigil.gateway.workers import read_workers
+    from vigil.gateway.cluster.workers import read_workers
 
     now = time.time()
     token = read_token(app.profile)
@@ -401,7 +401,7 @@ def _refusal(message: str, kind: str) -> click.ClickException:
 
 def _announce(app: AppContext, entry_id: int) -> None:
     """Wake the workers sharing the store (an SQLite gateway looks by itself within seconds)."""
-    from vigil.gateway.handover import CHANNEL
+    from vigil.gateway.cluster.handover import CHANNEL
 
     notifications = app.store.notifications()
     if notifications is None:

@@ -39,7 +39,7 @@ class _MetaReader:
 
 def _workers(subject: Subject) -> CheckResult | None:
     """With several gateways on a shared store: which of them run (``None``: none ever did)."""
-    from vigil.gateway.workers import read_workers
+    from vigil.gateway.cluster.workers import read_workers
 
     try:
         workers = read_workers(cast(Any, _MetaReader(subject)), now=time.time())

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from typing import Any, AsyncIterator
 
-from vigil.gateway.relay import Relayed
+from vigil.gateway.cluster.relay import Relayed
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class Watch:
 
 class EventBus(Relayed):
     """Watchers by session id. With several workers on one store, what is published here is
-    shared with the others' buses too (:mod:`vigil.gateway.relay`)."""
+    shared with the others' buses too (:mod:`vigil.gateway.cluster.relay`)."""
 
     def __init__(self) -> None:
         self._watchers: dict[str, set[Watch]] = {}

@@ -33,14 +33,14 @@ from vigil.gateway.approvals import Approvals
 from vigil.gateway.authorization import Authorization
 from vigil.gateway.bus import EventBus, Watch
 from vigil.gateway.live import LiveConversation
-from vigil.gateway.handover import Handover
+from vigil.gateway.cluster.handover import Handover
 from vigil.gateway.outbox import OutboxSender
 from vigil.gateway.patience import Patience
 from vigil.gateway.recovery import PendingWatch, SuspectGate, catch_up, requeue
-from vigil.gateway.relay import EventRelay
-from vigil.gateway.claims import Claims
-from vigil.gateway.ownership import Elsewhere, Ownership
-from vigil.gateway.workers import is_shared
+from vigil.gateway.cluster.relay import EventRelay
+from vigil.gateway.cluster.claims import Claims
+from vigil.gateway.cluster.ownership import Elsewhere, Ownership
+from vigil.gateway.cluster.workers import is_shared
 from vigil.gateway.routing import Router
 from vigil.gateway import fanout, lifecycle, manage, settle, views
 from vigil.gateway.fanout import describe_route

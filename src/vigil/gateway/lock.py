@@ -10,7 +10,7 @@ worker claiming its work in the store. That is decided in :func:`acquire` alone 
 every gateway passes through): ``shared=True`` takes a *shared* ``flock`` and writes nothing
 into the file, so any number of workers run side by side (here and on other machines), while
 a gateway of the same profile home on an SQLite store (exclusive) and they still exclude each
-other. Who runs is then the store's worker registry (:mod:`vigil.gateway.workers`), not this
+other. Who runs is then the store's worker registry (:mod:`vigil.gateway.cluster.workers`), not this
 file.
 """
 

@@ -11,7 +11,7 @@ platform took is not sent again because the store failed to record that.
 Gateways sharing one store ("workers") each send only the entries they claimed
 (``outbox_claim``): a reply is sent by one of them, and a chat's replies by one at a time, in
 order. A worker whose process is found gone (on the same machine as a live worker) has its
-claims released by that worker at once (:mod:`vigil.gateway.workers`); one that only went
+claims released by that worker at once (:mod:`vigil.gateway.cluster.workers`); one that only went
 silent (another machine, a stall) leaves its claims to lapse after :attr:`OutboxSender.hold`.
 Then another sends those replies (so a reply the dead worker had handed over may go twice, as
 after a crash of a lone gateway).

@@ -24,15 +24,15 @@ if TYPE_CHECKING:
     from vigil.gateway.approvals import Approvals
     from vigil.gateway.authorization import Authorization
     from vigil.gateway.bus import EventBus
-    from vigil.gateway.claims import Claims
-    from vigil.gateway.handover import Handover
+    from vigil.gateway.cluster.claims import Claims
+    from vigil.gateway.cluster.handover import Handover
     from vigil.gateway.idle import IdleCloser
     from vigil.gateway.live import LiveConversation
     from vigil.gateway.outbox import OutboxSender
-    from vigil.gateway.ownership import Elsewhere, Ownership
+    from vigil.gateway.cluster.ownership import Elsewhere, Ownership
     from vigil.gateway.patience import Patience
     from vigil.gateway.recovery import SuspectGate
-    from vigil.gateway.relay import EventRelay
+    from vigil.gateway.cluster.relay import EventRelay
     from vigil.gateway.routing import Router
     from vigil.models.base import ModelClient
     from vigil.profiles import Profile

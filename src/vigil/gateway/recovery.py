@@ -29,7 +29,7 @@ from vigil.clock import Clock
 from vigil.gateway.fanout import describe_route
 from vigil.store import MessageRecord, SessionNotFound, StoreError
 from vigil.gateway.live import LiveConversation
-from vigil.gateway.ownership import Elsewhere
+from vigil.gateway.cluster.ownership import Elsewhere
 from vigil.store.gateway.gateway_tables import (
     ANSWERED,
     PENDING,

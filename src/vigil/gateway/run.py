@@ -10,9 +10,9 @@ SIGTERM and SIGINT: stop taking input, let running turns finish within
 ``gateway.stop_timeout``, then exit 0. SIGHUP: re-read config.yaml and hand it to the adapters.
 
 On a shared (PostgreSQL) store any number of these processes run as workers
-(:mod:`vigil.gateway.workers`): each keeps its own record in the worker registry, watches the
+(:mod:`vigil.gateway.cluster.workers`): each keeps its own record in the worker registry, watches the
 others' records to recover what a dead one left (heartbeat reservations, cron runs), and runs a
-single-receiver platform's loop only while it holds the adapter's lease (:mod:`vigil.gateway.adapter_lease`).
+single-receiver platform's loop only while it holds the adapter's lease (:mod:`vigil.gateway.cluster.adapter_lease`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from vigil.gateway.lock import acquire
 from vigil.gateway.health import store_check
 from vigil.gateway.metrics import GatewayMetrics, http_routes
 from vigil.gateway.status import StatusKeeper
-from vigil.gateway.workers import WorkerWatch, is_shared, join_as_worker, recovery
+from vigil.gateway.cluster.workers import WorkerWatch, is_shared, join_as_worker, recovery
 from vigil.gateway.token import load_or_create_token
 from vigil.gateway.platforms import configured_adapters
 from vigil.gateway.supervisor import BACKOFF_BASE, BACKOFF_CAP, WATCH_INTERVAL, health_view, supervise

@@ -8,7 +8,7 @@ A record whose writer is gone reads as "not running (last seen ...)", however it
 
 On a shared (PostgreSQL) store every gateway is a *worker* with a record of its own,
 ``gateway:worker:<worker id>``, rewritten every third of its lease; that record is the
-worker registry too (:mod:`vigil.gateway.workers` reads and prunes it,
+worker registry too (:mod:`vigil.gateway.cluster.workers` reads and prunes it,
 :mod:`vigil.schedule.liveness` judges from it whether a process on another host runs). It
 has the fields below and ``worker_id``, ``owner`` (the process's ``host:pid:token``) and
 ``lease`` (seconds after ``updated_at`` that it counts as fresh).

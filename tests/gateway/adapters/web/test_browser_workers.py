@@ -17,7 +17,7 @@ from tests.gateway.process import new_conversation, send, share_store, wait_for
 from tests.gateway.adapters.web.conftest import WebGateway, answers
 from tests.gateway.adapters.web.page_probes import record_streaming
 from tests.store import conftest as store_fixtures
-from vigil.gateway.ownership import PREFIX as CONVERSATION_LEASE
+from vigil.gateway.cluster.ownership import PREFIX as CONVERSATION_LEASE
 from vigil.schedule.heartbeat.lease import live_leases
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply

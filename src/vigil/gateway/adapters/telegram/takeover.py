@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 class PollLease(Protocol):
-    """What the adapter needs of the lease (:class:`vigil.gateway.adapter_lease.AdapterLease`)."""
+    """What the adapter needs of the lease (:class:`vigil.gateway.cluster.adapter_lease.AdapterLease`)."""
 
     renew_every: float
 

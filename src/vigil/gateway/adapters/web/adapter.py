@@ -78,7 +78,7 @@ class WebAdapter:
 
     @property
     def pages(self) -> OpenPages:
-        """The open pages (shared with the other workers' by :mod:`vigil.gateway.relay`)."""
+        """The open pages (shared with the other workers' by :mod:`vigil.gateway.cluster.relay`)."""
         return self.state.pages
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:

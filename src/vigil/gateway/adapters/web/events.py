@@ -10,7 +10,7 @@ from collections import defaultdict
 from typing import Any, AsyncIterator
 
 from vigil.gateway.adapters.base import Subscription
-from vigil.gateway.relay import Relayed
+from vigil.gateway.cluster.relay import Relayed
 
 log = logging.getLogger(__name__)
 

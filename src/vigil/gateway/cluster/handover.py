@@ -19,7 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from vigil.gateway.recovery import recover_entry
-from vigil.gateway.relay import store_notifications
+from vigil.gateway.cluster.relay import store_notifications
 from vigil.store import StoreError
 from vigil.store.gateway.gateway_tables import InboxEntry
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from vigil import platforms as registry
 from vigil.clock import Clock
-from vigil.gateway.adapter_lease import AdapterLease
+from vigil.gateway.cluster.adapter_lease import AdapterLease
 from vigil.gateway.status import WorkerIdentity, adapter_entry, ago
 from vigil.schedule.changes import bump_generation
 from vigil.schedule.heartbeat.repo import PROCESS_OWNER

@@ -6,7 +6,7 @@ record as its heartbeat leases, so the one renewal that keeps those alive keeps 
 A conversation's turns, slash commands and heartbeats run only in the worker holding its lease:
 
 * a message for a conversation another live worker runs is stored in the inbox and left to that
-  worker, which hears of it (:mod:`vigil.gateway.handover`) or finds it at its next sweep;
+  worker, which hears of it (:mod:`vigil.gateway.cluster.handover`) or finds it at its next sweep;
 * a heartbeat that comes due in a worker that does not run its conversation is refunded and
   handed to the one that does (that worker adopts it; see ``adoptable``);
 * a worker that dies stops renewing: once its leases lapse (``gateway.lease_seconds``) any other

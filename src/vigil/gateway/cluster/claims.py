@@ -1,8 +1,8 @@
 """Several gateways on one store: this worker claiming a conversation, asynchronously.
 
-:class:`~vigil.gateway.ownership.Ownership` holds the leases (blocking store calls); this is the
+:class:`~vigil.gateway.cluster.ownership.Ownership` holds the leases (blocking store calls); this is the
 gateway's side of it. Claiming a conversation another live worker runs gives its
-:class:`~vigil.gateway.ownership.Elsewhere`; claiming one nobody runs takes it over, and until the
+:class:`~vigil.gateway.cluster.ownership.Elsewhere`; claiming one nobody runs takes it over, and until the
 taker has caught up with what was left unfinished there (:func:`vigil.gateway.recovery.catch_up`)
 every other path of this worker to that conversation waits. Two workers receiving the first
 messages of a platform conversation at once start one session (a short route claim).
@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from vigil.gateway.ownership import Elsewhere
-from vigil.gateway.ownership import route_claim
+from vigil.gateway.cluster.ownership import Elsewhere
+from vigil.gateway.cluster.ownership import route_claim
 from vigil.gateway.recovery import catch_up
 from vigil.store.gateway.gateway_tables import RouteKey
 
