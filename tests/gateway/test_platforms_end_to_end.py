@@ -34,7 +34,7 @@ pytest.importorskip("telegram")
 from tests.cli.helpers import run_cli
 from tests.gateway import process as processes
 from tests.gateway.process import GatewayProcess, history, new_conversation, send, wait_for
-from vigil.gateway.adapters.slack.drafts import WORKING
+from vigil.gateway.adapters.slack.editing import WORKING
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 from vigil.testing.slack_api import EventsSender, FakeSlackServer, Sent

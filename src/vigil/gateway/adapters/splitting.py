@@ -71,13 +71,15 @@ class _Block:
 
 
 def split_text(text: str, limit: int, *, measure: Measure = len, code_blocks: bool = False,
-               keep: re.Pattern[str] | None = None, trim: bool = False) -> list[str]:
+               keep: re.Pattern[str] | None = None, trim: bool = False, fence: str | None = None) -> list[str]:
     """``text`` in messages of at most ``limit`` units (see the module docstring); an empty
     text is no message at all. ``trim``: leave out the whitespace at each cut and pieces
     with nothing but whitespace (for platforms that would trim or refuse them anyway);
-    otherwise, without ``code_blocks``, the messages joined back are ``text``."""
+    otherwise, without ``code_blocks``, the messages joined back are ``text``. ``fence``: what
+    closes and reopens a cut code block (```` ``` ```` where the platform knows no languages);
+    ``None``: the block's own fence line."""
     result = []
-    for piece in pieces(text, limit, measure=measure, code_blocks=code_blocks, keep=keep):
+    for piece in pieces(text, limit, measure=measure, code_blocks=code_blocks, keep=keep, fence=fence):
         if trim:
             body = piece.body.rstrip()
             piece = Piece(body, piece.opens, piece.closes)
@@ -88,7 +90,7 @@ def split_text(text: str, limit: int, *, measure: Measure = len, code_blocks: bo
 
 
 def pieces(text: str, limit: int, *, measure: Measure = len, code_blocks: bool = False,
-           keep: re.Pattern[str] | None = None) -> list[Piece]:
+           keep: re.Pattern[str] | None = None, fence: str | None = None) -> list[Piece]:
     """The cut of :func:`split_text` as :class:`Piece` values (every body non-empty; each
     piece's ``text`` at most ``limit`` units). ``ValueError`` for a limit too small to
     split at (2 units; 24 with ``code_blocks``)."""
@@ -97,18 +99,19 @@ def pieces(text: str, limit: int, *, measure: Measure = len, code_blocks: bool =
     blocks = _blocks(text) if code_blocks else []
     starts = [block.opened for block in blocks]
     atoms = _atoms(text, keep, blocks)
-    reserve = max((measure("\n" + block.run) for block in blocks if _reopen(block, limit, measure)), default=0)
+    reserve = max((measure(_closes(block, fence)) for block in blocks if _reopen(block, limit, measure, fence)),
+                  default=0)
     result: list[Piece] = []
     pos = 0
     while pos < len(text):
-        opens = _reopen(_inside(blocks, starts, pos), limit, measure) if pos else ""
+        opens = _reopen(_inside(blocks, starts, pos), limit, measure, fence) if pos else ""
         room = limit - measure(opens)
         if measure(text[pos:pos + room + 1]) <= room:  # the rest fits (a character is at least a unit)
             result.append(Piece(text[pos:], opens))
             break
         cut = _cut(text, pos, _fit(text, pos, room - reserve, measure), atoms)
         block = _inside(blocks, starts, cut)
-        closes = "\n" + block.run if block is not None and _reopen(block, limit, measure) else ""
+        closes = _closes(block, fence) if block is not None and _reopen(block, limit, measure, fence) else ""
         if closes and text[cut:block.close_start] in ("", "\n") and block.close_start < len(text) \
                 and measure(text[cut:block.close_end]) <= measure(closes):
             cut, closes = block.close_end, ""  # the block's own closing line fits: nothing to reopen
@@ -216,13 +219,17 @@ def _inside(blocks: Sequence[_Block], starts: Sequence[int], index: int) -> _Blo
     return None
 
 
-def _reopen(block: _Block | None, limit: int, measure: Measure) -> str:
+def _closes(block: _Block, fence: str | None) -> str:
+    return "\n" + (fence or block.run)
+
+
+def _reopen(block: _Block | None, limit: int, measure: Measure, fence: str | None = None) -> str:
     """What opens ``block`` again at the start of a piece: its fence line, or its bare run
     when the line is long; nothing when even that would leave too little room."""
     if block is None:
         return ""
-    for line in (block.fence, block.run):
+    for line in (fence,) if fence else (block.fence, block.run):
         opens = line + "\n"
-        if measure(opens) + measure("\n" + block.run) <= limit // 4:
+        if measure(opens) + measure(_closes(block, fence)) <= limit // 4:
             return opens
     return ""

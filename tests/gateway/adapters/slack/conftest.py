@@ -15,7 +15,7 @@ import pytest
 from tests.gateway.process import free_port
 from vigil.config.settings import ModelSettings, Settings
 from vigil.gateway.adapters.slack import SlackAdapter
-from vigil.gateway.adapters.slack.drafts import WORKING
+from vigil.gateway.adapters.slack.editing import WORKING
 from vigil.gateway.run import GatewayConfig, GatewayRun, serve
 from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy

@@ -17,7 +17,7 @@ import yaml
 from tests.gateway import process as processes
 from tests.gateway.process import GatewayProcess
 from tests.gateway.adapters.slack.conftest import ALICE, BOB
-from vigil.gateway.adapters.slack.drafts import WORKING
+from vigil.gateway.adapters.slack.editing import WORKING
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.slack_api import FakeSlackServer
 from vigil.testing.slack_api.events import EventsSender, Sent

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vigil.gateway.adapters.slack.mrkdwn import from_slack, to_mrkdwn
-from vigil.gateway.adapters.slack.split import FENCE, split_message
+from vigil.gateway.adapters.slack.mrkdwn import FENCE, split_message
 
 
 @pytest.mark.parametrize(("markdown", "mrkdwn"), [

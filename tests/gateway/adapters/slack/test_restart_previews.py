@@ -12,7 +12,7 @@ import pytest
 
 from tests.gateway.adapters.slack.conftest import ALICE, SlackHarness, eventually
 from vigil.gateway.adapters import previews
-from vigil.gateway.adapters.slack.drafts import WORKING
+from vigil.gateway.adapters.slack.editing import WORKING
 from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import PENDING
 from vigil.testing.scripting import Reply

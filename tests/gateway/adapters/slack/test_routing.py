@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from tests.gateway.adapters.slack.conftest import ALICE, BOB, SlackHarness, eventually
-from vigil.gateway.adapters.slack.drafts import WORKING
+from vigil.gateway.adapters.slack.editing import WORKING
 from vigil.testing.slack_api.events import Sent
 from vigil.testing.scripting import Reply
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.gateway.adapters.slack.conftest import ALICE, SlackHarness, eventually
-from vigil.gateway.adapters.slack.drafts import WORKING
+from vigil.gateway.adapters.slack.editing import WORKING
 from vigil.testing.scripting import Reply
 
 ANSWER = "The **first** part, then the second part, and at last the end of it."

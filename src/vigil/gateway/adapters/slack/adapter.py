@@ -3,7 +3,7 @@
 Events come over HTTP at ``/slack/events`` on the gateway's server (:mod:`.events`) or, with
 ``slack.socket_mode``, over a Socket Mode connection (:mod:`.socket`); which messages count and
 where they route is :mod:`.inbound`. Answers go out through the Web API (:mod:`.web`) —
-Markdown as mrkdwn, long ones split — into the conversation's thread; :mod:`.drafts` shows
+Markdown as mrkdwn, long ones split — into the conversation's thread; :mod:`.editing` shows
 them as they stream, :mod:`.approvals` asks for approval with buttons. The secrets come from
 the environment variables ``slack.*_env`` name; without them the adapter reports itself
 ``misconfigured`` and the gateway runs on.
@@ -15,15 +15,17 @@ import asyncio
 import collections
 import logging
 import os
-import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from vigil.backoff import Backoff, Streak
+from vigil.gateway.adapters import health as states
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
+from vigil.gateway.adapters.health import HealthState
 from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.gateway.adapters.slack import inbound as routing
 from vigil.gateway.adapters.slack.approvals import ApprovalButtons
-from vigil.gateway.adapters.slack.drafts import Drafts
+from vigil.gateway.adapters.slack.editing import streamer
 from vigil.gateway.adapters.slack.events import routes
 from vigil.gateway.adapters.slack.intake import Refused
 from vigil.gateway.adapters.slack.outgoing import deliver
@@ -58,11 +60,9 @@ class SlackAdapter:
         self.bot_user = ""
         self.signing_secret = ""
         self.bot_token = ""
+        self.health_state = HealthState(routing.NAME, say=self._say)
         self.problem: str | None = "not started"
-        self.state = "stopped"
-        self.since = time.time()
-        self.last_error: str | None = None
-        self.drafts = Drafts(lambda: self.api, self.spawn, DurablePreviews(self.name, lambda: self.gateway))
+        self.streamer = streamer(lambda: self.api, DurablePreviews(self.name, lambda: self.gateway))
         self.approvals = ApprovalButtons(lambda: self.api, lambda: self.gateway)
         self.last_route: dict[tuple[str, str], RouteKey] = {}
         self.sending: dict[int, tuple[int, str | None, Preview | None]] = {}
@@ -84,7 +84,7 @@ class SlackAdapter:
         await self._connect()
 
     async def _connect(self) -> None:
-        await self.drafts.previews.load()  # before any event or reply can need them
+        await self.streamer.previews.load()  # before any event or reply can need them
         env = self._environ if self._environ is not None else os.environ
         s = self.settings
         self.bot_token = env.get(s.bot_token_env, "")
@@ -145,8 +145,8 @@ class SlackAdapter:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self.drafts.clear()
-        await self.drafts.previews.close()
+        await self.streamer.close()
+        await self.streamer.previews.close()
         if self.api is not None:
             self.api.close()
         self.api = None
@@ -164,10 +164,9 @@ class SlackAdapter:
         return self._routes
 
     def health(self) -> AdapterHealth:
-        ok = self.state == "connected" and self.api is not None
         how = "Socket Mode" if self.settings.socket_mode else "events at /slack/events"
-        detail = self.problem or f"connected as {self.bot_user or '?'} ({how})"
-        return AdapterHealth(ok, detail, self.state, self.since, self.last_error)
+        view = self.health_state.view(self.problem or f"connected as {self.bot_user or '?'} ({how})")
+        return replace(view, ok=view.ok and self.api is not None)
 
     # -- the platform's side --------------------------------------------------------------------
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
@@ -198,13 +197,8 @@ class SlackAdapter:
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
         kind = event.get("type")
         try:
-            if kind == "turn_began":
-                await self.drafts.began(route, str(event.get("kind") or "user"), str(event.get("text") or ""),
-                                        event.get("session_id"))
-            elif kind == "delta":
-                self.drafts.delta(route, str(event.get("text") or ""))
-            elif kind == "turn_ended":
-                await self.drafts.ended(route, event)
+            if kind in ("turn_began", "delta", "turn_ended"):
+                await self.streamer.live(route, event)
             elif kind == "approval_request":
                 await self.approvals.request(route, event)
             elif kind == "approval_resolved":
@@ -224,24 +218,23 @@ class SlackAdapter:
             self.seen.popitem(last=False)
 
     def set_state(self, state: str, problem: str | None) -> None:
-        if state != self.state:
-            self.state, self.since = state, time.time()
+        """Enter ``state`` (:mod:`vigil.gateway.adapters.health`); ``problem``: what is wrong."""
         self.problem = problem
-        if problem and state != "stopped":
-            self.last_error = problem
-            log.warning("Slack adapter %s: %s", state, problem)
-            say = getattr(self.gateway, "say", None)
-            if callable(say) and state in ("misconfigured", "retrying"):
-                say(f"vigil gateway: error: slack adapter {state}: {problem}")
+        self.health_state.set(state, problem or "", None if state == states.STOPPED else problem)
+
+    def _say(self, line: str) -> None:
+        say = getattr(self.gateway, "say", None)
+        if callable(say):
+            say(line)
 
     def _observe(self, error: DeliveryError | None) -> None:
         """Every Web API call's outcome keeps the health current."""
         if error is None:
-            if self.state in ("retrying", "misconfigured") and self.bot_user and self.api is not None:
+            if self.health_state.state in ("retrying", "misconfigured") and self.bot_user and self.api is not None:
                 self.set_state("connected", None)
             return
-        self.last_error = str(error)
-        if error.retryable and self.state == "connected":
+        self.health_state.last_error = str(error)
+        if error.retryable and self.health_state.state == "connected":
             self.set_state("retrying", str(error))
         elif any(word in str(error) for word in REVOKED):
             self.set_state("misconfigured", f"Slack refuses the bot token: {error}")

@@ -1,4 +1,4 @@
-"""Markdown (what the model writes) to Slack's mrkdwn.
+"""Markdown (what the model writes) to Slack's mrkdwn, and mrkdwn split into messages.
 
 ``**bold**``/``__bold__`` → ``*bold*``, ``*it*``/``_it_`` → ``_it_``, ``~~s~~`` → ``~s~``,
 ``[text](url)`` → ``<url|text>``, headings → a bold line, list bullets → ``•``; fenced code
@@ -10,6 +10,9 @@ of its own.
 from __future__ import annotations
 
 import re
+
+from vigil.gateway.adapters.splitting import split_text
+from vigil.platforms.slack import SLACK
 
 _FENCE = re.compile(r"^[ \t]*```")
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
@@ -102,3 +105,17 @@ def from_slack(text: str) -> str:
 
     text = re.sub(r"<([^<>\s][^<>]*)>", link, text)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+LIMIT = SLACK.capabilities.max_message_chars or 3_500
+"""Slack shows at most about 4,000 characters of a message's text well (it truncates at 40,000)."""
+FENCE = "```"
+UNBROKEN = re.compile(r"&#?\w{1,10};|<[^<>\n]{1,1000}>")
+"""An ``&…;`` entity or a ``<…>`` link or mention: no message ends inside one."""
+
+
+def split_message(text: str, limit: int = LIMIT) -> list[str]:
+    """mrkdwn ``text`` in messages of at most ``limit`` characters (:func:`~vigil.gateway.adapters.splitting.split_text`),
+    never cut inside an entity or a link; a code block cut in two is closed and opened again
+    with a bare fence (mrkdwn has no languages). An empty text is no message at all."""
+    return split_text(text, limit, code_blocks=True, keep=UNBROKEN, trim=True, fence=FENCE)

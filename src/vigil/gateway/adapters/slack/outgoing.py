@@ -18,11 +18,9 @@ from typing import TYPE_CHECKING
 import httpx
 
 from vigil.gateway.adapters.base import DeliveryError
-from vigil.gateway.adapters.slack.drafts import Placeholder
 from vigil.gateway.adapters.slack.files import trusted_host
 from vigil.gateway.adapters.slack.inbound import is_dm
-from vigil.gateway.adapters.slack.mrkdwn import to_mrkdwn
-from vigil.gateway.adapters.slack.split import split_message
+from vigil.gateway.adapters.slack.mrkdwn import split_message, to_mrkdwn
 from vigil.store.gateway.gateway_tables import OutboxEntry
 
 if TYPE_CHECKING:
@@ -56,12 +54,13 @@ async def deliver(adapter: "SlackAdapter", api: "SlackApi", entry: OutboxEntry) 
         adapter.sending.pop(entry.id, None)
         return
     if entry.kind in TURN_KINDS and entry.inbox_id is not None and entry.id not in adapter.sending:
-        taken = await adapter.drafts.take(route)
-        if taken.ts is None:
-            found = await adapter.drafts.previews.find(entry)  # posted before a restart
+        taken = await adapter.streamer.claim(route)
+        if taken is not None and taken.message is not None:
+            placeholder, durable = str(taken.message), taken.durable
+        else:
+            found = await adapter.streamer.previews.find(entry)  # posted before a restart
             if found is not None:
-                taken = Placeholder(str(found.message), found)
-        placeholder, durable = taken.ts, taken.durable
+                placeholder, durable = str(found.message), found
         adapter.sending[entry.id] = (0, placeholder, durable)
     try:
         for index, part in enumerate(parts[done:], done):
@@ -78,10 +77,10 @@ async def deliver(adapter: "SlackAdapter", api: "SlackApi", entry: OutboxEntry) 
     except DeliveryError as exc:
         if not exc.retryable:  # failed for good: nothing more of it will come
             adapter.sending.pop(entry.id, None)
-            adapter.drafts.previews.done(durable)
+            adapter.streamer.previews.done(durable)
         raise
     adapter.sending.pop(entry.id, None)
-    adapter.drafts.previews.done(durable)
+    adapter.streamer.previews.done(durable)
 
 
 async def _respond(adapter: "SlackAdapter", entry: OutboxEntry, parts: list[str]) -> bool:
