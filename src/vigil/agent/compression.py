@@ -225,6 +225,8 @@ class Compressor:
             return CompressionResult(
                 session.id, reason, failure=f"session {session.id} has ended ({session.end_reason})"
             )
+        if session.forked_from is not None:  # see agent.fork
+            return CompressionResult(session.id, reason, failure="a fork (a /background session) is not compressed")
         records = await asyncio.to_thread(self.store.get_messages, session.id)
         keep_tokens = int(KEEP_SHARE * compression_limit(self.settings))
         split = choose_split(records, keep_tokens)

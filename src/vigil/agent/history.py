@@ -56,7 +56,7 @@ def unique_call_ids(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
 
 
 def to_chat_message(record: MessageRecord | NewMessage) -> ChatMessage | None:
-    """The model-facing form of a stored (or just appended) message; ``None`` for roles the
+    """The model-facing form of a stored (or just appended) message; ``None`` for those the
     model never sees."""
     if record.role == "user":
         return ChatMessage("user", record.content or "")
@@ -68,6 +68,10 @@ def to_chat_message(record: MessageRecord | NewMessage) -> ChatMessage | None:
         return ChatMessage(
             "tool", record.content or "", tool_call_id=record.tool_call_id, tool_name=record.tool_name
         )
+    if record.role == "note" and record.meta.get("background"):
+        # A /background task's note: posted between turns, so the model reads it and the
+        # history still only grows at its end (other notes are for people alone).
+        return ChatMessage("user", record.content or "")
     return None
 
 

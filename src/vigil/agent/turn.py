@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from vigil.agent.compression import CompressionResult, Compressor
 from vigil.agent.context_size import SizeTracker
+from vigil.agent.fork import history_records, is_fork
 from vigil.agent.events import (
     AssistantStep,
     Compressed,
@@ -336,7 +337,7 @@ class Agent:
             adding=[ChatMessage("user", user_text)],
         )
         compressor = self._compressor()
-        if not compressor.due(session, estimate):
+        if is_fork(session) or not compressor.due(session, estimate):
             return _Start(session, system, history, Usage(), None)
         outcome = await self._compress(compressor, session, "auto", emit)
         if not outcome.ok:
@@ -447,8 +448,8 @@ class Agent:
         cached = self._histories.get(session.id)
         if cached is not None and cached.count == session.message_count:
             return cached
-        records = await asyncio.to_thread(self.store.get_messages, session.id)
-        history = _History(len(records), build_history(records), SizeTracker.from_records(records))
+        records, inherited = await asyncio.to_thread(history_records, self.store, session)  # a fork's: see fork
+        history = _History(len(records) - inherited, build_history(records), SizeTracker.from_records(records))
         self._histories[session.id] = history
         return history
 

@@ -7,7 +7,7 @@ behaves identically everywhere.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from vigil.agent.compression import CompressionResult
 from vigil.agent.events import EventCallback
@@ -43,6 +43,8 @@ class ConversationController:
         self.stopped_turn = False
         """Whether the urgent command now running (``/stop``, ``/suspend``) interrupted a turn
         when it arrived (set by :class:`~vigil.runtime.conversation.Conversation`)."""
+        self.before_turn: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each turn reads the history (``/background`` stores its notes then)."""
         self._session_id = session_id
         install_heartbeat_mover(agent, lambda: self.heartbeats)
 
@@ -174,6 +176,8 @@ class ConversationController:
         :meth:`vigil.agent.turn.Agent.run_turn`).
         ``before_execution`` may decline the turn once it is prepared (``TurnDeclined``)."""
         session_id = await self.ensure_session()
+        if self.before_turn is not None:
+            await self.before_turn()
         result = await self.agent.run_turn(
             session_id,
             text,

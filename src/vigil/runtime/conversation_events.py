@@ -51,5 +51,19 @@ class Outcome:
     """Withdrawn while it waited (``/queue drop``): never handled."""
 
 
-ConversationEvent = Union[TurnBegan, TurnEnded, TurnEvent]
+@dataclass(frozen=True, slots=True)
+class BackgroundNote:
+    """A ``/background`` task ended (:mod:`vigil.runtime.background`): its note, to show at
+    once like an answer. ``session_id`` is the conversation's session the note belongs to (it
+    is stored there at the next moment no turn runs), ``child_id`` the task's own session;
+    ``status`` is ``answered``, ``failed`` or ``interrupted``."""
+
+    session_id: str
+    child_id: str
+    prompt: str
+    status: str
+    text: str
+
+
+ConversationEvent = Union[TurnBegan, TurnEnded, BackgroundNote, TurnEvent]
 Listener = Callable[[ConversationEvent], Awaitable[None] | None]

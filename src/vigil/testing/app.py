@@ -89,6 +89,9 @@ async def _client_left_during(receive: Receive, seconds: float) -> bool:
 
 
 async def _deliver(outcome: Outcome, receive: Receive, send: Send) -> None:
+    while outcome.gate is not None and not outcome.gate.is_set():  # held until the test lets it go
+        if await _client_left_during(receive, 0.01):
+            return
     if await _client_left_during(receive, outcome.delay):
         return
     headers = [(b"content-type", outcome.content_type.encode())]

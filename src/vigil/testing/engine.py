@@ -52,6 +52,8 @@ class Outcome:
     drop: bool = False
     """Drop the connection after ``chunks`` (and ``hang`` seconds) instead of finishing."""
     hang: float = 0.0
+    gate: threading.Event | None = None
+    """Send nothing until it is set (``Reply.gate``)."""
 
 
 def _json_outcome(
@@ -212,6 +214,7 @@ class FakeModelEngine:
             chunk_delay=reply.chunk_delay,
             drop=reply.drops,
             hang=reply.hang,
+            gate=reply.gate,
         )
 
     def _scripted_error(

@@ -65,7 +65,8 @@ class Reply:
 
     Common options: ``delay`` (seconds before anything is sent; the response headers too),
     ``usage`` (report these numbers instead of the simulated ones; the prefix cache is
-    still updated) and ``chunk_delay`` (seconds between stream events).
+    still updated) and ``chunk_delay`` (seconds between stream events). A text reply may be
+    held by a ``gate`` (a ``threading.Event``): nothing is sent until the test sets it.
     """
 
     content: str | None = None
@@ -84,6 +85,7 @@ class Reply:
     raw_body: bytes | None = None
     raw_content_type: str = "text/html; charset=utf-8"
     garbage_frame: bytes | None = None
+    gate: threading.Event | None = field(default=None, compare=False)
 
     @classmethod
     def text(
@@ -94,11 +96,13 @@ class Reply:
         chunk_delay: float = 0.0,
         truncated: bool = False,
         usage: Usage | None = None,
+        gate: threading.Event | None = None,
     ) -> "Reply":
         """A text answer. A sequence of strings gives the exact stream deltas.
 
         ``truncated`` reports the answer as cut off by the token limit
-        (``finish_reason: length`` / ``stop_reason: max_tokens``).
+        (``finish_reason: length`` / ``stop_reason: max_tokens``). ``gate``: the answer
+        waits (the request is recorded at once) until the test sets this event.
         """
         chunks = _chunks(text)
         return cls(
@@ -108,6 +112,7 @@ class Reply:
             chunk_delay=chunk_delay,
             truncated=truncated,
             usage=usage,
+            gate=gate,
         )
 
     @classmethod
