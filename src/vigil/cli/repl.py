@@ -1,54 +1,99 @@
 """The interactive terminal front end of ``vigil chat``.
 
-The prompt stays open while the conversation works, so the person can type during a running
-turn: a message sent then waits behind it (it is shown as queued, with its number), ``/steer
-TEXT`` reaches the running turn after its current step and ``/queue`` lists or withdraws what
-waits (:mod:`vigil.runtime.immediate`). What the turn prints — its streamed answer, its tool
-calls, a heartbeat turn — appears above the prompt (``patch_stdout``), whole lines at a time;
-the line being written is shown just above the prompt until it is complete
-(:mod:`vigil.cli.repl_live`). Ctrl-C interrupts the running turn and keeps the draft; with
-nothing running, at an empty prompt the first Ctrl-C says how to leave and a second within two
-seconds leaves, as Ctrl-D does (Ctrl-D during a turn leaves at once, interrupting it). An
-approval a turn needs closes the prompt for its question and opens it again with the draft.
-Every keystroke is reported to the conversation, so that a due heartbeat waits while a
-half-typed line is on the prompt (the toolbar says so).
+The prompt stays open while the conversation runtime works in the background, so a heartbeat
+turn appears on screen by itself (``patch_stdout``, active while the prompt is open, prints
+it above the prompt). A message the
+person sends is waited for with the prompt hidden, as before; Ctrl-C interrupts the running
+turn. At an empty prompt the first Ctrl-C says how to leave and a second within two seconds
+leaves, as Ctrl-D does. Every keystroke is reported to the conversation, so that a due
+heartbeat waits while a half-typed line is on the prompt (the toolbar says so).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import stat
 import sys
 import time
-from collections import Counter, deque
+from pathlib import Path
 
+import click
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import get_app
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.patch_stdout import patch_stdout
+from rich.console import Console
 from rich.markup import escape
 
 from vigil.agent.events import PromptRebuilt, TextDelta, ToolFinished, ToolStarted
 from vigil.cli.render import local_time, relative, shorten
-from vigil.cli.repl_input import SlashCompleter, ask_approval, console, private_history
-from vigil.cli.repl_live import LiveLine
 from vigil.profiles import Profile
-from vigil.runtime.conversation import URGENT_COMMANDS, Conversation
-from vigil.runtime.conversation_events import HEARTBEAT, USER, ConversationEvent, Outcome, TurnBegan, TurnEnded
-from vigil.runtime.steering import steer_text
+from vigil.runtime.conversation import Conversation
+from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, Outcome, TurnBegan, TurnEnded
 from vigil.schedule.heartbeat.text import asks_for_silence, is_silent_answer
 from vigil.schedule.intervals import format_interval
 
-__all__ = ["Repl", "ask_approval"]
+console = Console(highlight=False)
 
 LEAVE_WINDOW = 2.0
 """Seconds within which a second Ctrl-C at an empty prompt leaves the REPL."""
 
-PROMPT = "you › "
+
+class SlashCompleter(Completer):
+    """Completes slash command names at the start of the input."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def get_completions(self, document: Document, complete_event: object):  # type: ignore[override]
+        text = document.text_before_cursor
+        if not text.startswith("/") or " " in text:
+            return
+        for name in self.names:
+            if name.startswith(text):
+                yield Completion(name, start_position=-len(text))
 
 
-class _PromptClosed(Exception):
-    """The prompt was closed to make way (an approval to ask, the REPL leaving); its draft is kept."""
+def private_history(path: Path) -> FileHistory:
+    """The REPL's input history: a file only its owner may read (mode 0600), as it holds
+    everything typed. A history file created before this rule keeps its lines and is made
+    private on first use."""
+    try:
+        # O_NONBLOCK: a FIFO in its place must not hang the REPL before it starts.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise click.ClickException(f"cannot use the REPL history {path}: it is not a regular file")
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise click.ClickException(f"cannot use the REPL history {path}: {exc.strerror or exc}") from None
+    return FileHistory(str(path))
+
+
+def _key_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event) -> None:  # type: ignore[no-untyped-def]
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+async def ask_approval(tool: str, description: str) -> bool:
+    """Ask the person at the terminal whether a dangerous action may run."""
+    console.print(f"[bold yellow]⚠ {escape(tool)} needs approval:[/bold yellow] {escape(description)}")
+    try:
+        answer = await PromptSession().prompt_async("Allow it? [y/N] ")
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 class Repl:
@@ -62,21 +107,15 @@ class Repl:
         self._prompt_open = False
         self._gap_interrupts = 0  # Ctrl-C pressed while no prompt was open (see _loop)
         self._streaming = False  # this turn's answer is written as it arrives
-        self._live = LiveLine()  # the streamed answer: whole lines printed, the last one shown
+        self._streamed = False  # a line of streamed text is open
         self._streamed_any = False
         self._quiet_beat = False  # a heartbeat turn that may answer HEARTBEAT_OK: shown at its end
-        self._turn_kind: str | None = None  # the kind of the turn running now
         self._ctrl_c_at: float | None = None  # when Ctrl-C last hit an empty prompt
-        self._draft = ""  # put back on the prompt when it opens again after closing for something
-        self._leaving = False
-        self._asks: deque[tuple[str, str, asyncio.Future[bool]]] = deque()  # approvals to ask
-        self._waiting: Counter[str] = Counter()  # messages shown as queued, not begun yet
-        self._settling: set[asyncio.Task[None]] = set()
         self.session: PromptSession[str] = PromptSession(
             history=private_history(profile.history_path),
             completer=SlashCompleter(self.controller.registry.names()),
             complete_while_typing=True,
-            key_bindings=self._key_bindings(),
+            key_bindings=_key_bindings(),
             bottom_toolbar=self._toolbar,
             refresh_interval=5.0,
         )
@@ -85,42 +124,6 @@ class Repl:
         buffer.on_cursor_position_changed += self._on_keystroke
         conversation.listeners.append(self._on_event)
         self.controller.agent.approve = self._approve
-
-    def _key_bindings(self) -> KeyBindings:
-        bindings = KeyBindings()
-
-        @bindings.add("escape", "enter")
-        def _newline(event) -> None:  # type: ignore[no-untyped-def]
-            event.current_buffer.insert_text("\n")
-
-        @bindings.add("c-c")
-        def _interrupt(event) -> None:  # type: ignore[no-untyped-def]
-            # A running turn is stopped and the draft stays; otherwise prompt_toolkit's own
-            # Ctrl-C (the prompt ends with KeyboardInterrupt, see _leaves_on_interrupt).
-            if self.conversation.interrupt():
-                self._ctrl_c_at = None
-                return
-            event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
-
-        return bindings
-
-    def _message(self) -> str:
-        """The prompt, with the answer's line being written above it (not in its final
-        drawing: that line is printed whole once it is complete)."""
-        app = get_app()
-        shown = "" if app.is_done else self._live.shown(app.output.get_size().columns)
-        return f"{shown}\n{PROMPT}" if shown else PROMPT
-
-    def _redraw(self) -> None:
-        if self._prompt_open and self.session.app.is_running:
-            self.session.app.invalidate()
-
-    def _close_prompt(self) -> None:
-        """End the open prompt (its draft is kept for the next one), erasing it from the screen."""
-        app = self.session.app
-        if self._prompt_open and app.is_running and not app.is_done:
-            app.erase_when_done = True
-            app.exit(exception=_PromptClosed())
 
     def _on_keystroke(self, buffer) -> None:  # type: ignore[no-untyped-def]
         """A half-typed line holds a due heartbeat back (see ``Conversation.drafting``)."""
@@ -137,11 +140,8 @@ class Repl:
     def _toolbar(self) -> str:
         session = self.controller.session_id or "new conversation"
         beat = self._heartbeat_status()
-        waiting = self.conversation.queued
-        work = " · answering" if self.conversation.running_turn else ""
-        work += f" · {waiting} queued" if waiting else ""
         return (
-            f" vigil · {self.profile.name} · {session} · {self.controller.model_name()}{work}{beat}"
+            f" vigil · {self.profile.name} · {session} · {self.controller.model_name()}{beat}"
             "  (Esc Enter: newline, /help)"
         )
 
@@ -221,67 +221,57 @@ class Repl:
             pass
 
     async def _loop(self) -> None:
-        self._catch_sigint()
+        loop = asyncio.get_running_loop()
+        # Between two prompts the terminal is not in raw mode, so Ctrl-C is a SIGINT rather
+        # than a key: without this it would end the process with a traceback-like "Aborted!".
+        loop.add_signal_handler(signal.SIGINT, self._interrupted_between_prompts)
         try:
             await self._prompts()
         finally:
-            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
-
-    def _catch_sigint(self) -> None:
-        # Between two prompts the terminal is not in raw mode, so Ctrl-C is a SIGINT rather
-        # than a key: without this it would end the process with a traceback-like "Aborted!".
-        # (A prompt_toolkit prompt takes SIGINT over while it runs and removes it when done.)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._interrupted_between_prompts)
+            loop.remove_signal_handler(signal.SIGINT)
 
     def _interrupted_between_prompts(self) -> None:
         self._gap_interrupts += 1
 
     async def _prompts(self) -> None:
-        while not self._leaving:
+        while True:
             if self._gap_interrupts:
                 self._gap_interrupts = 0
                 if self._leaves_on_interrupt(at_prompt=False):
                     return
-            if self._asks:
-                try:
-                    await self._ask_approvals()
-                finally:
-                    self._catch_sigint()
-                continue
             self._prompt_open = True
             try:
-                # Output is routed above the prompt only while the prompt is open; otherwise
-                # it goes straight to the terminal, unchanged by the proxy.
+                # Output is routed above the prompt only while the prompt is open (a heartbeat
+                # turn); otherwise it goes straight to the terminal, unchanged by the proxy.
                 with patch_stdout(raw=True):
-                    text = await self.session.prompt_async(self._message, default=self._draft)
-            except _PromptClosed:
-                self._draft = self.session.default_buffer.text
-                continue
+                    text = await self.session.prompt_async("you › ")
             except KeyboardInterrupt:
-                self._draft = ""
                 self.conversation.draft_cleared()
                 if self._leaves_on_interrupt():
                     return
                 continue
             except EOFError:
                 self.conversation.draft_cleared()
-                self._say_left_during_turn()
                 return
             finally:
                 self._prompt_open = False
-                self.session.app.erase_when_done = False
-                self._catch_sigint()
-            self._draft = ""
             self._ctrl_c_at = None
             if not text.strip():
                 self.conversation.draft_cleared()
                 continue
-            self._send(text)
+            outcome = await self._submit(text)
+            if outcome.reply is not None:
+                reply = outcome.reply
+                style = "red" if reply.is_error else "cyan"
+                if reply.text:
+                    console.print(f"[{style}]{escape(reply.text)}[/{style}]")
+                if reply.action == "quit":
+                    return
 
     def _leaves_on_interrupt(self, *, at_prompt: bool = True) -> bool:
-        """Ctrl-C at the prompt: it stops the running turn, or drops the draft; at an empty
-        prompt the first one says how to leave and a second within :data:`LEAVE_WINDOW`
-        seconds leaves."""
+        """Ctrl-C at the prompt: it stops a heartbeat turn running under the prompt, or
+        drops the draft; at an empty prompt the first one says how to leave and a second
+        within :data:`LEAVE_WINDOW` seconds leaves."""
         if self.conversation.interrupt():
             self._ctrl_c_at = None
             return False
@@ -296,82 +286,31 @@ class Repl:
         console.print("[dim]Press Ctrl-C again or Ctrl-D to leave.[/dim]")
         return False
 
-    def _say_left_during_turn(self) -> None:
-        if not self.conversation.busy:
-            return
-        waiting = self.conversation.queued
-        unsent = f"; {waiting} waiting message{'s' if waiting != 1 else ''} not sent" if waiting else ""
-        console.print(f"[yellow]⏹ left during a turn: it is interrupted — the conversation is kept{unsent}[/yellow]")
+    async def _submit(self, text: str) -> Outcome:
+        """Hand the line to the conversation and wait for it; Ctrl-C withdraws or interrupts it."""
+        future = self.conversation.submit(text)
+        self.conversation.draft_cleared()  # after submit: the sent draft goes before the heartbeat
+        loop = asyncio.get_running_loop()
 
-    def _send(self, text: str) -> None:
-        """Hand the line to the conversation without waiting for it: a message sent while
-        something runs waits behind it (shown with its number in ``/queue``), ``/steer``
-        goes to the running turn; what becomes of the line is shown when it is known."""
-        conversation = self.conversation
-        steers = bool(steer_text(text)) and conversation.running_turn
-        waits = conversation.busy
-        future = conversation.submit(text)
-        conversation.draft_cleared()  # after submit: the sent draft goes before the heartbeat
-        if not future.done():
-            if steers:
-                console.print("[dim]↪ for the running turn: it reads this after its current step[/dim]")
-            elif waits and not self._urgent(text):
-                number = conversation.queued
-                if not self.controller.is_command(text):
-                    self._waiting[text] += 1
-                console.print(
-                    f"[dim]⏳ queued as #{number} — sent when the running turn ends "
-                    f"(/queue lists what waits, /queue drop {number} withdraws it)[/dim]"
-                )
-        task = asyncio.ensure_future(self._settle(text, future))
-        self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
-        self._redraw()
+        def interrupt() -> None:
+            self.conversation.interrupt()
+            self.conversation.cancel(future)
 
-    def _urgent(self, text: str) -> bool:
-        word = text.strip()[1:].split(maxsplit=1)[:1] if self.controller.is_command(text) else []
-        command = self.controller.registry.find(word[0]) if word else None
-        return command is not None and command.name in URGENT_COMMANDS
-
-    async def _settle(self, text: str, future: asyncio.Future[Outcome]) -> None:
-        """Show a command's reply once it is handled; leave on ``/quit``."""
+        loop.add_signal_handler(signal.SIGINT, interrupt)
         try:
-            outcome = await future
-        except asyncio.CancelledError:  # the conversation closed
-            return
-        if outcome.withdrawn and self._waiting[text]:
-            self._waiting[text] -= 1  # the /queue reply names it
-        reply = outcome.reply
-        if reply is None:
-            return
-        style = "red" if reply.is_error else "cyan"
-        if reply.text:
-            console.print(f"[{style}]{escape(reply.text)}[/{style}]")
-        if reply.action == "quit":
-            self._leaving = True
-            self._close_prompt()
+            return await future
+        finally:
+            loop.add_signal_handler(signal.SIGINT, self._interrupted_between_prompts)
 
     async def _approve(self, tool: str, description: str) -> bool:
-        if self._turn_kind == HEARTBEAT:
+        if self._prompt_open:
+            # A heartbeat turn runs under the open prompt: a second prompt would fight it.
             console.print(
-                f"[yellow]⚠ {escape(tool)} needs approval, which a heartbeat turn cannot ask for: "
-                f"denied.[/yellow] {escape(description)}"
+                f"[yellow]⚠ {escape(tool)} needs approval, which a heartbeat turn cannot ask for "
+                f"while you are typing: denied.[/yellow] {escape(description)}"
             )
             return False
-        # The prompt closes (its draft kept) for the question and opens again after it.
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._asks.append((tool, description, future))
-        self._close_prompt()
-        return await future
-
-    async def _ask_approvals(self) -> None:
-        while self._asks:
-            tool, description, future = self._asks.popleft()
-            if future.done():  # the turn that asked has ended
-                continue
-            allowed = await ask_approval(tool, description)
-            if not future.done():
-                future.set_result(allowed)
+        return await ask_approval(tool, description)
 
     # -- showing what the conversation does -------------------------------------------------
     def _on_event(self, event: ConversationEvent) -> None:
@@ -381,12 +320,11 @@ class Repl:
             self._end(event)
         elif isinstance(event, TextDelta):
             if self._streaming:
-                self._streamed_any = True
-                lines = self._live.feed(event.text)
-                if lines:
-                    sys.stdout.write(lines)
-                    sys.stdout.flush()
-                self._redraw()  # the line being written, above the prompt
+                if not self._streamed:
+                    sys.stdout.write("\n")
+                self._streamed = self._streamed_any = True
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
         elif isinstance(event, ToolStarted):
             self._end_stream()
             console.print(f"[dim]⚙ {escape(event.name)}({escape(shorten(event.arguments, 70))})[/dim]")
@@ -397,23 +335,18 @@ class Repl:
             console.print(f"[dim]↻ system prompt rebuilt ({event.reason})[/dim]")
 
     def _begin(self, event: TurnBegan) -> None:
-        self._turn_kind = event.kind
+        # Partial lines cannot be printed above an open prompt, so a turn that starts while
+        # the person is typing is shown whole when it ends.
         self._quiet_beat = event.kind == HEARTBEAT and asks_for_silence(event.text)
         # HEARTBEAT_OK is known only at the end: such a turn is not streamed, so that it can
         # be folded into one quiet line.
-        self._streaming = self.stream and not self._quiet_beat
-        self._streamed_any = False
+        self._streaming = self.stream and not self._prompt_open and not self._quiet_beat
+        self._streamed = self._streamed_any = False
         if event.kind == HEARTBEAT and event.header:
             console.print(f"\n[bold magenta]♥ {escape(event.header)}[/bold magenta]")
-        elif event.kind == USER and self._waiting[event.text]:
-            # A message that waited: its answer is marked with it, as other lines came between.
-            self._waiting[event.text] -= 1
-            console.print(f"\n[bold]you (queued):[/bold] {escape(shorten(event.text, max(20, console.width - 16)))}")
-        self._redraw()
 
     def _end(self, event: TurnEnded) -> None:
         self._end_stream()
-        self._turn_kind = None
         if event.cancelled:
             console.print("[yellow]⏹ interrupted — the conversation is kept[/yellow]")
         elif event.error is not None:
@@ -424,11 +357,9 @@ class Repl:
                 console.print("[dim]  nothing changed (HEARTBEAT_OK)[/dim]")
             elif result.answer and (not self._streamed_any or result.stop != "answered"):
                 console.print(escape(result.answer) + "\n")
-        self._redraw()
 
     def _end_stream(self) -> None:
-        rest = self._live.finish()
-        if rest:
-            sys.stdout.write(rest)
+        if self._streamed:
+            sys.stdout.write("\n\n")
             sys.stdout.flush()
-            self._redraw()
+            self._streamed = False

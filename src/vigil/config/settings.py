@@ -16,9 +16,7 @@ from typing import Any, Literal
 
 from vigil.config.errors import ConfigError
 from vigil.config.gateway import GatewaySettings
-from vigil.platforms.discord import DiscordSettings
 from vigil.platforms.email import EmailSettings
-from vigil.platforms.matrix import MatrixSettings
 from vigil.platforms.slack import SlackSettings
 from vigil.platforms.telegram import TelegramSettings
 from vigil.platforms.webhooks import WebhooksSettings
@@ -165,9 +163,6 @@ class AgentSettings(Section):
         allow_inf_nan=False,
         description="share of the context window that triggers compression",
     )
-    background_max: int = setting(
-        2, ge=0, le=20, description="/background tasks one conversation may run at once (0: none)"
-    )
 
 
 class TerminalSettings(Section):
@@ -296,8 +291,6 @@ class Settings(Section):
     telegram: TelegramSettings = setting(default_factory=TelegramSettings)
     webhooks: WebhooksSettings = setting(default_factory=WebhooksSettings)
     email: EmailSettings = setting(default_factory=EmailSettings)
-    discord: DiscordSettings = setting(default_factory=DiscordSettings)
-    matrix: MatrixSettings = setting(default_factory=MatrixSettings)
     mcp: McpSettings = setting(default_factory=McpSettings)
     timezone: str | None = setting(
         None, max_length=128, description="IANA zone for schedules (default: system)"
