@@ -1,13 +1,15 @@
 """The web chat's main screens pass axe-core (no serious or critical violation), light and dark,
 desktop and phone: the empty page, a conversation with code and tool calls, an approval waiting,
-search results. With ``VIGIL_SCREENSHOTS=DIR`` each screen is also saved there as a PNG (the
+messages waiting behind an answer, heartbeats that found nothing changed (folded), search results. With ``VIGIL_SCREENSHOTS=DIR`` each screen is also saved there as a PNG (the
 README's screenshots: ``VIGIL_SCREENSHOTS=docs/screenshots pytest -k screens -n 0``).
 
 axe-core comes from ``frontend/node_modules`` (``npm ci`` in frontend/; .ci/run does it)."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -15,6 +17,8 @@ import pytest
 
 from tests.gateway.adapters.web.conftest import WebGateway
 from tests.gateway.adapters.web.test_browser import CHROMIUM, WAIT_MS, _send, playwright_api
+from vigil.schedule.heartbeat.text import ASK_FOR_SILENCE, heartbeat_header
+from vigil.store import NewMessage, ToolCall, open_store
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
 
@@ -36,6 +40,13 @@ for path in sorted(Path(".").glob("*.txt")):
 ```
 
 Run it in the folder you want listed; see https://docs.python.org/3/library/pathlib.html for more."""
+RELEASE_ANSWER = """Since Monday the release branch has 14 new commits:
+
+- **Uploads**: files over the size cap are refused with 413 before anything is written.
+- **Search**: results show snippets with the matched words marked.
+- **Heartbeats**: quiet hours, an end date and a daily token budget.
+""" + " ".join(["The rest are small fixes to the docs and the tests."] * 60)
+CI_PROMPT = "check the CI run of PR #1234 and tell me when it finishes"
 
 
 @pytest.fixture
@@ -72,6 +83,7 @@ def _check(page: Any, screen: str, problems: list[str], prepare: Any = None) -> 
     folder = os.environ.get("VIGIL_SCREENSHOTS")
     for size, viewport in SIZES.items():
         page.set_viewport_size(viewport)
+        _settled(page)
         if prepare is not None:
             prepare()
         for scheme in ("light", "dark"):
@@ -83,6 +95,13 @@ def _check(page: Any, screen: str, problems: list[str], prepare: Any = None) -> 
                 page.screenshot(path=str(Path(folder) / f"{screen}-{size}-{scheme}.png"))
     page.set_viewport_size(SIZES["desktop"])
     page.emulate_media(color_scheme="light")
+
+
+def _settled(page: Any) -> None:
+    """Wait for the transitions a change of size starts (the list sliding out of a phone's
+    screen) to end, so that no screen is taken half-way."""
+    page.evaluate("""() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))
+        .then(() => Promise.all(document.getAnimations().filter(a => a instanceof CSSTransition).map(a => a.finished)))""")
 
 
 def test_the_main_screens_have_no_serious_accessibility_problems(
@@ -135,6 +154,9 @@ def test_the_main_screens_have_no_serious_accessibility_problems(
     page.get_by_role("dialog").get_by_role("button", name="Cancel").click()
     page.wait_for_selector("dialog", state="detached")
 
+    _check_queue(page, fake_model_env, problems)
+    _check_folded_heartbeats(page, gateway, problems)
+
     page.fill("#search", "script")
     page.wait_for_selector("#conversation-list .conv-snippet mark")
     page.set_viewport_size(SIZES["phone"])
@@ -144,6 +166,61 @@ def test_the_main_screens_have_no_serious_accessibility_problems(
     _check_searching(page, problems)
     assert problems == [], "\n".join(problems)
     assert page.errors == []
+
+
+def _check_queue(page: Any, fake: FakeModelServer, problems: list[str]) -> None:
+    """Two messages waiting behind an answer being written, each numbered with Remove."""
+    fake.rule(contains="release branch", reply=Reply.text([w + " " for w in RELEASE_ANSWER.split(" ")], chunk_delay=0.1))
+    fake.rule(contains="staging logs", reply="No errors in the staging logs since Monday.")
+    fake.rule(contains="release notes", reply="Here is a draft of the release notes.")
+    page.click("#new-conversation")
+    page.wait_for_selector("#empty")
+    _send(page, "Summarize what changed in the release branch since Monday")
+    page.wait_for_selector(".message.assistant.streaming li")
+    _send(page, "Also look at the staging logs for errors")
+    _send(page, "Then draft the release notes")
+    page.wait_for_function("() => document.querySelectorAll('.message.user.queued .queue-remove').length === 2")
+    _check(page, "queue", problems)
+    page.click("#stop")
+    page.wait_for_selector(".message.assistant:not(.streaming) >> text=Here is a draft of the release notes.")
+
+
+def _check_folded_heartbeats(page: Any, gateway: WebGateway, problems: list[str]) -> None:
+    """A conversation whose heartbeat found nothing changed twice (two quiet lines), then news.
+    Its history is written into the store as the heartbeat's turns would have left it, at a
+    quarter of an hour apart (the gateway's heartbeats here fire every few seconds)."""
+    page.click("#new-conversation")
+    page.wait_for_selector("#empty")
+    conversation = page.evaluate("() => decodeURIComponent(location.hash.slice(1))")
+    fired = heartbeat_header(900) + "\n" + CI_PROMPT + "\n\n" + ASK_FOR_SILENCE
+    checks = ToolCall("c1", "terminal", json.dumps({"command": "gh pr checks 1234"}))
+    start = time.time() - 50 * 60
+    history = [
+        (0, NewMessage("user", "Keep an eye on the CI run of PR #1234 and tell me when it finishes")),
+        (5, NewMessage("assistant", "I will look at it every 15 minutes and tell you when it finishes.")),
+        (900, NewMessage("user", fired)),
+        (902, NewMessage("assistant", "", tool_calls=(checks,))),
+        (903, NewMessage("tool", "14 of 37 checks done, none failed", tool_call_id="c1", tool_name="terminal")),
+        (905, NewMessage("assistant", "HEARTBEAT_OK")),
+        (1800, NewMessage("user", fired)),
+        (1803, NewMessage("assistant", "HEARTBEAT_OK")),
+        (2700, NewMessage("user", fired)),
+        (2702, NewMessage("assistant", "", tool_calls=(checks._replace(id="c2"),))),
+        (2703, NewMessage("tool", "37 of 37 checks done, 1 failed: test_upload_limits (3.12)", tool_call_id="c2", tool_name="terminal")),
+        (2706, NewMessage("assistant", "CI finished: 36 of 37 checks passed. **test_upload_limits** failed on Python 3.12.")),
+    ]
+    store = open_store(gateway.home / "state.db")
+    try:
+        for after, message in history:
+            store.append_message(conversation, message, created_at=start + after)
+        store.update_session(conversation, title="CI of PR #1234")
+    finally:
+        store.close()
+    _send(page, f"/heartbeat every 15m {CI_PROMPT}")
+    page.wait_for_selector("#heartbeat:not([hidden])")
+    page.reload()  # the history, without the command
+    page.wait_for_function("() => document.querySelectorAll('.heartbeat-fold').length === 2")
+    _check(page, "heartbeat-folded", problems)
 
 
 def _check_searching(page: Any, problems: list[str]) -> None:
