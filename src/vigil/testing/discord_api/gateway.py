@@ -68,17 +68,18 @@ class GatewayHub:
         return sum(1 for s in self.sessions.values() if s.socket is not None and not s.socket.closed)
 
     # -- dispatching --------------------------------------------------------------------------
-    def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send ``event`` to every session (kept for a resume where one is disconnected)."""
-        for session in self.sessions.values():
-            self._send(session, event, data)
+    def dispatch(self, event: str, data: dict[str, Any]) -> int:
+        """Send ``event`` to every session (kept for a resume where one is disconnected);
+        the highest sequence number it was given (0: there was no session)."""
+        return max((self._send(session, event, data) for session in list(self.sessions.values())), default=0)
 
-    def _send(self, session: Session, event: str, data: dict[str, Any]) -> None:
+    def _send(self, session: Session, event: str, data: dict[str, Any]) -> int:
         session.seq += 1
         frame = {"op": 0, "s": session.seq, "t": event, "d": data}
         session.events.append(frame)
         if session.queue is not None:
             session.queue.put_nowait(frame)
+        return session.seq
 
     def control(self, op: int, data: Any = None) -> None:
         """Send a non-dispatch op (7 RECONNECT, 9 INVALID_SESSION) to every connection."""

@@ -67,6 +67,8 @@ class Rest:
 
     def __init__(self, state: DiscordState, hub: "GatewayHub", base: Callable[[], str]) -> None:
         self.state, self.hub, self.base = state, hub, base
+        self._bodies: dict[int, Any] = {}
+        """What each request in flight sent, for its :class:`Call` record."""
 
     def routes(self) -> list[web.RouteDef]:
         api = "/api/v{version}"
@@ -96,7 +98,6 @@ class Rest:
     def _wrap(self, handler: Callable[[web.Request], Awaitable[Any]], *, auth: bool) -> Handler:
         async def endpoint(request: web.Request) -> web.StreamResponse:
             state = self.state
-            body: Any = None
             try:
                 if auth and request.headers.get("Authorization") != f"Bot {state.token}":
                     raise Refused(401, 0, "401: Unauthorized")
@@ -114,7 +115,7 @@ class Rest:
                 status = exc.status
                 response = _json({"message": str(exc), "code": exc.code}, status=exc.status)
             with state.lock:
-                body = request.get("vigil_body")
+                body = self._bodies.pop(id(request), None)
                 state.calls.append(Call(request.method, request.path, status, body, time.time()))
             return response
 
@@ -146,7 +147,7 @@ class Rest:
             payload = json.loads(raw) if raw else {}
         if not isinstance(payload, dict) and not isinstance(payload, list):
             raise Refused(400, 50109, "The request body contains invalid JSON.")
-        request["vigil_body"] = payload
+        self._bodies[id(request)] = payload
         return payload, files  # type: ignore[return-value]
 
     # -- the bot --------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ class FakeDiscordServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
+        self.sequence = 0
+        """The sequence number of the last event sent to the bot."""
         self.guild_id = self.state.guild("vigil-test")
         self.channel_id = self.state.text_channel(self.guild_id, "general")
 
@@ -79,9 +81,9 @@ class FakeDiscordServer:
         async def serve() -> None:
             app = web.Application(client_max_size=64 * 1024 * 1024)
             app.add_routes([web.get("/gateway", self.hub.handle), *self.rest.routes()])
-            runner = web.AppRunner(app, handle_signals=False, access_log=None)
+            runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=0.1)
             await runner.setup()
-            await web.SockSite(runner, sock, shutdown_timeout=0.1).start()
+            await web.SockSite(runner, sock).start()
             self._runner = runner
             ready.set()
 
@@ -196,9 +198,11 @@ class FakeDiscordServer:
         self.send("MESSAGE_CREATE", payload)
         return payload
 
-    def send(self, event: str, data: dict[str, Any]) -> None:
-        """Dispatch ``event`` to the bot (again, for a redelivery of the same payload)."""
-        self.call(lambda: self.hub.dispatch(event, data))
+    def send(self, event: str, data: dict[str, Any]) -> int:
+        """Dispatch ``event`` to the bot (again, for a redelivery of the same payload); its
+        sequence number (also kept in :attr:`sequence`)."""
+        self.sequence = self.call(lambda: self.hub.dispatch(event, data))
+        return self.sequence
 
     def command(self, channel_id: str, user_id: str, text: str | None, *, name: str = "vigil") -> Interaction:
         """``/vigil text`` by ``user_id`` in a channel, thread or DM."""

@@ -251,8 +251,10 @@ class DiscordState:
             return [c for c in self.calls if c.method == method and path in c.path]
 
     def reset(self) -> None:
-        """Forget messages, interactions, calls and faults (guilds and channels stay)."""
+        """Forget messages, threads, interactions, calls and faults (guilds, their channels and
+        DM channels stay)."""
         with self.lock:
+            self.channels = {k: c for k, c in self.channels.items() if c.type != PUBLIC_THREAD}
             self.messages.clear()
             self.typing.clear()
             self.interactions.clear()

@@ -1,0 +1,219 @@
+""":class:`DiscordAdapter`: Discord behind the adapter protocol, on discord.py.
+
+The bot logs in and holds a Gateway session (:mod:`.link`: reconnected with back-off, resumed
+across restarts); messages, ``/vigil …`` and button presses are handed to the gateway by
+:mod:`.intake` after :mod:`.inbound` decided which messages are for the agent and where they
+belong. Answers stream into one message edited as they are written, with the typing indicator
+on while the turn runs (:mod:`vigil.gateway.adapters.streaming`), and leave the outbox through
+:mod:`.send`; approvals are buttons (:mod:`.approvals`), files go both ways (:mod:`.files`).
+The token comes from the environment variable ``discord.token_env`` names; without it, or
+with one Discord refuses, the adapter says it is misconfigured and the gateway runs on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import aiohttp
+import discord
+
+from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
+from vigil.gateway.adapters.discord import intake
+from vigil.gateway.adapters.discord.approvals import ApprovalButtons
+from vigil.gateway.adapters.discord.inbound import NAME
+from vigil.gateway.adapters.discord.link import Link, configure
+from vigil.gateway.adapters.discord.send import SUFFIX, Messages, deliver
+from vigil.gateway.adapters.previews import DurablePreviews
+from vigil.gateway.adapters.streaming import StreamStyle, Streamer
+from vigil.platforms.discord import DISCORD, DiscordSettings
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from vigil.config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+READY_WAIT = 5.0
+"""Seconds ``start`` waits for the Gateway's READY before it returns (the session then goes on
+connecting in the background, shown as ``retrying``)."""
+SEEN = 10_000
+"""Message ids remembered as handled (a replay fetches no file twice)."""
+TYPING_EVERY = 8.0
+"""Seconds between typing indicators while a turn runs (Discord shows one for 10 s)."""
+
+
+class DiscordAdapter:
+    """One bot (one token) for one profile."""
+
+    name = NAME
+
+    def __init__(self, settings: DiscordSettings | None = None, *, environ: Mapping[str, str] | None = None) -> None:
+        self.settings = settings or DiscordSettings()
+        self._environ = environ
+        self.gateway: GatewayPort | None = None
+        self.link: Link | None = None
+        self.state, self.problem, self.since = "stopped", "not started", time.time()
+        self.last_error: str | None = None
+        self._ready = asyncio.Event()
+        self.previews = DurablePreviews(NAME, lambda: self.gateway)
+        self.messages = Messages(lambda: self.bot)
+        self.streamer = Streamer(self.messages, self.previews,
+                                 StreamStyle.of(DISCORD, suffix=SUFFIX, typing_every=TYPING_EVERY))
+        self.approvals = ApprovalButtons(self.messages, lambda: self.gateway)
+        self.sending: dict[int, tuple[int, Any]] = {}
+        """Outbox entries part-way out: (parts sent, the stream whose message the first replaced)."""
+        self.interactions: dict[str, tuple[discord.Interaction, float]] = {}
+        """``/vigil …`` still answerable through its interaction, by inbox external id."""
+        self.last_route: dict[tuple[str, str], RouteKey] = {}
+        self.seen: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self.in_flight: set[str] = set()
+
+    @property
+    def bot(self) -> discord.Client | None:
+        return None if self.link is None else self.link.bot
+
+    # -- life cycle -------------------------------------------------------------------------
+    async def start(self, gateway: GatewayPort) -> None:
+        if self.gateway is not None and self.link is not None:
+            return
+        self.gateway = gateway
+        self.settings = gateway.settings.discord
+        await self._connect()
+
+    async def _connect(self) -> None:
+        await self.previews.load()  # before any event or reply can need them
+        settings, gateway = self.settings, self.gateway
+        assert gateway is not None
+        token = (self._environ if self._environ is not None else os.environ).get(settings.token_env, "").strip()
+        if not token:
+            self.set_state("misconfigured", f"set the environment variable {settings.token_env} (the bot token)")
+            return
+        configure(settings.api_url)
+        link = Link(token, settings.command, self, gateway.store)
+        self._ready.clear()
+        try:
+            await link.login()
+        except discord.LoginFailure:
+            await link.bot.close()
+            self.set_state("misconfigured", f"Discord refuses the bot token in {settings.token_env}")
+            return
+        except (discord.HTTPException, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            await link.bot.close()
+            raise ConnectionError(f"cannot log in to Discord: {type(exc).__name__}: {exc}") from None
+        self.link = link
+        link.connect()
+        try:
+            await asyncio.wait_for(self._ready.wait(), READY_WAIT)
+        except asyncio.TimeoutError:
+            self.set_state("retrying", "the Gateway has not said READY yet")
+
+    async def stop(self) -> None:
+        await self._release()
+        self.gateway = None
+        self.set_state("stopped", "stopped")
+
+    async def _release(self) -> None:
+        link, self.link = self.link, None
+        await self.streamer.close()
+        if link is not None:
+            await link.close()
+        await self.previews.close()
+        self.interactions.clear()
+
+    async def reload(self, settings: "Settings") -> None:
+        """New settings; a changed token, command or API URL reconnects (resuming the session)."""
+        new, old = settings.discord, self.settings
+        env = self._environ if self._environ is not None else os.environ
+        token = env.get(new.token_env, "").strip()
+        self.settings = new
+        changed = (new.command, new.api_url) != (old.command, old.api_url) or self.link is None \
+            or token != self.link.token
+        if self.gateway is not None and changed:
+            await self._release()
+            await self._connect()
+
+    def http_routes(self) -> "Sequence[BaseRoute]":
+        return []
+
+    def health(self) -> AdapterHealth:
+        ok = self.state == "connected" and self.link is not None
+        user = self.link.user if self.link is not None else None
+        detail = self.problem or f"connected as {user} ({user.id if user else '?'})"
+        return AdapterHealth(ok, detail, self.state, self.since, self.last_error)
+
+    # -- the link's events (:class:`.link.Events`) --------------------------------------------
+    def state_changed(self, state: str, problem: str | None) -> None:
+        self.set_state(state, problem)
+        if state == "connected":
+            self._ready.set()
+
+    async def message(self, message: discord.Message) -> None:
+        try:
+            await intake.on_message(self, message)
+        except Exception:  # one message must not stop the others
+            log.exception("Discord: message %s was not handled", message.id)
+
+    async def command(self, interaction: discord.Interaction, text: str | None) -> None:
+        await intake.on_command(self, interaction, text)
+
+    async def component(self, interaction: discord.Interaction) -> None:
+        await self.approvals.press(interaction)
+
+    # -- the gateway's side ---------------------------------------------------------------------
+    async def send(self, message: OutboxEntry) -> None:
+        if self.link is None:
+            # retryable even when misconfigured: a SIGHUP with the token set sends it after all
+            raise DeliveryError(f"Discord is not available: {self.problem}")
+        try:
+            await deliver(self, message)
+        except DeliveryError as exc:
+            if "HTTP 401" in str(exc):
+                self.set_state("misconfigured", f"Discord refuses the bot token: {exc}")
+            raise
+
+    async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        try:
+            if kind in ("turn_began", "delta", "turn_ended"):
+                await self.streamer.live(route, event)
+            elif kind == "approval_request":
+                await self.approvals.request(route, event)
+            elif kind == "approval_resolved":
+                await self.approvals.resolved(event)
+        except Exception:
+            log.exception("Discord: live event %s failed", kind)
+
+    async def interaction_of(self, entry: OutboxEntry) -> discord.Interaction | None:
+        """The ``/vigil …`` interaction ``entry`` answers, while Discord still takes answers to it."""
+        gateway = self.gateway
+        if not self.interactions or entry.inbox_id is None or gateway is None:
+            return None
+        inbound = await asyncio.to_thread(gateway.store.gateway.inbox_get, entry.inbox_id)
+        found = self.interactions.get(inbound.external_id) if inbound is not None else None
+        if found is None or time.monotonic() - found[1] > intake.INTERACTION_LIFE:
+            return None
+        return found[0]
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def remember(self, message_id: str) -> None:
+        self.seen[message_id] = None
+        while len(self.seen) > SEEN:
+            self.seen.popitem(last=False)
+
+    def set_state(self, state: str, problem: str | None) -> None:
+        if state != self.state:
+            self.state, self.since = state, time.time()
+        self.problem = problem
+        if problem and state != "stopped":
+            self.last_error = problem
+            log.warning("Discord adapter %s: %s", state, problem)
+            say = getattr(self.gateway, "say", None)
+            if callable(say) and state == "misconfigured":
+                say(f"vigil gateway: error: discord adapter {state}: {problem}")

@@ -1,0 +1,95 @@
+"""Discord: its config.yaml section and its declaration in the platform registry.
+
+A Discord bot (discord.py, ``pip install 'vigil[discord]'``) answers DMs and, in servers,
+messages that mention it — each such conversation in a thread of its own — and the slash
+command ``/vigil …`` carrying any of vigil's commands. The bot token comes from the
+environment variable ``discord.token_env`` names (``DISCORD_BOT_TOKEN``), never from
+config.yaml. ``discord.api_url`` points the bot at another Discord API than discord.com: it is
+for tests, which run it against a fake server (:mod:`vigil.testing.discord_api`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from vigil.config.schema import Section, setting, validates
+from vigil.platforms.fields import env_name, http_url
+from vigil.platforms.spec import Capabilities, Check, Platform, TargetForm
+
+SNOWFLAKE = re.compile(r"[1-9]\d{14,20}")
+"""A Discord id (user, channel, thread): a number of 15 to 21 digits."""
+_COMMAND = re.compile(r"^/?[a-z0-9_-]{1,32}$")
+
+
+class DiscordSettings(Section):
+    """The Discord adapter (``pip install 'vigil[discord]'``)."""
+
+    enabled: bool = setting(False, description="serve Discord (DMs, mentions in servers, the slash command)")
+    token_env: str = setting("DISCORD_BOT_TOKEN", max_length=128,
+                             description="environment variable holding the bot token")
+    allow: list[str] = setting(default_factory=list, max_length=10_000,
+                               description="Discord user ids allowed to talk to the agent")
+    command: str = setting("vigil", max_length=33, description="the slash command that carries vigil's commands")
+    threads: bool = setting(True, description="a mention in a server channel starts a thread for its conversation")
+    api_url: str | None = setting(
+        None, max_length=2048,
+        description="base URL of Discord's REST API, for tests against a fake server (default https://discord.com/api/v10)",
+    )
+
+    @validates("token_env")
+    @classmethod
+    def _env(cls, value: str) -> str:
+        return env_name(value)
+
+    @validates("allow")
+    @classmethod
+    def _allow(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not SNOWFLAKE.fullmatch(item):
+                raise ValueError(f"'{item[:70]}' is not a Discord user id (a number such as 80351110224678912; "
+                                 "Developer Mode in Discord's settings lets you copy it)")
+        return value
+
+    @validates("command")
+    @classmethod
+    def _command(cls, value: str) -> str:
+        if not _COMMAND.match(value):
+            raise ValueError("must be a slash command name such as vigil (lower-case letters, digits, _ and -)")
+        return value.removeprefix("/")
+
+    @validates("api_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return http_url(value)
+
+
+def _checks(settings: Any) -> list[Check]:
+    section = settings.discord
+    if section.api_url:
+        return [("discord api", f"discord.api_url is set: the bot talks to {section.api_url}, not to Discord "
+                                "(the setting is for tests)", "vigil config unset discord.api_url")]
+    return []
+
+
+DISCORD = Platform(
+    name="discord",
+    title="Discord",
+    adapter="vigil.gateway.adapters.discord:create",
+    enabled=lambda settings: bool(settings.discord.enabled),
+    how_to_enable="discord.enabled is not true in config.yaml",
+    section="discord",
+    secrets=lambda settings: [settings.discord.token_env],
+    sdk=("discord", "pip install 'vigil[discord]'"),
+    checks=_checks,
+    target=TargetForm(
+        usage="discord:<channel id>[:<thread id>]",
+        short="discord:<channel>",
+        chat=SNOWFLAKE,
+        chat_needed="a Discord channel id (a number; a DM's channel id works too)",
+        thread=SNOWFLAKE,
+        thread_shape="a Discord thread is its channel id, a number such as 1234567890123456789",
+    ),
+    capabilities=Capabilities(edits=True, buttons=True, files=True, pairing=True, max_message_chars=2000,
+                              edit_interval=1.0),
+)
