@@ -21,6 +21,7 @@ def session_to_dict(session: SessionRecord) -> dict[str, Any]:
         "source": session.source,
         "title": session.title,
         "parent_id": session.parent_id,
+        "forked_from": session.forked_from,
         "end_reason": session.end_reason,
         "started_at": _iso(session.started_at),
         "ended_at": _iso(session.ended_at),

@@ -112,14 +112,16 @@ def list_cmd(app: AppContext, limit: int, source: str | None, archived: bool, as
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (metadata and messages).")
 @pass_app
 def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
-    """Show one session: metadata and its messages."""
+    """Show one session: metadata, its messages and its forks (its /background tasks)."""
     store = app.store
     record = store.get_session(store.resolve_session(session))
     messages = store.get_messages(record.id)
+    forks = store.forks(record.id)
     if as_json:
-        echo_json(
-            {**session_to_dict(record), "messages": [message_to_dict(m) for m in messages]}
-        )
+        echo_json({
+            **session_to_dict(record), "messages": [message_to_dict(m) for m in messages],
+            "forks": [session_to_dict(f) for f in forks],
+        })
         return
     console.print(f"[bold]{escape(visible(record.title or 'untitled'))}[/bold]  {record.id}")
     console.print(
@@ -129,6 +131,8 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
     )
     if record.parent_id:
         console.print(f"continues {record.parent_id}", markup=False)
+    if record.forked_from:
+        console.print(f"a /background task of {record.forked_from}", markup=False)
     if record.end_reason:
         console.print(f"ended {_when(app, record.ended_at)} ({record.end_reason})", markup=False)
     console.print()
@@ -138,6 +142,12 @@ def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
             text += " ".join(f"→ {c.name}({shorten(c.arguments, 60)})" for c in m.tool_calls)
         body = visible(text) if full else shorten(text, 100)
         console.print(f"[bold]{m.seq:>4} {m.role:<9}[/bold] {escape(body)}")
+    if forks:
+        console.print()
+        console.print(f"{len(forks)} /background task(s), each in a session of its own:", markup=False)
+        for f in forks:
+            state = f"ended ({f.end_reason})" if f.end_reason else "running"
+            console.print(f"  {f.id}  {_when(app, f.started_at)}  {state}  {visible(f.title or '')}", markup=False)
 
 
 @sessions.command("search")

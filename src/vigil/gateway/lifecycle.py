@@ -28,6 +28,7 @@ async def start(gateway: LifecycleHost) -> None:
     """Bring ``gateway`` up; it takes input once its heartbeats are armed."""
     from vigil.gateway.recovery import recover
 
+    from vigil.gateway import background_notes
     from vigil.gateway.fanout import heartbeat_note
 
     ownership = gateway.ownership
@@ -44,6 +45,7 @@ async def start(gateway: LifecycleHost) -> None:
     gateway.relay.start()
     gateway.open_for_input()
     await recover(gateway)
+    await background_notes.sweep(gateway)  # /background tasks a dead process of this machine left
     gateway.outbox.start()
     gateway.idle.start()
     gateway.handover.start()

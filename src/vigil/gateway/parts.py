@@ -184,6 +184,11 @@ class LifecycleHost(Services, Conversations, Protocol):
     def open_for_input(self) -> None: ...
 
 
+class BackgroundNotesHost(Services, Conversations, Protocol):
+    bus: EventBus
+    outbox: OutboxSender
+
+
 class FanoutHost(Services, Conversations, Protocol):
     adapters: dict[str, Adapter]
     bus: EventBus
