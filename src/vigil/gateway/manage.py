@@ -1,5 +1,6 @@
 """What a person may do to a conversation as a whole from a front end: stop its running turn,
-rename it, archive it (out of the list, nothing lost) and delete it (for good).
+withdraw a message waiting behind it, rename it, archive it (out of the list, nothing lost) and
+delete it (for good).
 
 :class:`ConversationManagement` is part of :class:`~vigil.gateway.core.Gateway` (and so of the
 :class:`~vigil.gateway.adapters.base.GatewayPort` adapters see); it works on the gateway's live
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from vigil.gateway import waiting
 from vigil.gateway.adapters.base import ConversationBusy
 from vigil.gateway.wire import event
 from vigil.store import SessionNotFound, archive
@@ -39,6 +41,14 @@ class ConversationManagement:
         the conversation, its queue and its heartbeat go on. Whether a turn was running here."""
         live = self.live.get(session_id)
         return bool(live is not None and live.conversation.interrupt())
+
+    def waiting(self: "ManageHost", session_id: str) -> list[dict[str, Any]]:  # type: ignore[misc]
+        """The messages waiting behind the turn of ``session_id`` here (:mod:`vigil.gateway.waiting`)."""
+        return waiting.waiting_view(self.live.get(session_id))
+
+    def withdraw(self: "ManageHost", session_id: str, inbox_id: int) -> dict[str, Any] | None:  # type: ignore[misc]
+        """Withdraw a message waiting there as ``/queue drop N`` does (:mod:`vigil.gateway.waiting`)."""
+        return waiting.withdraw(self.bus, self.live.get(session_id), inbox_id)
 
     async def rename_conversation(self: "ManageHost", ref: str, title: str) -> dict[str, Any]:  # type: ignore[misc]
         """Give the conversation ``ref`` names a new title (``ValueError``: a title that breaks a

@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vigil.gateway import moves
+from vigil.gateway import moves, waiting
 from vigil.gateway.fanout import describe_route
 from vigil.gateway.patience import INTERNAL, TRANSIENT, classify, one_line
 from vigil.gateway.wire import event
@@ -44,6 +44,7 @@ async def settle(
     """Wait for the outcome of a dispatched entry and finish it (not when the gateway stops
     under it: then it stays unfinished and is answered at the next start)."""
     try:
+        waiting.publish_soon(gateway.bus, live)  # it joined the queue (or went past it)
         try:
             outcome = await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -53,6 +54,9 @@ async def settle(
             await _stopped_under(gateway, entry)
             return
         await _after_input(gateway, live, session_id, outcome)
+        if outcome.withdrawn:  # /queue drop, /queue clear, a page's Remove button
+            gateway.bus.publish(session_id, event(waiting.WITHDRAWN_EVENT, session_id, inbox_id=entry.id, text=entry.text))
+        waiting.publish_soon(gateway.bus, live)
         verdict = verdict_for(entry, outcome, live.session_id, gateway.settings.gateway.retry_window)
         await gateway.finish(entry, verdict.status, verdict.reply, error=verdict.error)
         if verdict.counter is not None:

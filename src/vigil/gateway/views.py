@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from vigil.gateway.waiting import waiting_view
 from vigil.gateway.wire import conversation_summary, heartbeat_view, message_view
 from vigil.schedule.heartbeat.record import Heartbeat, HeartbeatError
 from vigil.store import archive
@@ -94,5 +95,6 @@ def conversation(gateway: "ViewsHost", ref: str) -> dict[str, Any]:
         "heartbeat": heartbeat_view(heartbeat, owner_text(gateway, session_id)),
         "busy": bool(live and live.conversation.busy),
         "queued": live.conversation.queued if live else 0,
+        "waiting": waiting_view(live),
         "archived": archive.is_archived(store, session_id),
     }

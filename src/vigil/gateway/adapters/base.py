@@ -139,6 +139,18 @@ class GatewayPort(Protocol):
         conversation, its queue and its heartbeat go on. Whether a turn was running here."""
         ...
 
+    def waiting(self, session_id: str) -> list[dict[str, Any]]:
+        """The messages waiting behind the turn the conversation now in ``session_id`` runs
+        here, as ``/queue`` lists them: ``[{position, text, inbox_id}]`` (a ``queue`` event
+        says the same whenever it changes); empty when it does not run here."""
+        ...
+
+    def withdraw(self, session_id: str, inbox_id: int) -> dict[str, Any] | None:
+        """Withdraw the message ``inbox_id`` waiting there as ``/queue drop N`` does (its entry
+        is recorded as withdrawn, never answered): ``{position, text, inbox_id, reply}``, or
+        ``None`` when it does not wait there (its turn began, it went, or it runs elsewhere)."""
+        ...
+
     async def rename_conversation(self, session_id: str, title: str) -> dict[str, Any]:
         """Give a conversation a new title; ``ValueError`` (nothing written) for an empty, too
         long or invisible-character title. Returns its summary. Raises ``SessionNotFound``."""

@@ -1,6 +1,7 @@
-"""Renaming, archiving and deleting conversations through the web chat's API, against one real
-gateway for the module (``vigil gateway run``) and the fake model; the routes' input fuzzed
-through real HTTP: a refusal is a clear 4xx in JSON and writes nothing."""
+"""Renaming, archiving and deleting conversations, and the messages waiting behind a running
+answer (listed, withdrawn one by one), through the web chat's API, against one real gateway for
+the module (``vigil gateway run``) and the fake model; the routes' input fuzzed through real
+HTTP: a refusal is a clear 4xx in JSON and writes nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.gateway.process import history, new_conversation, send, wait_for
-from tests.gateway.adapters.web.conftest import WebGateway, answers, module_gateway, post_message
+from tests.gateway.adapters.web.conftest import EventReader, WebGateway, answers, module_gateway, post_message
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 
@@ -121,6 +122,59 @@ def test_delete_stops_a_running_answer_first(gw: WebGateway, fake_model: FakeMod
     gone = api.delete(f"/api/conversations/{conversation}")
     assert gone.status_code == 200, gone.text
     assert api.get(f"/api/conversations/{conversation}").status_code == 404
+
+
+def test_messages_waiting_behind_an_answer_are_listed_live_and_withdrawn_as_queue_drop_does(
+    gw: WebGateway, fake_model: FakeModelServer,
+) -> None:
+    fake_model.rule(contains="build slowly", reply=Reply.text(["brick "] * 400, chunk_delay=0.05))
+    fake_model.rule(contains="run the tests", reply="All green.")
+    api = gw.api()
+    conversation = new_conversation(api)
+    page = EventReader(gw, conversation)
+    first = send(api, conversation, "build slowly")["inbox_id"]
+    wait_for(lambda: history(api, conversation)["busy"], what="the answer running")
+    ids = {text: send(api, conversation, text)["inbox_id"] for text in ("run the tests", "deploy", "tidy up")}
+    listed = [{"position": n, "text": text, "inbox_id": ids[text]} for n, text in enumerate(ids, 1)]
+    page.wait_for("queue", lambda e: len(e["waiting"]) == 3)
+    assert api.get(f"/api/conversations/{conversation}/queue").json() == {"waiting": listed}
+    assert history(api, conversation)["waiting"] == listed
+
+    # Remove (the page's button): like /queue drop 2, and every page hears of it.
+    gone = api.delete(f"/api/conversations/{conversation}/queue/{ids['deploy']}")
+    assert gone.status_code == 200, gone.text
+    assert gone.json() == {"position": 2, "text": "deploy", "inbox_id": ids["deploy"],
+                           "reply": "Withdrew 1 waiting message: “deploy”"}
+    assert page.wait_for("withdrawn")["inbox_id"] == ids["deploy"]
+    renumbered = page.wait_for("queue", lambda e: [w["text"] for w in e["waiting"]] == ["run the tests", "tidy up"])
+    assert [w["position"] for w in renumbered["waiting"]] == [1, 2]
+    again = api.delete(f"/api/conversations/{conversation}/queue/{ids['deploy']}")
+    assert again.status_code == 404 and "does not wait" in again.json()["error"]
+    assert api.delete(f"/api/conversations/{conversation}/queue/deploy").status_code == 400
+    assert api.delete(f"/api/conversations/no-such-conversation/queue/{ids['tidy up']}").status_code == 404
+    assert gw.http().delete(f"/api/conversations/{conversation}/queue/{ids['tidy up']}").status_code == 401
+    other_site = gw.http(cookies={"vigil_session": gw.login_cookie()}, headers={"Origin": "https://evil.example"})
+    assert other_site.delete(f"/api/conversations/{conversation}/queue/{ids['tidy up']}").status_code == 403
+
+    # The typed command is heard the same way; what is left is answered, in order.
+    send(api, conversation, "/queue drop 2")
+    page.wait_for("withdrawn", lambda e: e["inbox_id"] == ids["tidy up"])
+    assert api.post(f"/api/conversations/{conversation}/stop").json() == {"stopped": True}
+    wait_for(lambda: answers(api, conversation)[-1:] == ["All green."], what="the message left answered")
+    page.wait_for("queue", lambda e: e["waiting"] == [])
+    assert api.get(f"/api/conversations/{conversation}/queue").json() == {"waiting": []}
+    users = [m["content"] for m in history(api, conversation)["messages"] if m["role"] == "user"]
+    assert users == ["build slowly", "run the tests"]
+    # a message handed to an idle conversation starts at once: it is never listed as waiting
+    assert not any(w["inbox_id"] == first for e in page.events if e["type"] == "queue" for w in e["waiting"])
+    page.close()
+    store = _store(gw.home)
+    try:
+        for text in ("deploy", "tidy up"):
+            entry = store.gateway.inbox_get(ids[text])
+            assert entry is not None and entry.error == "withdrawn with /queue before it was handled", text
+    finally:
+        store.close()
 
 
 def test_the_routes_need_a_login_and_the_pages_own_origin(gw: WebGateway) -> None:

@@ -11,7 +11,9 @@ own origin):
   ``POST /api/conversations/{id}/messages``, ``GET /api/conversations/{id}/events`` (SSE),
   ``POST /api/conversations/{id}/files``, ``POST /api/approvals/{id}``,
   ``GET /api/files/{outbox_id}`` (a file the agent sent, as an attachment)
-* ``POST /api/conversations/{id}/stop`` (end the running turn), ``PATCH /api/conversations/{id}``
+* ``POST /api/conversations/{id}/stop`` (end the running turn), ``GET /api/conversations/{id}/queue``
+  and ``DELETE /api/conversations/{id}/queue/{inbox_id}`` (what waits behind it; withdraw one),
+  ``PATCH /api/conversations/{id}``
   (rename, archive), ``DELETE /api/conversations/{id}`` (delete for good), ``GET /api/search?q=``
   (message matches with snippets), see :mod:`.conversation_api`; ``GET /api/conversations?archived=1``
   lists the archived conversations

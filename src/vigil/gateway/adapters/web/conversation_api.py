@@ -1,10 +1,17 @@
-"""The web chat's routes beyond the core API: stopping the running turn, renaming, archiving
-and deleting a conversation, and searching message text with snippets. Behind :func:`guarded`
-like the rest; errors are JSON (``{"error": ...}``) and a refused request changes nothing.
+"""The web chat's routes beyond the core API: stopping the running turn, the messages waiting
+behind it, renaming, archiving and deleting a conversation, and searching message text with
+snippets. Behind :func:`guarded` like the rest; errors are JSON (``{"error": ...}``) and a
+refused request changes nothing.
 
 * ``POST /api/conversations/{id}/stop`` ends the turn running now (the conversation, its queue
   and its heartbeat stay, as with ``/stop``; ``/suspend`` puts the conversation aside):
   ``{"stopped": bool}``.
+* ``GET /api/conversations/{id}/queue``: the messages waiting behind the running turn, as
+  ``/queue`` lists them: ``{"waiting": [{position, text, inbox_id}]}`` (the ``queue`` event
+  says the same whenever it changes).
+* ``DELETE /api/conversations/{id}/queue/{inbox_id}`` withdraws that waiting message as
+  ``/queue drop N`` does (recorded as withdrawn, never answered): ``{position, text,
+  inbox_id, reply}``; 404 when it does not wait (its answer has begun, or it went).
 * ``PATCH /api/conversations/{id}`` with ``{"title": TEXT}`` and/or ``{"archived": BOOL}``:
   the conversation's summary as the list shows it (400 for anything else in the body).
 * ``DELETE /api/conversations/{id}`` deletes it for good, every session and message of it:
@@ -63,6 +70,20 @@ class ConversationExtras:
     async def stop(self, request: Request) -> Response:
         view = await self.gateway.conversation(request.path_params["id"])
         return JSONResponse({"stopped": self.gateway.interrupt(str(view["id"]))})
+
+    async def waiting(self, request: Request) -> Response:
+        view = await self.gateway.conversation(request.path_params["id"])
+        return JSONResponse({"waiting": self.gateway.waiting(str(view["id"]))})
+
+    async def withdraw(self, request: Request) -> Response:
+        word = request.path_params["inbox_id"]
+        if not word.isdigit() or len(word) > 18:
+            return error(400, "the message id must be a whole number (a waiting message's inbox_id)")
+        view = await self.gateway.conversation(request.path_params["id"])
+        withdrawn = self.gateway.withdraw(str(view["id"]), int(word))
+        if withdrawn is None:
+            return error(404, f"message {word} does not wait in this conversation (its answer has begun, or it was withdrawn)")
+        return JSONResponse(withdrawn)
 
     async def change(self, request: Request) -> Response:
         body = await json_body(request)
@@ -126,6 +147,8 @@ def conversation_routes(state: WebState) -> list[Route]:
 
     return [
         route("/api/conversations/{id}/stop", extras.stop, "POST"),
+        route("/api/conversations/{id}/queue", extras.waiting, "GET"),
+        route("/api/conversations/{id}/queue/{inbox_id}", extras.withdraw, "DELETE"),
         route("/api/conversations/{id}", extras.change, "PATCH"),
         route("/api/conversations/{id}", extras.delete, "DELETE"),
         route("/api/search", extras.search, "GET"),
