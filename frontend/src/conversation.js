@@ -348,6 +348,7 @@ export class ConversationView {
         break;
       case "queue":
         this.showWaiting(event.waiting || []);
+        this.setStatus(this.busy, (event.waiting || []).length);
         break;
       case "withdrawn":  // by its Remove button (here or on another page) or /queue drop, /queue clear
         this.dropWaiting(event.inbox_id);

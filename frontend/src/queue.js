@@ -14,7 +14,7 @@ export function markWaiting(row, position, onRemove) {
     line.appendChild(el("span", "queue-label"));
     row.appendChild(line);
   }
-  line.querySelector(".queue-label").textContent = `Waiting · ${position}`;
+  line.querySelector(".queue-label").textContent = `Queued #${position}`;
   let remove = line.querySelector(".queue-remove");
   if (onRemove && !remove) {
     remove = button("Remove", "queue-remove link-button");

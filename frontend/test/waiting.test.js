@@ -19,12 +19,14 @@ describe("the messages waiting behind the running turn", () => {
   let box;
   let view;
   let withdraw;
+  let statuses;
 
   beforeEach(() => {
     box = document.createElement("section");
     document.body.replaceChildren(box);
     withdraw = vi.fn(async () => true);
-    view = new ConversationView(box, { withdraw });
+    statuses = [];
+    view = new ConversationView(box, { withdraw, onStatus: (busy, queued) => statuses.push([busy, queued]) });
   });
 
   const event = (type, fields = {}) => view.handle({ type, session_id: SID, ...fields });
@@ -46,8 +48,9 @@ describe("the messages waiting behind the running turn", () => {
     await frame();
     expect(rows(box)).toEqual([
       ["user", "build it"], ["assistant", "building"],
-      ["user", "run the tests", "Waiting · 1"], ["user", "deploy", "Waiting · 2"],
+      ["user", "run the tests", "Queued #1"], ["user", "deploy", "Queued #2"],
     ]);
+    expect(statuses.at(-1)).toEqual([true, 2]);  // the header says "2 queued"
     const remove = box.querySelectorAll(".queue-remove");
     expect([...remove].map((b) => b.getAttribute("aria-label"))).toEqual([
       "Remove waiting message 1: run the tests", "Remove waiting message 2: deploy"]);
@@ -56,7 +59,7 @@ describe("the messages waiting behind the running turn", () => {
     event("turn_began", { kind: "user", text: "run the tests" });
     expect(rows(box)).toEqual([
       ["user", "build it"], ["assistant", "building"], ["user", "run the tests"], ["assistant", ""],
-      ["user", "deploy", "Waiting · 1"],
+      ["user", "deploy", "Queued #1"],
     ]);
     expect(box.querySelectorAll(".queued").length).toBe(1);
   });
@@ -73,7 +76,7 @@ describe("the messages waiting behind the running turn", () => {
     await vi.waitFor(() => expect(box.querySelector("[data-inbox='3']")).toBeNull());
     event("withdrawn", { inbox_id: 4, text: "tidy up" });  // /queue drop on another page
     queue([2, "run the tests"]);
-    expect(rows(box).slice(1)).toEqual([["assistant", ""], ["user", "run the tests", "Waiting · 1"]]);
+    expect(rows(box).slice(1)).toEqual([["assistant", ""], ["user", "run the tests", "Queued #1"]]);
   });
 
   it("keeps a message whose Remove came too late (its answer had begun)", async () => {
@@ -96,7 +99,7 @@ describe("the messages waiting behind the running turn", () => {
       waiting: [{ position: 1, inbox_id: 2, text: "run the tests" }, { position: 2, inbox_id: 3, text: "deploy" }],
     });
     expect(rows(box)).toEqual([
-      ["user", "build it"], ["user", "run the tests", "Waiting · 1"], ["user", "deploy", "Waiting · 2"],
+      ["user", "build it"], ["user", "run the tests", "Queued #1"], ["user", "deploy", "Queued #2"],
       ["user", "typed while loading"],
     ]);
     event("turn_began", { kind: "user", text: "build it" });  // heard only now: not drawn twice

@@ -1,8 +1,9 @@
 """The web chat's conversation controls in Debian's Chromium, against one real gateway and one
 browser for the module: rename, archive (with Undo, and the archived list) and delete (after a
 confirmation) from the list and the header; the heartbeat set, changed, paused, resumed and
-cleared from controls; /stop against /suspend while an answer streams; Retry on an answer that
-failed. Every change is checked where it is kept, through the API."""
+cleared from controls, and its "nothing changed" answers folded; /stop against /suspend while
+an answer streams; the messages waiting behind an answer, numbered, each with Remove; Retry on
+an answer that failed. Every change is checked where it is kept, through the API."""
 
 from __future__ import annotations
 
@@ -206,6 +207,73 @@ def test_stop_keeps_the_conversation_and_its_heartbeat_and_suspend_puts_it_aside
     assert page.locator(".message.assistant .turn-cancelled").count() == 2
     shown = history(api, conversation)
     assert shown["ended"] and shown["heartbeat"] is None
+    assert page.errors == []
+
+
+def _waiting(page: Any) -> list[tuple[str, str]]:
+    """(text, label) of each message shown as waiting behind the answer, top to bottom."""
+    return [tuple(row) for row in page.evaluate("""() => [...document.querySelectorAll('#messages > .message.user.queued')]
+        .map(r => [r.querySelector('.bubble').textContent, r.querySelector('.queue-label').textContent])""")]
+
+
+def test_messages_waiting_behind_an_answer_are_numbered_and_one_is_removed_with_its_button(
+    shared: WebGateway, fake_model: FakeModelServer, page: Any,
+) -> None:
+    api = shared.api()
+    fake_model.rule(contains="build slowly", reply=Reply.text(LONG_ANSWER, chunk_delay=0.05))
+    fake_model.rule(contains="run the tests", reply="All green.")
+    fake_model.rule(contains="tidy up", reply="Tidied.")
+    conversation = _new_conversation(page)
+    _send(page, "build slowly")
+    page.wait_for_selector(".message.assistant.streaming")
+    for text in ("run the tests", "deploy", "tidy up"):
+        _send(page, text)
+    page.wait_for_function("() => document.querySelectorAll('.message.user.queued').length === 3")
+    assert _waiting(page) == [("run the tests", "Queued #1"), ("deploy", "Queued #2"), ("tidy up", "Queued #3")]
+    page.get_by_role("button", name="Remove waiting message 2: deploy").click()
+    page.wait_for_selector(".toast >> text=Withdrew “deploy”: it will not be answered.")
+    page.wait_for_function("() => document.querySelectorAll('.message.user.queued').length === 2")
+    assert _waiting(page) == [("run the tests", "Queued #1"), ("tidy up", "Queued #2")]
+    assert [w["text"] for w in history(api, conversation)["waiting"]] == ["run the tests", "tidy up"]
+
+    page.reload()  # drawn again from the conversation's waiting list
+    page.wait_for_function("() => document.querySelectorAll('.message.user.queued').length === 2")
+    assert _waiting(page) == [("run the tests", "Queued #1"), ("tidy up", "Queued #2")]
+    page.click("#stop")
+    page.wait_for_selector(".message.assistant:not(.streaming) >> text=Tidied.")
+    assert _waiting(page) == []
+    users = [m["content"] for m in history(api, conversation)["messages"] if m["role"] == "user"]
+    assert users == ["build slowly", "run the tests", "tidy up"]
+    assert page.errors == []
+
+
+def test_a_heartbeat_that_found_nothing_changed_is_one_quiet_line_that_opens(
+    shared: WebGateway, fake_model: FakeModelServer, page: Any,
+) -> None:
+    fake_model.rule(contains="check the deploy", reply="HEARTBEAT_OK", times=1)
+    fake_model.rule(contains="check the deploy", reply="The deploy failed.")
+    _new_conversation(page)
+    _send(page, "/heartbeat every 2s check the deploy")
+    page.wait_for_selector(".message.assistant:not(.streaming) >> text=The deploy failed.")
+    _send(page, "/heartbeat clear")
+    page.locator("#heartbeat").wait_for(state="hidden")
+
+    def shown() -> list[str]:
+        return page.evaluate("""() => [...document.querySelectorAll('#messages > .message')].map(r =>
+            r.classList.contains('heartbeat-fold') ? 'fold: ' + r.querySelector('.fold-text').textContent + (r.open ? ' (open)' : '')
+            : r.classList.contains('heartbeat-turn') ? 'heartbeat' : r.classList.contains('assistant') ? 'answer: ' + r.textContent.trim()
+            : r.classList.contains('user') ? 'you' : 'notice')""")
+
+    expected = ["you", "notice", "fold: Heartbeat: nothing changed", "heartbeat", "answer: The deploy failed.Copy", "you", "notice"]
+    assert shown() == expected
+    fold = page.locator(".heartbeat-fold")
+    assert not fold.locator(".message.assistant").is_visible()
+    fold.locator("summary").click()
+    assert fold.locator(".message.assistant").inner_text().startswith("HEARTBEAT_OK")
+    assert fold.locator(".hb-prompt").inner_text() == "check the deploy"
+    page.reload()  # the history (which keeps no commands) folds it the same way
+    page.wait_for_selector(".heartbeat-fold")
+    assert shown() == expected[2:5]
     assert page.errors == []
 
 
