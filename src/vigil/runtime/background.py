@@ -149,7 +149,8 @@ class BackgroundTasks:
         except asyncio.CancelledError:
             if child is not None:  # the conversation closes: say so now, there is no later
                 note = await asyncio.shield(asyncio.to_thread(
-                    _settle, agent.store, child, prompt, INTERRUPTED, "vigil stopped while it ran", agent.clock.now()))
+                    _settle, agent.store, child, prompt, INTERRUPTED, "the conversation was closed while it ran",
+                    agent.clock.now()))
                 await asyncio.shield(self._show(note))
             raise
         except Exception as exc:  # a failed task must not touch the conversation beyond its note
@@ -278,7 +279,7 @@ def settle_orphans(store: SessionStore, now: float, *, session_id: str | None = 
             records = store.get_messages(child.id)
             prompt = next((r.content or "" for r in records if r.role == "user"), child.title or "")
             answer = _answer(records)
-            status, body = (ANSWERED, answer) if answer else (INTERRUPTED, "vigil stopped while it ran")
+            status, body = (ANSWERED, answer) if answer else (INTERRUPTED, "the process running it ended")
             notes.append(_settle(store, child, prompt, status, body, now))
         except SessionNotFound:  # deleted meanwhile
             continue
