@@ -75,7 +75,10 @@ def build_app(state: "HomeserverState", stopping: Callable[[], bool]) -> Starlet
             timeout = int(query.get("timeout") or 0)
         except ValueError:
             return _error(400, "M_INVALID_PARAM", "Invalid timeout")
-        state.sync_calls[token] = state.sync_calls.get(token, 0) + 1
+        with state.lock:  # syncing from a token acknowledges everything before it
+            state.sync_calls[token] = state.sync_calls.get(token, 0) + 1
+            if since is not None:
+                state.synced_from[token] = max(since, state.synced_from.get(token, 0))
         return JSONResponse(await long_poll(state, token, since, timeout, query.get("full_state") == "true", stopping))
 
     async def send(request: Request, account: "Account", token: str) -> Response:

@@ -92,8 +92,6 @@ def build(state: "HomeserverState", token: str, since: int | None, full_state: b
         response: JSON = {"next_batch": f"s{state.position}", "rooms": {"join": joined, "invite": invited, "leave": {}},
                           "presence": {"events": []}, "account_data": {"events": []}}
         response.update(state.keys.for_sync(account, since or 0, _shares(state, user)))
-        if since is not None:
-            state.synced_from[token] = max(since, state.synced_from.get(token, 0))
         return response
 
 

@@ -68,6 +68,8 @@ class MatrixAdapter:
         self._poll_ms = poll_ms
         self._task: asyncio.Task[None] | None = None
         self._token = ""
+        self.synced = asyncio.Event()
+        """Set once this run's first sync is in: the rooms (and which are encrypted) are known."""
 
     # -- life cycle -------------------------------------------------------------------------
     async def start(self, gateway: GatewayPort) -> None:
@@ -181,6 +183,7 @@ class MatrixAdapter:
         await self.previews.close()
         self.approvals.clear()
         self.claimed.clear()
+        self.synced.clear()
         if self.poll_lease is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.poll_lease.release)
@@ -215,6 +218,11 @@ class MatrixAdapter:
         if client is None or not client.device_id:
             # retryable even when misconfigured: a SIGHUP with the token set sends it after all
             raise DeliveryError(f"Matrix is not available: {self.detail}")
+        if not self.synced.is_set():  # the rooms are known (and encrypted ones told apart) after it
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.synced.wait(), START_TIMEOUT)
+            if not self.synced.is_set():
+                raise DeliveryError("Matrix: the first sync has not come back yet")
         await deliver(self, client, message)
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:

@@ -39,6 +39,8 @@ async def deliver(adapter: "MatrixAdapter", client: "Homeserver", entry: OutboxE
     room, thread = entry.route.chat, entry.route.thread
     if not room.startswith("!"):
         raise DeliveryError(f"'{room}' is not a Matrix room id", retryable=False)
+    if room not in client.nio.rooms:
+        raise DeliveryError(f"the agent is not in the room {room} (invite it first)", retryable=False)
     if entry.kind == "file":
         raw = entry.meta.get("path")
         path = Path(raw) if isinstance(raw, str) and raw else None

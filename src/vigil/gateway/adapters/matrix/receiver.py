@@ -65,7 +65,7 @@ class Receiver:
             if not await adapter.take_lease():
                 continue
             client = adapter.client_or_fail()
-            client.nio.next_batch = self.token or ""  # nio skips a response it thinks it saw
+            client.nio.next_batch = ""  # nio skips a response whose token it saw (a retry, a full state)
             try:
                 response = await client.call(client.nio.sync(timeout=0 if first else self.poll_ms, since=self.token,
                                                              full_state=first or None))
@@ -86,6 +86,7 @@ class Receiver:
                 continue
             await self._commit(response.next_batch)
             first = False
+            adapter.synced.set()
             if client.encrypts:
                 await adapter.crypto_upkeep()
 
