@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute
 
 from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import Adapter, DeliveryError, GatewayPort
-from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry
+from vigil.store.gateway.gateway_tables import FINISHED_STATUSES, InboxEntry, OutboxEntry
 from vigil.testing.waiting import eventually
 
 HANG_GUARD = 20.0
@@ -150,8 +150,13 @@ class AdapterContract:
         if first.inbox_id is not None:
             assert again.inbox_id == first.inbox_id
         answers = await eventually(lambda: contract.answers(first), what="the answer")
-        await asyncio.sleep(0.5)  # a second answer would have come by now as well
+        # once its one entry is finished no turn can answer it again: only an inbox entry is answered
+        await eventually(lambda: _finished(contract.stored(key)), what="the message's entry finished")
         assert len(await contract.answers(first)) == len(answers) == 1
+
+
+def _finished(entry: InboxEntry | None) -> bool:
+    return entry is not None and entry.status in FINISHED_STATUSES
 
 
 def _key() -> str:

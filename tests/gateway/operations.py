@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +75,7 @@ def interrupted_then_restarted(gateway: GatewayProcess, fake_model: FakeModelSer
     gateway.start()
     with gateway.client() as client:
         wait_for(lambda: "the one answer" in answers(client, session_id), what="the answer after restart")
-        time.sleep(1)  # nothing more comes
+        wait_for(gateway.settled, what="nothing left to answer")  # so no further answer can come
         messages = history(client, session_id)["messages"]
     assert gateway.stop() == 0
     return session_id, messages

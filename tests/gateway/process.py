@@ -17,6 +17,8 @@ from typing import Any, Iterator
 
 import httpx
 
+from tests.gateway.settling import settled
+from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.waiting import wait_for  # noqa: F401 (for the tests that import it from here)
 
@@ -66,6 +68,15 @@ class GatewayProcess:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def settled(self) -> bool:
+        """Whether the gateway has nothing left to do (:mod:`tests.gateway.settling`), read from
+        its profile's SQLite store through a connection of the test's own."""
+        store = SQLiteStore(self.home / "state.db")
+        try:
+            return settled(store)
+        finally:
+            store.close()
 
     def environment(self) -> dict[str, str]:
         return {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 
+from tests.gateway.settling import until_settled
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import GatewayClosed, Inbound
 from vigil.store.gateway.gateway_tables import ANSWERED, FAILED, PENDING, SENT, RouteKey
@@ -34,7 +34,7 @@ async def test_a_redelivered_message_is_answered_once(make_gateway: GatewayFacto
     again = await h.gateway.receive(Inbound(CHAT, "same-id", "hello"))
     assert again.duplicate and again.inbox_id == first.inbox_id
     await eventually(lambda: h.adapter.sent, what="a reply")
-    await asyncio.sleep(0.2)
+    await until_settled(h.store)
     assert len(h.adapter.sent) == 1
     assert len(h.fake.requests) == 1
 
@@ -139,7 +139,7 @@ async def test_a_turn_cut_off_by_a_crash_is_answered_again_once(make_gateway: Ga
     h.fake.queue("the answer")
     await h.gateway.start()
     await eventually(lambda: h.adapter.sent, what="the answer")
-    await asyncio.sleep(0.2)
+    await until_settled(h.store)
     assert h.adapter.texts() == ["the answer"]
     assert len(h.fake.requests) == 1
     assert tables.inbox_get(entry.id).attempts == 2

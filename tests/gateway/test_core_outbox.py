@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.gateway.settling import until_settled
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import DeliveryError, Inbound
 from vigil.store import StoreError
@@ -58,7 +59,7 @@ async def test_a_reply_the_platform_took_is_not_sent_again_when_marking_it_fails
     h.fake.queue("only once")
     await h.gateway.receive(Inbound(CHAT, "1", "hello"))
     await eventually(lambda: tables.outbox_counts()[SENT] == 1, what="the reply marked sent")
-    await asyncio.sleep(0.2)
+    await until_settled(h.store)
     assert h.adapter.texts() == ["only once"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.gateway.settling import until_settled
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import Inbound
 from vigil.store import NewMessage, StoreError
@@ -29,7 +30,7 @@ async def test_an_answer_given_in_the_conversation_after_new_is_not_given_twice(
     h.store.append_message(new.id, NewMessage("assistant", "4", meta={"stop_reason": "stop"}))
     await h.gateway.start()
     await eventually(lambda: h.adapter.sent, what="the stored answer delivered")
-    await asyncio.sleep(0.2)
+    await until_settled(h.store)
     assert h.adapter.texts() == ["4"]
     assert h.fake.requests == []
     assert tables.inbox_get(entry.id).status == ANSWERED
@@ -47,7 +48,7 @@ async def test_an_answer_stored_before_the_start_was_recorded_is_not_given_twice
     h.store.append_message(session.id, NewMessage("assistant", "hi there", meta={"stop_reason": "stop"}))
     await h.gateway.start()
     await eventually(lambda: h.adapter.sent, what="the stored answer delivered")
-    await asyncio.sleep(0.2)
+    await until_settled(h.store)
     assert h.adapter.texts() == ["hi there"]
     assert h.fake.requests == []
 
@@ -93,7 +94,7 @@ async def test_a_message_stored_while_the_gateway_stops_waits_for_the_next_start
     receiving = asyncio.ensure_future(h.gateway.receive(Inbound(CHAT, "late", "hello")))
     await entered.wait()
     stopping = asyncio.ensure_future(h.gateway.stop(1.0))
-    await asyncio.sleep(0.1)
+    await eventually(lambda: h.gateway.closing, what="the stop begun")
     release.set()
     receipt = await receiving
     await stopping
@@ -135,7 +136,7 @@ async def test_a_message_stored_but_not_handed_on_is_answered_when_the_platform_
     assert again.duplicate
     await eventually(lambda: h.adapter.sent, what="the message answered")
     third = await h.gateway.receive(Inbound(CHAT, "m1", "hello"))  # now a true duplicate
-    await asyncio.sleep(0.2)
+    await until_settled(h.store)
     assert third.duplicate
     assert h.adapter.texts() == ["answered at last"] and len(h.fake.requests) == 1
     assert h.store.gateway.inbox_get(again.inbox_id).status == ANSWERED

@@ -3,8 +3,8 @@ and nothing is reported answered that was not."""
 
 from __future__ import annotations
 
-import asyncio
 
+from tests.gateway.settling import until_settled
 from tests.gateway.conftest import GatewayFactory, eventually
 from vigil.gateway.adapters.base import Inbound
 from vigil.store.gateway.gateway_tables import ANSWERED, RouteKey
@@ -31,7 +31,7 @@ async def test_a_turn_finishing_in_the_grace_is_delivered_and_the_queue_waits_fo
 
     again = await make_gateway()
     await eventually(lambda: again.adapter.sent, what="the queued message answered after the restart")
-    await asyncio.sleep(0.2)
+    await until_settled(again.store)
     assert again.adapter.texts() == ["answer to the queued one"]
     assert tables.inbox_get(queued.inbox_id).status == ANSWERED
     session_id = tables.route_get(CHAT)
@@ -53,6 +53,6 @@ async def test_a_turn_past_the_grace_is_interrupted_and_answered_once_at_the_nex
 
     again = await make_gateway()
     await eventually(lambda: again.adapter.sent, what="the interrupted message answered after the restart")
-    await asyncio.sleep(0.2)
+    await until_settled(again.store)
     assert again.adapter.texts() == ["the full answer"]
     assert tables.inbox_get(running.inbox_id).status == ANSWERED

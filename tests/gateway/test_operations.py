@@ -60,7 +60,7 @@ def test_sigterm_lets_the_running_turn_finish_and_leaves_queued_messages_for_the
         wait_for(lambda: len(answers(client, session_id)) == 3, what="the queued messages answered")
         assert answers(client, session_id) == ["".join(slow), "answer two", "answer three"]
         assert users(client, session_id) == ["one", "two", "three"]
-        time.sleep(1)  # nothing more comes: each queued message is answered exactly once
+        wait_for(gateway.settled, what="nothing left to answer")  # so no further answer can come
         assert answers(client, session_id) == ["".join(slow), "answer two", "answer three"]
     assert len(fake_model.requests) == 3
     assert gateway.stop() == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import sys
-import time
 from pathlib import Path
 
 import pexpect
@@ -78,7 +77,10 @@ def test_a_repl_heartbeat_moves_to_the_gateway_and_back(fake_model: FakeModelSer
         expect_in_terminal(child, "you ›")  # the REPL takes the heartbeat back ...
         expect_in_terminal(child, "Nothing new.")  # ... and fires it
         fired_by_gateway = _gateway_fires(gateway)
-        time.sleep(5)  # two and a half intervals with the REPL open
+        with gateway.client() as client:
+            turns = _heartbeat_turns(client, session_id)
+            # two more intervals with the REPL open, counted in the conversation: the REPL fired both
+            wait_for(lambda: _heartbeat_turns(client, session_id) >= turns + 2, timeout=30, what="two more REPL fires")
         assert _gateway_fires(gateway) == fired_by_gateway
         child.sendline("/quit")
         child.expect(pexpect.EOF)

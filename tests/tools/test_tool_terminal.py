@@ -4,8 +4,10 @@ the sandbox: both must keep the same limits, output handling and approval rules.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from tests.tools.sandbox_helpers import require_sandbox
 from vigil.tools.base import ToolContext
 from vigil.tools.terminal import CappedOutput
+from vigil.testing.waiting import eventually
 
 
 @pytest.fixture(params=["never", "always"], ids=["plain", "sandboxed"])
@@ -111,7 +114,8 @@ async def test_timeout_kills_the_whole_process_group(ctx: ToolContext, call_tool
     assert "timed out after 0.5s" in result.content
     assert "started" in result.content  # output so far is kept
     assert elapsed < 5
-    await asyncio.sleep(1.5)
+    # the child is gone, not merely late: no process of the command is left to write the marker
+    await eventually(lambda: not _processes_naming("late.marker"), what="the background child killed")
     assert not (ctx.cwd / "late.marker").exists()
 
 
@@ -214,3 +218,16 @@ async def test_model_keys_do_not_reach_commands(monkeypatch, make_ctx) -> None:
     result = await run_tool_call(call, ctx, ["terminal"])
     assert "visible" in result.content
     assert "sk-openai-secret" not in result.content and "sk-custom-secret" not in result.content
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids of the processes whose command line holds ``text`` (this test's own aside)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # ended meanwhile
+    return found

@@ -21,6 +21,7 @@ from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
 from vigil.platforms.slack import SlackSettings
 from vigil.profiles import Profile
+from tests.gateway.settling import settled
 from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import InboxEntry
 from vigil.testing.fake_model import FakeModelServer
@@ -88,6 +89,14 @@ class SlackHarness:
         store = SQLiteStore(self.profile.state_db)
         try:
             return store.gateway.inbox_get(row[0])
+        finally:
+            store.close()
+
+    def settled(self) -> bool:
+        """Nothing left to answer or to send (:mod:`tests.gateway.settling`): no more can arrive."""
+        store = SQLiteStore(self.profile.state_db)
+        try:
+            return settled(store)
         finally:
             store.close()
 

@@ -6,7 +6,6 @@ a SIGKILL is answered once after the restart."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Iterator
@@ -96,7 +95,7 @@ async def test_a_redelivery_of_an_answered_event_is_not_answered_again(e2e: E2E)
     asked = len(e2e.model.requests)
     assert (await e2e.sender.resend(dm, 1)).status_code == 200
     assert (await e2e.sender.resend(dm, 2)).status_code == 200
-    await asyncio.sleep(0.5)
+    await until(e2e.gateway.settled, what="nothing left to send")
     assert e2e.answers("D0E2E", "") == ["pong"]
     assert len(e2e.model.requests) == asked
 
@@ -120,5 +119,5 @@ async def test_a_message_taken_just_before_sigkill_is_answered_once_after_restar
     assert sent.response.status_code == 200 and e2e.stored(sent.event_id)
     e2e.restart()
     assert await until(lambda: e2e.answers("D0LATE", ""), what="the answer after restart") == ["slow answer"]
-    await asyncio.sleep(0.5)
+    await until(e2e.gateway.settled, what="nothing left to send")
     assert e2e.answers("D0LATE", "") == ["slow answer"]

@@ -24,7 +24,7 @@ async def test_slack_down_while_the_answer_is_sent_then_back(slack: SlackHarness
     finally:
         slack.fake.start()
     assert await eventually(lambda: slack.answers("D0ALICE"), what="the answer") == ["sent when Slack is back"]
-    await asyncio.sleep(0.3)
+    await eventually(slack.settled, what="nothing left to send")
     assert slack.answers("D0ALICE") == ["sent when Slack is back"]
     assert slack.adapter.health().state == "connected"
 
@@ -36,7 +36,7 @@ async def test_server_errors_are_retried_and_the_answer_lands_once(slack: SlackH
     assert await eventually(lambda: slack.answers("D0ALICE"), what="the answer") == ["after the 503s"]
     failed = [c for c in slack.fake.state.calls_of("chat.postMessage") if c.status == 503]
     assert len(failed) == 2
-    await asyncio.sleep(0.3)
+    await eventually(slack.settled, what="nothing left to send")
     assert slack.answers("D0ALICE") == ["after the 503s"]
 
 
@@ -96,5 +96,5 @@ async def test_a_cron_delivery_while_slack_is_down_lands_once_it_is_back(slack: 
     finally:
         slack.fake.start()
     assert await eventually(lambda: slack.answers("C0OPS", thread), what="the delivery") == ["Standup in 5."]
-    await asyncio.sleep(0.3)
+    await eventually(slack.settled, what="nothing left to send")
     assert slack.answers("C0OPS", thread) == ["Standup in 5."] and slack.answers("C0OPS", "") == []

@@ -3,7 +3,6 @@ working indicator; the final answer replaces it."""
 
 from __future__ import annotations
 
-import asyncio
 
 from tests.gateway.adapters.slack.conftest import ALICE, SlackHarness, eventually
 from vigil.gateway.adapters.slack.editing import WORKING
@@ -45,7 +44,7 @@ async def test_a_long_answer_is_split_in_the_thread_and_a_retry_posts_no_part_tw
     slack.fake.state.fault(status=503, count=1, method="chat.postMessage")  # the second part fails once
     parts = await eventually(lambda: len(slack.answers("C0OPS", mention.ts)) >= 4 and slack.answers("C0OPS", mention.ts),
                              what="every part")
-    await asyncio.sleep(0.3)
+    await eventually(slack.settled, what="nothing left to send")
     parts = slack.answers("C0OPS", mention.ts)
     assert all(len(part) <= 3_500 for part in parts)
     assert "".join(parts).replace("\n", "").replace(" ", "") == "".join(paragraphs).replace(" ", "")  # in order, once
