@@ -18,9 +18,9 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from vigil.agent.events import AssistantStep, Compressed
-from vigil.gateway import moves
+from vigil.gateway import moves, waiting
 from vigil.gateway.wire import event, heartbeat_view, live_event
-from vigil.runtime.conversation_events import HEARTBEAT, ConversationEvent, TurnBegan, TurnEnded
+from vigil.runtime.conversation_events import HEARTBEAT, USER, ConversationEvent, TurnBegan, TurnEnded
 from vigil.schedule.heartbeat.record import Route
 from vigil.schedule.heartbeat.text import asks_for_silence, is_silent_answer
 from vigil.schedule.heartbeat.upkeep import Noted
@@ -48,6 +48,8 @@ async def on_live_event(gateway: "FanoutHost", live: "LiveConversation", item: C
         return
     wire = live_event(session_id, item)
     if isinstance(item, TurnBegan):
+        if item.kind == USER:  # it left the queue
+            waiting.publish_soon(gateway.bus, live)
         if item.kind == HEARTBEAT and asks_for_silence(item.text):
             _QUIET_TURNS.add(live)
         else:

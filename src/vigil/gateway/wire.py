@@ -8,8 +8,11 @@ error, cancelled, usage} · ``command_reply`` {text, is_error} · ``approval_req
 description, expires_at} · ``approval_resolved`` {id, approved} · ``heartbeat`` {heartbeat} ·
 ``session_moved`` {new_session_id, reason} · ``message_accepted`` {inbox_id, text, client_id} ·
 ``status`` {busy, queued} · ``note`` {text, reason: ended|over_budget} (a heartbeat vigil
-ended or paused). A heartbeat turn's ``turn_ended`` that answered ``HEARTBEAT_OK`` carries
-``silent: true`` (fold it); so does such an answer in a history (``message_view``).
+ended or paused) · ``queue`` {waiting: [{position, text, inbox_id}]} (the messages waiting
+behind the running turn, whenever that changes) · ``withdrawn`` {inbox_id, text} (a waiting
+message withdrawn, see :mod:`vigil.gateway.waiting`). A heartbeat turn's ``turn_ended`` that
+answered ``HEARTBEAT_OK`` carries ``silent: true`` (fold it); so does such an answer in a history
+(``message_view``).
 """
 
 from __future__ import annotations
