@@ -1,5 +1,5 @@
 """A real `vigil chat` REPL runs its conversation's heartbeat, is killed with SIGKILL, and a
-gateway-like process (``tests.schedule.lease_worker``) takes the heartbeat over once the dead
+gateway-like process (``tests.schedule.heartbeat.lease_worker``) takes the heartbeat over once the dead
 REPL's lease has lapsed. Every slot fires once, in one process or the other."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _gateway(db: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     now = repr(time.time())
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.schedule.lease_worker", str(db), "-", now, "1", "gateway", now, "600", repr(LEASE)],
+        [sys.executable, "-m", "tests.schedule.heartbeat.lease_worker", str(db), "-", now, "1", "gateway", now, "600", repr(LEASE)],
         cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert proc.stdout is not None and proc.stdin is not None

@@ -1,6 +1,6 @@
 """One process running a heartbeat scheduler on a shared store, for the multi-process test.
 
-    python -m tests.schedule.mp_worker STORE SESSION ORIGIN_FAKE FACTOR SECONDS
+    python -m tests.schedule.heartbeat.mp_worker STORE SESSION ORIGIN_FAKE FACTOR SECONDS
 
 STORE is an SQLite file or a PostgreSQL URL (what ``vigil.store.open_store`` opens).
 

@@ -1,9 +1,9 @@
 """A REPL-like or gateway-like process with a leased heartbeat scheduler on a shared store,
 for the lease hand-over test.
 
-    python -m tests.schedule.lease_worker STORE SESSION ORIGIN_FAKE FACTOR KIND OPEN_AT SECONDS LEASE
+    python -m tests.schedule.heartbeat.lease_worker STORE SESSION ORIGIN_FAKE FACTOR KIND OPEN_AT SECONDS LEASE
 
-Like :mod:`tests.schedule.mp_worker`: it prints ``{"ready": pid}``, reads ORIGIN_REAL from
+Like :mod:`tests.schedule.heartbeat.mp_worker`: it prints ``{"ready": pid}``, reads ORIGIN_REAL from
 stdin and runs on the shared scaled clock. A ``repl`` opens the conversation (owns SESSION,
 taking its lease over) at fake time OPEN_AT and then runs until it is killed; a ``gateway``
 adopts every free heartbeat from the start and stops after SECONDS real seconds. Every fire
@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from tests.schedule.mp_worker import ScaledClock
+from tests.schedule.heartbeat.mp_worker import ScaledClock
 from vigil.schedule.heartbeat.lease import GATEWAY, LeaseBook
 from vigil.schedule.heartbeat.repo import Reservation
 from vigil.schedule.heartbeat.scheduler import DirectTarget, HeartbeatScheduler

@@ -25,7 +25,7 @@ RUN_SECONDS = 12.0
 
 def _spawn(root: Path, env: dict[str, str], args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.schedule.lease_worker", *args],
+        [sys.executable, "-m", "tests.schedule.heartbeat.lease_worker", *args],
         cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 

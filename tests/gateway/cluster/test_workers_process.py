@@ -119,7 +119,7 @@ def test_what_a_worker_on_a_lost_machine_left_is_recovered_by_the_live_ones(
     went away: its registry record goes stale and the running workers refund and close."""
     import time
 
-    from tests.gateway.test_workers_units import far_worker
+    from tests.gateway.cluster.test_workers_units import far_worker
     from vigil.clock import FakeClock
     from vigil.schedule.cron.errors import JobNotFound
     from vigil.schedule.cron.jobs import JobSpec, new_job

@@ -32,7 +32,7 @@ def test_two_processes_fire_each_slot_exactly_once(store_location: str) -> None:
     args = [store_location, SID, repr(origin_fake), repr(FACTOR), repr(RUN_SECONDS)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.schedule.mp_worker", *args],
+            [sys.executable, "-m", "tests.schedule.heartbeat.mp_worker", *args],
             cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         for _ in range(2)
