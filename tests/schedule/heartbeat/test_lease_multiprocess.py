@@ -34,7 +34,7 @@ def test_a_killed_repls_heartbeat_goes_back_to_the_gateway_and_no_slot_fires_twi
     store = open_store(store_location)
     origin_fake = 1_800_000_000.0
     store.set_meta(heartbeat_key(SID), Heartbeat.create(SID, "watch", INTERVAL, origin_fake).to_json())
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "src")])}
     common = [store_location, SID, repr(origin_fake), repr(FACTOR)]
     gateway = _spawn(root, env, [*common, "gateway", repr(origin_fake), repr(RUN_SECONDS), repr(LEASE)])

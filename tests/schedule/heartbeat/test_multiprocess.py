@@ -27,7 +27,7 @@ def test_two_processes_fire_each_slot_exactly_once(store_location: str) -> None:
     origin_fake = 1_800_000_000.0
     heartbeat = Heartbeat.create(SID, "watch", INTERVAL, origin_fake)
     store.set_meta(heartbeat_key(SID), heartbeat.to_json())
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "src")])}
     args = [store_location, SID, repr(origin_fake), repr(FACTOR), repr(RUN_SECONDS)]
     procs = [
