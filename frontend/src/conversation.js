@@ -6,6 +6,7 @@ import { AssistantTurn, setToolState } from "./turn.js";
 import { approvalCard, resolveApproval } from "./approval.js";
 import { userBubble, heartbeatMarker, heartbeatFold, notice, commandReply, fileLink, replyNotice } from "./rows.js";
 import { markWaiting, unmarkWaiting } from "./queue.js";
+import { noteKind, noteRow } from "./notes.js";
 
 const REFUSED = /^(the user declined:|refused:)/;
 export const HISTORY_CHUNK = 150;
@@ -36,6 +37,7 @@ export class ConversationView {
     this.pending = new Map();  // client_id -> user bubble not yet accepted
     this.waiting = [];         // user rows drawn live whose turn has not begun, in order drawn
     this.beat = null;          // the heartbeat turn running: {marker, when} (folded if nothing changed)
+    this.notes = new Set();    // the notes shown live (their copy from the outbox is not shown again)
     this.lastReply = "";       // the last answer or command reply shown
     this.lastError = "";       // the error the last turn ended with (its notice is not shown again)
     this.busy = false;
@@ -205,7 +207,8 @@ export class ConversationView {
         turn.finishTool(m.tool_name, m.content, REFUSED.test(m.content || ""));
       } else if (m.content) {
         endBeat();
-        rows.appendChild(notice(m.content));
+        rows.appendChild(m.role === "note" && noteKind(m.content, m)
+          ? noteRow(m.content, { status: m.background?.status }) : notice(m.content));
       }
     }
     endBeat();
@@ -350,6 +353,10 @@ export class ConversationView {
         this.showWaiting(event.waiting || []);
         this.setStatus(this.busy, (event.waiting || []).length);
         break;
+      case "note":  // a /background task's answer, a heartbeat vigil ended or paused
+        this.notes.add(event.text);
+        this.placeBeforeWaiting(noteKind(event.text, event) ? noteRow(event.text, event) : notice(event.text));
+        break;
       case "withdrawn":  // by its Remove button (here or on another page) or /queue drop, /queue clear
         this.dropWaiting(event.inbox_id);
         break;
@@ -359,6 +366,8 @@ export class ConversationView {
       case "reply":
         if (event.kind === "file" && event.url) { this.placeBeforeWaiting(fileLink(event)); break; }
         if (event.kind === "notice") {
+          if (this.notes.has(event.text)) break;  // a note's copy for the chat: shown already
+          if (noteKind(event.text)) { this.placeBeforeWaiting(noteRow(event.text)); break; }
           // Why a message could not be answered (yet). A turn's own error was shown with it.
           if (event.text && event.text !== `⚠ ${this.lastError}`) {
             this.placeBeforeWaiting(replyNotice(event.text, this.on.send, { original: this.failedText(event.inbox_id) }));
