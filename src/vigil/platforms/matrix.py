@@ -111,5 +111,5 @@ MATRIX = Platform(
         thread_shape="a Matrix thread is its first event's id such as $Ab12Cd34",
     ),
     capabilities=Capabilities(single_receiver=True, edits=True, buttons=True, files=True, pairing=True,
-                              max_message_chars=30_000),
+                              max_message_chars=12_000),
 )

@@ -1,7 +1,8 @@
 """The client-server API endpoints of the fake homeserver, as matrix-nio calls them (read from
 its ``nio/api.py`` and ``nio/client/async_client.py``: the access token as a bearer header,
 ``/_matrix/client/v3`` for the client API, ``/_matrix/media/v3/upload`` for uploads and
-``/_matrix/client/v1/media/download`` for authenticated downloads), answering in the shapes
+``/_matrix/client/v1/media/download`` for authenticated downloads; a redaction hides an
+event from what tests read), answering in the shapes
 of the Matrix spec that nio's schemas (``nio/schemas.py``) check. Errors are the spec's
 ``{"errcode", "error"}`` bodies.
 """
@@ -94,6 +95,19 @@ def build_app(state: "HomeserverState", stopping: Callable[[], bool]) -> Starlet
                 state.transactions[(token, txn)] = known
         return JSONResponse({"event_id": known})
 
+    async def redact(request: Request, account: "Account", token: str) -> Response:
+        room_id, target, txn = (request.path_params[name] for name in ("room", "event", "txn"))
+        content = {**await _body(request), "redacts": target}
+        with state.lock:
+            room = state.rooms.get(room_id)
+            if room is None or room.membership(account.user_id) != "join":
+                return _error(403, "M_FORBIDDEN", f"User {account.user_id} not in room {room_id}")
+            known = state.transactions.get((token, txn))
+            if known is None:
+                known = state.add_event(room_id, account.user_id, "m.room.redaction", content, txn=txn)["event_id"]
+                state.transactions[(token, txn)] = known
+        return JSONResponse({"event_id": known})
+
     async def join(request: Request, account: "Account", token: str) -> Response:
         room_id = request.path_params["room"]
         with state.lock:
@@ -159,6 +173,7 @@ def build_app(state: "HomeserverState", stopping: Callable[[], bool]) -> Starlet
         Route(f"{CLIENT}/account/whoami", authed(whoami)),
         Route(f"{CLIENT}/sync", authed(sync)),
         Route(f"{CLIENT}/rooms/{{room}}/send/{{kind}}/{{txn}}", authed(send), methods=["PUT"]),
+        Route(f"{CLIENT}/rooms/{{room}}/redact/{{event}}/{{txn}}", authed(redact), methods=["PUT"]),
         Route(f"{CLIENT}/join/{{room}}", authed(join), methods=["POST"]),
         Route(f"{CLIENT}/rooms/{{room}}/join", authed(join), methods=["POST"]),
         Route(f"{CLIENT}/rooms/{{room}}/leave", authed(leave), methods=["POST"]),

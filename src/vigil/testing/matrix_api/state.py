@@ -185,10 +185,12 @@ class HomeserverState:
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
         return self.add_event(room_id, sender, "m.reaction", content)["event_id"]
 
-    def share_file(self, room_id: str, sender: str, name: str, data: bytes, mimetype: str = "text/plain") -> str:
-        """A person uploads a file and posts it in the room; returns the event id."""
+    def share_file(self, room_id: str, sender: str, name: str, data: bytes, mimetype: str = "text/plain",
+                   caption: str = "") -> str:
+        """A person uploads a file and posts it in the room (with ``caption`` as its body, as
+        Matrix 1.10 has it); returns the event id."""
         url = self.store_media(data, mimetype, name)
-        content = {"msgtype": "m.file", "body": name, "filename": name, "url": url,
+        content = {"msgtype": "m.file", "body": caption or name, "filename": name, "url": url,
                    "info": {"mimetype": mimetype, "size": len(data)}}
         return self.add_event(room_id, sender, "m.room.message", content)["event_id"]
 
@@ -200,10 +202,13 @@ class HomeserverState:
 
     # -- what a test reads -----------------------------------------------------------------------
     def events(self, room_id: str, *, kind: str | None = None, sender: str | None = None) -> list[JSON]:
+        """The room's events as a person sees them now: each once, redacted ones left out."""
         with self.lock:
-            seen: set[str] = set()
+            timeline = self.rooms[room_id].timeline
+            seen: set[str] = {str(event["content"].get("redacts")) for _position, event in timeline
+                              if event["type"] == "m.room.redaction"}
             found = []
-            for _position, event in self.rooms[room_id].timeline:
+            for _position, event in timeline:
                 if event["event_id"] in seen:
                     continue
                 seen.add(event["event_id"])

@@ -65,8 +65,10 @@ async def test_approval_by_the_owners_reaction_and_by_a_reply(make_matrix: Facto
 
     [request] = await eventually(requests, what="the approval request")
     assert "mkfs.ext4" in request["content"]["body"] and ALICE in request["content"]["body"]
-    keys = {e["content"]["m.relates_to"]["key"] for e in h.fake.state.events(room, kind="m.reaction", sender=h.bot)}
-    assert keys == {"✅", "❌"}  # one click answers
+    def keys() -> set[str]:
+        return {e["content"]["m.relates_to"]["key"] for e in h.fake.state.events(room, kind="m.reaction", sender=h.bot)}
+
+    assert await eventually(lambda: keys() == {"✅", "❌"}, what="the answers to click")
     h.fake.state.react(room, BOB, request["event_id"], "✅")  # not Bob's conversation: nothing decided
     h.fake.state.say(room, BOB, "approve", thread=root)
     h.fake.state.react(room, ALICE, request["event_id"], "✅\ufe0f")

@@ -6,14 +6,14 @@ so that one click on either answers. Clients that show no reactions can answer w
 ``approve`` or ``deny`` (``yes``/``no``) in the same place. Only the conversation's owner —
 the person whose conversation it is, the route's user — decides; a reaction or reply of
 anyone else decides nothing (their reply is an ordinary message). Once resolved, the request
-message is edited to say how it ended.
+message is edited to say how it ended, and the agent's own ✅ and ❌ are taken away.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from vigil.gateway.adapters.base import DeliveryError, GatewayPort
@@ -35,6 +35,8 @@ class Asked:
     route: RouteKey
     text: str
     event_id: str | None = None
+    offered: list[str] = field(default_factory=list)
+    """The agent's own ✅ and ❌ under the request (taken away once it is answered)."""
 
 
 class Approvals:
@@ -60,7 +62,7 @@ class Approvals:
             asked.event_id = await client.send(route.chat, in_thread(message(text), route.thread), txn=_txn())
             for key in (APPROVE, DENY):
                 reaction = {"m.relates_to": {"rel_type": "m.annotation", "event_id": asked.event_id, "key": key}}
-                await client.send(route.chat, reaction, kind="m.reaction", txn=_txn())
+                asked.offered.append(await client.send(route.chat, reaction, kind="m.reaction", txn=_txn()))
         except DeliveryError as exc:
             log.warning("matrix: the approval request was not (fully) posted: %s", exc)
 
@@ -77,6 +79,8 @@ class Approvals:
         text = asked.text.rsplit("\n\n", 1)[0] + "\n\n" + outcome
         try:
             await client.send(asked.route.chat, edit(asked.event_id, message(text)), txn=_txn())
+            for reaction in asked.offered:
+                await client.call(client.nio.room_redact(asked.route.chat, reaction, tx_id=_txn()))
         except DeliveryError as exc:
             log.info("matrix: the approval request was not marked answered: %s", exc)
 

@@ -127,7 +127,9 @@ def candidate(source: dict[str, Any], room: str, *, bot: str, names: tuple[str, 
     if msgtype not in TEXT_TYPES and shared is None:
         return None
     body = content.get("body") if isinstance(content.get("body"), str) else ""
-    text = "" if shared is not None else command_text(strip_mention(strip_fallback(body), bot, names))
+    if shared is not None:  # a caption is a body beside the file's own name (Matrix 1.10)
+        body = body if content.get("filename") and body != content.get("filename") else ""
+    text = command_text(strip_mention(strip_fallback(body), bot, names))
     if direct:
         return Candidate(RouteKey(NAME, room, "", sender), text, sender, event_id, shared)
     root = thread_of(content)

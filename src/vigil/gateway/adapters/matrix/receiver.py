@@ -164,14 +164,15 @@ class Receiver:
         gateway = adapter.gateway
         assert gateway is not None and found.file is not None
         if not await adapter.allowed(found.sender):  # a stranger's file is not downloaded
-            return f"[The user sent the file '{found.file['name']}'; it was not saved]"
+            return f"{found.text}\n\n[The user sent the file '{found.file['name']}'; it was not saved]".strip()
         session_id = await asyncio.to_thread(gateway.store.gateway.route_get, found.route)
         if session_id is None:
             session_id = await gateway.open_conversation(found.route)
         directory = await asyncio.to_thread(gateway.workdir, session_id)
         from vigil.gateway.adapters.matrix.files import save
 
-        return await save(adapter.client_or_fail(), found.file, directory, gateway.settings.gateway.upload_max_bytes)
+        note = await save(adapter.client_or_fail(), found.file, directory, gateway.settings.gateway.upload_max_bytes)
+        return f"{found.text}\n\n{note}" if found.text.strip() else note
 
     async def _undecryptable(self, room_id: str, event: Any, direct: bool) -> None:
         """An encrypted message this client cannot read: without encryption here, the room is

@@ -129,6 +129,9 @@ class Streams:
                     for task in stream.tasks:
                         task.cancel()
                 await asyncio.gather(*stream.tasks, return_exceptions=True)
+                if stream.event_id is not None:  # the final edit keeps the pace of the others
+                    wait = self._last_edit.get(route.chat, 0.0) + self.interval - time.monotonic()
+                    await asyncio.sleep(max(0.0, wait))
                 return stream
         return None
 
