@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import pytest
 from starlette.routing import BaseRoute
 
+from tests.gateway.messaging_contract import MessagingContract
 from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import Adapter, DeliveryError, GatewayPort
 from vigil.store.gateway.gateway_tables import FINISHED_STATUSES, InboxEntry, OutboxEntry
@@ -80,8 +81,9 @@ class ContractHarness(Protocol):
         ...
 
 
-class AdapterContract:
-    """The contract tests; see the module docstring."""
+class AdapterContract(MessagingContract):
+    """The contract tests; see the module docstring (and :mod:`tests.gateway.messaging_contract` for
+    what a messaging platform keeps of what it declares)."""
 
     async def test_health_is_ok_after_start(self, contract: ContractHarness) -> None:
         health = contract.adapter.health()

@@ -190,7 +190,7 @@ def build_app(state: SlackState, base_url: Callable[[], str],
         if fault is None:
             return None
         status, headers = fault
-        body = {"ok": False, "error": "ratelimited"} if status == 429 else {"ok": False, "error": "fatal_error"}
+        body = {"ok": False, "error": "ratelimited" if status == 429 else state.fail_error}
         return JSONResponse(body, status, headers=headers)
 
     async def api(request: Request) -> Response:

@@ -85,6 +85,7 @@ class SlackState:
         self.fail_count = 0
         self.fail_until = 0.0
         self.fail_method: str | None = None
+        self.fail_error = "fatal_error"
         self.rate_limited = 0
         self.retry_after = 1
         self._clock = itertools.count(1)
@@ -104,10 +105,12 @@ class SlackState:
 
     # -- fault injection --------------------------------------------------------------------
     def fault(self, *, status: int | None = None, count: int = 0, seconds: float = 0.0,
-              method: str | None = None) -> None:
+              method: str | None = None, error: str = "fatal_error") -> None:
         """Answer the next ``count`` Web API calls (or every call for ``seconds``) with
-        ``status`` (a 5xx) — only calls of ``method`` if given; ``status=None`` clears it."""
+        ``status`` (a 5xx; or 200, Slack's refusal: ``ok`` false with ``error``, such as
+        ``not_in_channel``) — only calls of ``method`` if given; ``status=None`` clears it."""
         with self.lock:
+            self.fail_error = error
             self.fail_method = method
             self.fail_status = status
             self.fail_count = count
@@ -152,7 +155,9 @@ class SlackState:
             return [c for c in self.calls if c.method == method]
 
     def reset(self) -> None:
+        """Forget what the bot did, and the faults still to come."""
         with self.lock:
+            self.fail_status, self.fail_count, self.fail_until, self.rate_limited = None, 0, 0.0, 0
             self.messages.clear()
             self.ephemerals.clear()
             self.responses.clear()

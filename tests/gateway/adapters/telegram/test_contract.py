@@ -9,11 +9,13 @@ import itertools
 import sqlite3
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness, eventually
 from tests.gateway.adapters.telegram.conftest import OWNER, Factory, TelegramHarness
+from tests.gateway.messaging_contract import Shown
 from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayPort
 from vigil.store import SQLiteStore
@@ -40,9 +42,12 @@ class TelegramContract:
         return f"{OWNER}:{self._ids[external_id]}"
 
     async def deliver(self, text: str, external_id: str) -> Ack:
+        return await self._deliver(external_id, text=text)
+
+    async def _deliver(self, external_id: str, **message: Any) -> Ack:
         duplicate = external_id in self._ids
         message_id = self._ids.setdefault(external_id, next(self._numbers))
-        update = self.h.fake.message(OWNER, OWNER, text, message_id=message_id)
+        update = self.h.fake.message(OWNER, OWNER, message_id=message_id, **message)
         state = self.h.fake.state
         deadline = time.monotonic() + 20
         while state.confirmed_below <= update["update_id"]:  # confirmed: the next offset passed it
@@ -80,6 +85,42 @@ class TelegramContract:
 
     async def answers(self, ack: Ack) -> list[str]:
         return self.h.fake.texts(OWNER) if self.h.idle() else []
+
+    # -- the messaging part (tests/gateway/messaging_contract.py) ---------------------------
+    @property
+    def edit_interval(self) -> float:
+        """The harness's adapter streams at a faster pace than Telegram's second."""
+        return self.h.adapter.streams.style.interval
+
+    @property
+    def model(self) -> Any:
+        return self.h.model
+
+    @property
+    def lines(self) -> list[str]:
+        return self.h.lines
+
+    async def messages(self, ack: Ack) -> list[Shown]:
+        """Every test has a fresh fake: the bot's messages in the owner's chat are this test's."""
+        edits = [c for c in self.h.fake.calls("editMessageText") if c.status == 200]
+        shown = []
+        for sent in self.h.fake.sent(OWNER):
+            times = [sent.sent_at] + [c.at for c in edits if str(c.params.get("message_id")) == str(sent.message_id)]
+            buttons = [b["text"] for row in (sent.reply_markup or {}).get("inline_keyboard", []) for b in row]
+            file = (sent.file_name or "", sent.content or b"") if sent.kind == "document" else None
+            shown.append(Shown(sent.text, [*sent.edits, sent.text], times, buttons, file, sent))
+        return shown
+
+    async def press(self, message: Shown, label: str) -> None:
+        markup = message.ref.reply_markup or {}
+        [data] = [b["callback_data"] for row in markup["inline_keyboard"] for b in row if b["text"] == label]
+        self.h.fake.press(OWNER, OWNER, message.ref.message_id, data)
+
+    async def deliver_file(self, name: str, data: bytes, caption: str, external_id: str) -> Ack:
+        return await self._deliver(external_id, document=(name, data), caption=caption)
+
+    async def fail_next_answer(self, ack: Ack, *, permanent: bool) -> None:
+        self.h.fake.fail(2, 400 if permanent else 502, methods=["sendMessage", "editMessageText"])
 
 
 class TestTelegramAdapterContract(AdapterContract):

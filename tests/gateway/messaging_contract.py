@@ -1,0 +1,230 @@
+"""The part of the adapter contract a messaging platform keeps for what it declares
+(:class:`vigil.platforms.spec.Capabilities`): answers streamed by edits at its pace, approvals
+by buttons, files both ways, long answers split at its limit, and delivery errors — a
+retryable one retried through the outbox, a permanent one ending the entry, said at once.
+
+A harness opts in per part by having the members that part drives (see
+:class:`MessagingHarness`); a platform that declares a capability its harness cannot drive
+is skipped with a reason that names what is missing. Each test starts from a fresh
+conversation; together they take a few seconds per platform (the pace of edits is the
+platform's, so a one-second pace is most of it).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from vigil.platforms import get as platform_named
+from vigil.platforms.spec import Capabilities
+from vigil.store.gateway.gateway_tables import OutboxEntry
+from vigil.testing.scripting import Reply, ToolCallSpec
+from vigil.testing.waiting import eventually
+
+PACE_SLACK = 0.9
+"""The share of the declared pace two shown versions must be apart at least (clock slack)."""
+
+
+@dataclass
+class Shown:
+    """One of the bot's messages as the platform shows it."""
+
+    text: str
+    versions: list[str] = field(default_factory=list)
+    """Every text it showed, oldest first, ``text`` last (a message never edited: ``[text]``)."""
+    times: list[float] = field(default_factory=list)
+    """When versions were shown, where the platform records it (any one clock, in seconds)."""
+    buttons: list[str] = field(default_factory=list)
+    file: tuple[str, bytes] | None = None
+    """The name and bytes of the file it carries."""
+    ref: Any = None
+    """The harness's handle on it (to press its buttons)."""
+
+
+class MessagingHarness(Protocol):
+    """What the messaging part of the contract asks of a harness, beyond ``ContractHarness``."""
+
+    model: Any
+    """The fake model (:class:`vigil.testing.fake_model.FakeModelServer`) the gateway talks to."""
+    lines: list[str]
+    """What the gateway said (its ``say`` lines)."""
+
+    async def messages(self, ack: Any) -> list[Shown]:
+        """The bot's messages in the conversation of a delivered message, oldest first."""
+        ...
+
+    async def press(self, message: Shown, label: str) -> None:
+        """The person who wrote presses the button ``label`` under ``message``."""
+        ...
+
+    async def deliver_file(self, name: str, data: bytes, caption: str, external_id: str) -> Any:
+        """The person sends a file with a caption (an :class:`Ack` back)."""
+        ...
+
+    async def fail_next_answer(self, ack: Any, *, permanent: bool) -> None:
+        """Make the platform refuse the next two calls that would show an answer in the
+        conversation of ``ack`` (the streamed preview may take one): for a while (a 5xx),
+        or for good (a refusal retrying cannot fix: every call, then)."""
+        ...
+
+
+def capabilities(contract: Any) -> Capabilities:
+    platform = platform_named(contract.adapter.name)
+    return platform.capabilities if platform is not None else Capabilities()
+
+
+def _needs(contract: Any, declared: bool, what: str, *members: str) -> None:
+    """Skip unless the platform declares ``what`` and the harness has ``members`` to drive it."""
+    if not declared:
+        pytest.skip(f"{contract.adapter.name} does not declare {what}")
+    missing = [m for m in members if not hasattr(contract, m)]
+    if missing:
+        pytest.skip(f"the contract harness of {contract.adapter.name} cannot drive {what} yet: it has no "
+                    f"{', '.join(missing)} (see tests/gateway/messaging_contract.py)")
+
+
+_TOKEN = re.compile(r"\bw\d{4}\b")
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def _words(count: int, paragraph: int = 0) -> list[str]:
+    """``count`` numbered words (``w0000 ``…), a blank line after every ``paragraph`` of them."""
+    words = [f"w{n:04d} " for n in range(count)]
+    if paragraph:
+        words = [w + ("\n\n" if (n + 1) % paragraph == 0 else "") for n, w in enumerate(words)]
+    return words
+
+
+def _key() -> str:
+    return uuid.uuid4().hex
+
+
+async def _settled(contract: Any, ack: Any, wanted: str) -> list[Shown]:
+    """The conversation's messages once one of them shows ``wanted`` exactly."""
+    async def shown() -> list[Shown] | None:
+        messages = await contract.messages(ack)
+        return messages if any(m.text == wanted for m in messages) else None
+
+    return await eventually(shown, what=f"the answer {wanted[:40]!r}")
+
+
+def _outbox(contract: Any, text: str) -> OutboxEntry | None:
+    return next((e for e in contract.gateway.store.gateway.outbox_list(limit=50) if e.text == text), None)
+
+
+class MessagingContract:
+    """The tests; mixed into :class:`tests.gateway.adapter_contract.AdapterContract`."""
+
+    async def test_an_answer_streams_into_one_message_at_the_platform_pace(self, contract: Any) -> None:
+        caps = capabilities(contract)
+        _needs(contract, caps.edits, "edits", "model", "messages")
+        pace = getattr(contract, "edit_interval", caps.edit_interval)
+        words = _words(8)  # written over about three paces: two edits before the last
+        answer = "".join(words).strip()
+        contract.model.queue(Reply.text(words[:-1] + [words[-1].strip()], chunk_delay=pace / 3))
+        ack = await contract.deliver("stream please", _key())
+        [message] = [m for m in await _settled(contract, ack, answer) if m.text == answer]
+        seen = [_tokens(v) for v in message.versions]
+        assert len([s for s in seen if s]) >= 3, f"the answer did not appear progressively: {message.versions}"
+        assert all(s == _tokens(answer)[:len(s)] for s in seen), message.versions  # each a start of it
+        assert all(len(a) <= len(b) for a, b in zip(seen, seen[1:])), message.versions
+        gaps = [b - a for a, b in zip(message.times, message.times[1:])]
+        assert all(gap >= pace * PACE_SLACK for gap in gaps), (pace, gaps)  # the last edit too
+
+    async def test_a_dangerous_command_waits_for_the_buttons(self, contract: Any, tmp_path: Path) -> None:
+        caps = capabilities(contract)
+        _needs(contract, caps.buttons, "buttons", "model", "messages", "press")
+        ran, kept = tmp_path / "ran", tmp_path / "kept"
+        for target, answer in ((ran, "done as you said"), (kept, "left it alone")):
+            command = f"mkfs.ext4 /nonexistent/vigil-device; touch {target}"
+            contract.model.queue(Reply.tool_calls(ToolCallSpec("terminal", {"command": command})), answer)
+            ack = await contract.deliver("format the spare disk", _key())
+
+            async def asked() -> list[Shown]:
+                return [m for m in await contract.messages(ack) if m.buttons and "mkfs.ext4" in m.text]
+
+            [request] = await eventually(asked, what="the approval request")
+            labels = [b.lower() for b in request.buttons]
+            assert any("approve" in b for b in labels) and any("deny" in b for b in labels), request.buttons
+            assert not target.exists()  # nothing runs before the person decides
+            label = next(b for b in request.buttons if ("approve" if target is ran else "deny") in b.lower())
+            await contract.press(request, label)
+            await _settled(contract, ack, answer)
+        assert ran.exists() and not kept.exists()
+
+    async def test_files_go_both_ways(self, contract: Any) -> None:
+        caps = capabilities(contract)
+        _needs(contract, caps.files, "files", "model", "messages", "deliver_file")
+        data = b"the secret word is pineapple\n"
+        contract.model.queue(Reply.tool_calls(ToolCallSpec("send_file", {"path": "notes.txt", "name": "back.txt"})),
+                             "Sent it back.")
+        key = _key()
+        ack = await contract.deliver_file("notes.txt", data, "keep this", key)
+        await _settled(contract, ack, "Sent it back.")
+        asked = [r.last_user_text or "" for r in contract.model.requests if "keep this" in (r.last_user_text or "")]
+        assert asked and "notes.txt" in asked[0]  # the agent was told of the file
+        entry = contract.stored(key)
+        assert entry is not None and entry.session_id is not None
+        assert (contract.gateway.workdir(entry.session_id) / "notes.txt").read_bytes() == data
+        files = [m.file for m in await contract.messages(ack) if m.file is not None]
+        assert files == [("back.txt", data)]
+
+    async def test_a_long_answer_is_split_at_the_limit_in_order(self, contract: Any) -> None:
+        caps = capabilities(contract)
+        limit = caps.max_message_chars
+        _needs(contract, limit is not None, "a message limit", "model", "messages")
+        assert limit is not None
+        words = _words(int(limit * 2.5 / 6), paragraph=40)  # 6 characters a word: two and a half messages
+        answer = "".join(words).strip()
+        contract.model.queue(answer)
+        ack = await contract.deliver("tell me everything", _key())
+        tail = _tokens(answer)[-1]
+
+        async def finished() -> list[Shown] | None:
+            messages = await contract.messages(ack)
+            return messages if messages and messages[-1].text.rstrip().endswith(tail) else None
+
+        messages = await eventually(finished, what="the last part")
+        parts = [m.text for m in messages if _tokens(m.text)]
+        assert len(parts) >= 3 and all(len(p) <= limit for p in parts), [len(p) for p in parts]
+        assert [t for p in parts for t in _tokens(p)] == _tokens(answer)  # nothing lost, in order
+        assert re.sub(r"\s+", "", "".join(parts)) == re.sub(r"\s+", "", answer)
+
+    async def test_a_retryable_delivery_error_is_retried_through_the_outbox(self, contract: Any) -> None:
+        _needs(contract, True, "delivery errors", "model", "messages", "fail_next_answer", "lines")
+        entry = await self._refused(contract, "after the outage", permanent=False)
+        await _settled(contract, entry[1], "after the outage")
+        sent = await eventually(lambda: (e := _outbox(contract, "after the outage")) and e.status == "sent" and e,
+                                what="the reply marked sent")
+        assert sent.attempts >= 2
+        assert any("retrying" in line for line in contract.lines)
+
+    async def test_a_permanent_delivery_error_ends_the_entry_and_is_said(self, contract: Any) -> None:
+        _needs(contract, True, "delivery errors", "model", "messages", "fail_next_answer", "lines")
+        _gate, ack = await self._refused(contract, "never shown", permanent=True)
+        failed = await eventually(lambda: (e := _outbox(contract, "never shown")) and e.status == "failed" and e,
+                                  what="the reply marked failed")
+        assert failed.attempts == 1 and failed.last_error
+        assert not any(m.text == "never shown" for m in await contract.messages(ack))
+        await eventually(lambda: any("marked failed" in line for line in contract.lines), what="the failure said")
+
+    @staticmethod
+    async def _refused(contract: Any, answer: str, *, permanent: bool) -> tuple[threading.Event, Any]:
+        """A turn whose answer the platform refuses (the fault set while the model holds it)."""
+        gate = threading.Event()
+        asked = len(contract.model.requests)
+        contract.model.queue(Reply.text(answer, gate=gate))
+        ack = await contract.deliver("hello", _key())
+        await eventually(lambda: len(contract.model.requests) > asked, what="the model asked")
+        await contract.fail_next_answer(ack, permanent=permanent)
+        gate.set()
+        return gate, ack
