@@ -196,6 +196,7 @@ class Rest:
         if isinstance(reference, dict) and reference.get("message_id"):
             message.reference = str(reference["message_id"])
         message.attachments = [self.host(channel.id, name, data) for name, data in files]
+        message.shown.append((time.time(), content))
         with state.lock:
             state.messages.append(message)
         return message
@@ -249,6 +250,7 @@ class Rest:
             if "content" in payload:
                 message.content = _content(payload, needed=False)
                 message.edits.append(message.content)
+                message.shown.append((time.time(), message.content))
             if "components" in payload:
                 message.components = list(payload.get("components") or [])
 

@@ -138,10 +138,12 @@ class FakeDiscordServer:
         return future.result(10)
 
     def reset(self) -> None:
-        """Forget what was said, and every gateway session."""
+        """Forget what was said, every gateway session and the counts of connections."""
         self.state.reset()
         if self.running:
             self.call(self.hub.expire)
+        self.hub.identifies = self.hub.resumes = self.hub.heartbeats = 0
+        self.hub.closed.clear()
 
     # -- the connection -----------------------------------------------------------------------
     def connected(self) -> int:
@@ -219,11 +221,11 @@ class FakeDiscordServer:
         return self._interact(3, message.channel_id, user_id, {"custom_id": custom_id, "component_type": 2},
                               message=message)
 
-    def buttons(self, message_id: str) -> list[str]:
-        """The custom ids of a message's buttons."""
+    def buttons(self, message_id: str, *, labels: bool = False) -> list[str]:
+        """The custom ids of a message's buttons (``labels``: what they say)."""
         message = self.state.find(message_id)
         rows = message.components if message is not None else []
-        return [c.get("custom_id", "") for row in rows for c in row.get("components", [])]
+        return [c.get("label" if labels else "custom_id", "") for row in rows for c in row.get("components", [])]
 
     def ephemeral(self, interaction: Interaction) -> list[str]:
         """What only the interaction's user saw: its response and follow-ups, as they are now."""

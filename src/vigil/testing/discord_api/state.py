@@ -77,6 +77,8 @@ class Message:
     """The interaction this message answers (a response or a follow-up)."""
     edits: list[str] = field(default_factory=list)
     """Every content it had after an edit, in order."""
+    shown: list[tuple[float, str]] = field(default_factory=list)
+    """(wall-clock time, content) of every version people saw: as sent, then each edit."""
     deleted: bool = False
     created: float = field(default_factory=time.time)
 

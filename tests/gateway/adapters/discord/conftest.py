@@ -117,10 +117,11 @@ def discord_env(fake_discord: FakeDiscordServer, monkeypatch: pytest.MonkeyPatch
 @pytest.fixture
 async def make_discord(discord_env: FakeDiscordServer, fake_model: FakeModelServer,
                        tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
-    """Start a gateway with Discord on: ``await make_discord(**discord_changes, gateway=...)``."""
+    """Start a gateway with Discord on: ``await make_discord(**discord_changes, gateway=...)``;
+    it returns once the bot is connected (``connected=False``: at once)."""
     running: list[tuple[asyncio.Event, asyncio.Task[Any], Any]] = []
 
-    async def start(*, gateway: dict[str, Any] | None = None, **changes: Any) -> DiscordHarness:
+    async def start(*, gateway: dict[str, Any] | None = None, connected: bool = True, **changes: Any) -> DiscordHarness:
         profile = Profile("default", tmp_path / "home").ensure()
         model = ModelSettings.from_data({
             "provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
@@ -144,7 +145,8 @@ async def make_discord(discord_env: FakeDiscordServer, fake_model: FakeModelServ
         if serving in done:
             serving.result()
         harness = DiscordHarness(started.result(), profile, settings, discord_env, fake_model, lines)
-        await eventually(lambda: harness.adapter.health().ok, what="Discord connected")
+        if connected:
+            await eventually(lambda: harness.adapter.health().ok, what="Discord connected")
         return harness
 
     yield start

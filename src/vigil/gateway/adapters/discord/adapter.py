@@ -151,7 +151,7 @@ class DiscordAdapter:
     # -- the link's events (:class:`.link.Events`) --------------------------------------------
     def state_changed(self, state: str, problem: str | None) -> None:
         self.set_state(state, problem)
-        if state == "connected":
+        if state in ("connected", "misconfigured"):
             self._ready.set()
 
     async def message(self, message: discord.Message) -> None:

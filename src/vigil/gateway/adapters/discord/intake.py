@@ -13,6 +13,7 @@ its answer replaces that.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 THREAD_EXISTS = 160004
+STALE = datetime.timedelta(seconds=3)
+"""An interaction older than this cannot be responded to."""
 INTERACTION_LIFE = 14 * 60.0
 """Seconds a ``/vigil …`` is answered through its interaction (Discord takes 15 minutes)."""
 
@@ -142,6 +145,8 @@ async def on_command(adapter: "DiscordAdapter", interaction: discord.Interaction
     except GatewayClosed:
         await _note(interaction, "vigil is restarting: try again in a moment.")
         return
+    if discord.utils.utcnow() - discord.utils.snowflake_time(interaction.id) > STALE:
+        return  # replayed after a resume: Discord takes no response to it any more (the answer goes to the channel)
     if receipt.denied:
         await _note(interaction, "You cannot talk to this agent yet: your pairing code is on its way in a DM.")
         return
