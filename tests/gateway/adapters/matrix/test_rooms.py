@@ -124,3 +124,16 @@ async def test_a_shared_file_lands_in_the_workspace_and_send_file_uploads(make_m
     media = posted[0]["url"].rsplit("/", 1)[1]
     assert posted[0]["body"] == "report.csv" and h.fake.state.media[media][0] == b"a,b\n1,2\n"
     assert h.answers(dm)[-1] == "the report"
+
+
+async def test_a_homeserver_that_vanishes_is_retried_with_back_off_and_nothing_is_lost(make_matrix: Factory) -> None:
+    h = await make_matrix()
+    h.model.rule(contains="while you were away", reply="back again")
+    dm = await h.dm()
+    h.fake.stop()
+    await eventually(lambda: h.adapter.health().state == "retrying", what="the adapter retrying")
+    assert "sync failed" in h.adapter.health().detail and h.gateway.accepting
+    h.fake.state.say(dm, ALICE, "written while you were away")
+    h.fake.start()
+    assert await h.answered(dm, 1) == ["back again"]
+    assert h.adapter.health().state == "connected"
