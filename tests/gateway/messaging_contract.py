@@ -68,9 +68,9 @@ class MessagingHarness(Protocol):
         ...
 
     async def fail_next_answer(self, ack: Any, *, permanent: bool) -> None:
-        """Make the platform refuse the next two calls that would show an answer in the
-        conversation of ``ack`` (the streamed preview may take one): for a while (a 5xx),
-        or for good (a refusal retrying cannot fix: every call, then)."""
+        """Make the platform refuse the answer to the conversation of ``ack`` — and the
+        streamed preview's call, which may come first, where the platform streams: for a while
+        (a 5xx), or for good (a refusal retrying cannot fix)."""
         ...
 
 

@@ -48,6 +48,9 @@ class HooksHarness:
     settings: Settings
     receiver: Receiver
     reload: asyncio.Event
+    model: FakeModelServer
+    lines: list[str]
+    """What the gateway said."""
 
     async def post(self, payload: Any, hook: str = "ha", *, secret: str = SECRET, **signing: Any) -> httpx.Response:
         body, headers = request(secret, payload, **signing)
@@ -105,10 +108,11 @@ async def hooks(fake_model: FakeModelServer, receiver: Receiver, tmp_path: Path,
     client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
     store = SQLiteStore(profile.state_db)
     stop, reload = asyncio.Event(), asyncio.Event()
+    lines: list[str] = []
     started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
     serving = asyncio.create_task(serve(
         store=store, profile=profile, settings=settings, client=client, stop=stop, reload=reload,
-        announce=lambda line: None, config=GatewayConfig(web_port=free_port(), stop_grace=1.0, adapter_watch=0.05),
+        announce=lines.append, config=GatewayConfig(web_port=free_port(), stop_grace=1.0, adapter_watch=0.05),
         on_started=started.set_result,
     ))
     done, _ = await asyncio.wait([started, serving], timeout=30, return_when=asyncio.FIRST_COMPLETED)
@@ -117,7 +121,7 @@ async def hooks(fake_model: FakeModelServer, receiver: Receiver, tmp_path: Path,
     run = started.result()
     assert run.url is not None
     try:
-        yield HooksHarness(run, profile, run.url, settings, receiver, reload)
+        yield HooksHarness(run, profile, run.url, settings, receiver, reload, fake_model, lines)
     finally:
         stop.set()
         await asyncio.wait_for(serving, 60)

@@ -14,6 +14,7 @@ import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
 from tests.gateway.adapters.webhooks.conftest import SECRET_ENV, HooksHarness
+from tests.gateway.messaging_contract import Shown
 from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayPort
 from vigil.platforms.webhooks import WebhooksSettings
@@ -75,6 +76,23 @@ class WebhooksContract:
         delivery = ack.external_id.split(":", 1)[1]
         return [d.body["text"] for d in self.hooks.receiver.replies_to(delivery)
                 if d.body["kind"] == "reply" and d.genuine]
+
+    # -- the messaging part (tests/gateway/messaging_contract.py): delivery errors ---------------
+    @property
+    def model(self) -> Any:
+        return self.hooks.model
+
+    @property
+    def lines(self) -> list[str]:
+        return self.hooks.lines
+
+    async def messages(self, ack: Ack) -> list[Shown]:
+        delivery = ack.external_id.split(":", 1)[1]
+        return [Shown(d.body["text"]) for d in self.hooks.receiver.replies_to(delivery) if d.genuine]
+
+    async def fail_next_answer(self, ack: Ack, *, permanent: bool) -> None:
+        """The hook's url refuses the next post (nothing streams to a hook: one is the answer)."""
+        self.hooks.receiver.refusals.append(400 if permanent else 500)
 
 
 class TestWebhooksAdapterContract(AdapterContract):

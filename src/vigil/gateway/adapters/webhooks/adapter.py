@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import httpx
 
+from vigil.gateway.adapters import health as states
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
+from vigil.gateway.adapters.health import HealthState
 from vigil.gateway.adapters.webhooks.approvals import announce
 from vigil.gateway.adapters.webhooks.outbound import deliver
 from vigil.gateway.adapters.webhooks.routes import routes
@@ -57,8 +59,7 @@ class WebhooksAdapter:
         self.now = now
         self.gateway: GatewayPort | None = None
         self.hooks: dict[str, Hook] = {}
-        self.since = time.time()
-        self.last_error: str | None = None
+        self.state = HealthState(WEBHOOKS.name)
         self._environ = environ
         self._client: httpx.AsyncClient | None = None
         self._routes: list[BaseRoute] | None = None
@@ -66,8 +67,6 @@ class WebhooksAdapter:
 
     # -- life cycle -----------------------------------------------------------------------------
     async def start(self, gateway: GatewayPort) -> None:
-        if self.gateway is None:
-            self.since = time.time()
         self.gateway = gateway
         self.settings = gateway.settings.webhooks
         self._load()
@@ -76,7 +75,7 @@ class WebhooksAdapter:
 
     async def stop(self) -> None:
         self.gateway = None
-        self.since = time.time()
+        self.state.set(states.STOPPED, "stopped")
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -98,8 +97,15 @@ class WebhooksAdapter:
         self.hooks = hooks
         unset = [hook.secret_env for hook in hooks.values() if hook.key is None]
         if unset:
-            self.last_error = f"set the environment variable(s) {', '.join(dict.fromkeys(unset))}"
-            log.warning("webhooks: %s", self.last_error)
+            problem = f"set the environment variable(s) {', '.join(dict.fromkeys(unset))}"
+            self.state.last_error = problem
+            log.warning("webhooks: %s", problem)
+        if self.gateway is not None:
+            if unset:
+                self.state.set(states.MISCONFIGURED, problem)
+            else:
+                names = ", ".join(hooks) or "none"
+                self.state.set(states.CONNECTED, f"{len(hooks)} hook(s) at /hooks/NAME: {names}")
 
     def hook(self, name: str) -> Hook | None:
         """The configured hook called ``name``."""
@@ -111,15 +117,7 @@ class WebhooksAdapter:
         return self._routes
 
     def health(self) -> AdapterHealth:
-        if self.gateway is None:
-            return AdapterHealth(False, "stopped", "stopped", self.since, self.last_error)
-        unset = [hook.secret_env for hook in self.hooks.values() if hook.key is None]
-        if unset:
-            return AdapterHealth(False, f"set the environment variable(s) {', '.join(dict.fromkeys(unset))}",
-                                 "misconfigured", self.since, self.last_error)
-        names = ", ".join(self.hooks) or "none"
-        return AdapterHealth(True, f"{len(self.hooks)} hook(s) at /hooks/NAME: {names}", "connected",
-                             self.since, self.last_error)
+        return self.state.view()
 
     # -- the gateway's side ---------------------------------------------------------------------
     async def send(self, message: OutboxEntry) -> None:
@@ -132,7 +130,7 @@ class WebhooksAdapter:
         try:
             await deliver(self, client, hook, message)
         except DeliveryError as exc:
-            self.last_error = str(exc)
+            self.state.last_error = str(exc)
             raise
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
