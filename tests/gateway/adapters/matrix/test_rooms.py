@@ -1,6 +1,7 @@
 """The Matrix adapter in an in-process gateway against the fake homeserver: where answers go
-(direct rooms, threads of group rooms), streaming by edits, approvals by reaction and by
-reply, invitations, strangers, encrypted rooms without encryption, files both ways."""
+(direct rooms, threads of group rooms), approvals by reaction and by reply, invitations,
+strangers, encrypted rooms without encryption, files both ways, a homeserver that vanishes.
+Streaming by edits is the contract's (test_contract.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ async def test_a_direct_room_and_the_threads_of_a_group_room_are_answered_in_the
     assert answer == "**dm** answer"
     shown = h.fake.state.messages(dm, h.bot)[0]["content"]
     assert shown["formatted_body"] == "<p><strong>dm</strong> answer</p>" and shown["msgtype"] == "m.text"
+    assert (dm, h.bot, True) in h.fake.state.typing  # the typing notice while it worked
 
     room = await h.group(BOB)
     h.fake.state.say(room, BOB, "nobody is asked here")  # no mention: not for the agent
@@ -34,18 +36,6 @@ async def test_a_direct_room_and_the_threads_of_a_group_room_are_answered_in_the
     h.fake.state.say(room, ALICE, "my follow-up", thread=root)  # Bob's conversation, not Alice's
     assert h.answers(room, thread=None) == [] and len(h.answers(room)) == 2
     assert [r.last_user_text for r in h.model.requests].count("my follow-up") == 0
-
-
-async def test_a_slow_answer_streams_into_one_message_edited_to_the_answer(make_matrix: Factory) -> None:
-    h = await make_matrix()
-    h.model.rule(contains="stream", reply=Reply.text("one two three four five six", chunk_delay=0.15))
-    dm = await h.dm()
-    h.fake.state.say(dm, ALICE, "stream please")
-    await eventually(lambda: any(t.endswith(" …") for t in h.fake.state.texts(dm, h.bot)), what="a preview")
-    assert await h.answered(dm, 1) == ["one two three four five six"]
-    edits = [e for e in h.fake.state.events(dm, sender=h.bot) if (e["content"].get("m.relates_to") or {}).get("rel_type") == "m.replace"]
-    assert edits and len(h.fake.state.messages(dm, h.bot)) == 1  # one message, edited
-    assert any(room == dm and typing for room, _user, typing in h.fake.state.typing)
 
 
 def dangerous(target: Path) -> Reply:
