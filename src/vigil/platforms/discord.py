@@ -90,6 +90,8 @@ DISCORD = Platform(
         thread=SNOWFLAKE,
         thread_shape="a Discord thread is its channel id, a number such as 1234567890123456789",
     ),
-    capabilities=Capabilities(edits=True, buttons=True, files=True, pairing=True, max_message_chars=2000,
-                              edit_interval=1.0),
+    # A single receiver: with several workers on one store only one holds the Gateway session
+    # (every event would reach each, and the session saved for resuming is one).
+    capabilities=Capabilities(single_receiver=True, edits=True, buttons=True, files=True, pairing=True,
+                              max_message_chars=2000, edit_interval=1.0),
 )

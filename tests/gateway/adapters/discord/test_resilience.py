@@ -1,7 +1,8 @@
 """The Gateway session through what Discord and networks do: asked to reconnect, cut off,
 invalidated (resumable), Discord away for a while (``retrying``, then back and resumed), a restart that
 resumes the session and gets what was written meanwhile, and the two refusals a person must fix
-(the token, the Message Content intent) shown as ``misconfigured`` with what to do."""
+(the token, the Message Content intent) shown as ``misconfigured`` with what to do; and with
+several workers, the session held by the one holding the adapter's lease, handed over resumed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 
 from tests.gateway.adapters.discord.conftest import ALICE, TOKEN_ENV, DiscordHarness
+from vigil.gateway.cluster.adapter_lease import AdapterLease
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 from vigil.testing.discord_api import FakeDiscordServer
 from vigil.testing.waiting import eventually
 
@@ -73,3 +76,26 @@ async def test_what_a_person_must_fix_is_misconfigured(make_discord: Any, fake_d
     await eventually(lambda: h.adapter.health().state == "misconfigured" or None, what="misconfigured")
     assert said in h.adapter.health().detail and not h.adapter.health().ok
     assert h.gateway.accepting  # the gateway runs on without it
+
+
+async def test_with_several_workers_only_the_lease_holder_holds_the_session(make_discord: Any) -> None:
+    h: DiscordHarness = await make_discord()
+    fake, store = h.fake, h.gateway.store
+    h.model.set_default_reply("ok")
+    other = AdapterLease(store, "discord", token="worker-b", seconds=1.5)  # a live worker (this process)
+    assert other.take()
+    await h.adapter.stop()
+    h.adapter.inner.poll_lease = AdapterLease(store, "discord", token="worker-a", seconds=1.5)
+    await h.adapter.start(h.gateway)
+    health = h.adapter.health()
+    assert health.ok and "sending only, worker worker-b receives" in health.detail
+    assert fake.connected() == 0
+    dm = fake.dm_channel(ALICE)
+    await h.adapter.send(OutboxEntry(id=1, route=RouteKey("discord", dm), kind="heartbeat", text="sent anyway",
+                                     session_id=None, inbox_id=None, created_at=0, status="pending", attempts=0,
+                                     next_attempt_at=0))
+    fake.dm(ALICE, "written while worker-b held the session")
+    assert h.answers(dm) == ["sent anyway"]
+    other.release()  # worker-b stops: worker-a takes the lease and resumes the session
+    await eventually(lambda: h.answers(dm) == ["sent anyway", "ok"] or None, what="the answer", timeout=10)
+    assert fake.hub.resumes == 1 and "receives" not in h.adapter.health().detail

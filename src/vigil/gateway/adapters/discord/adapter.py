@@ -74,6 +74,13 @@ class DiscordAdapter:
         self.last_route: dict[tuple[str, str], RouteKey] = {}
         self.seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.in_flight: set[str] = set()
+        self.poll_lease: Any = None
+        """Set by a gateway sharing its store with other workers
+        (:class:`vigil.gateway.cluster.adapter_lease.AdapterLease`): the Gateway session is held
+        only while this worker holds the lease; every worker logs in and sends."""
+        self.receiver: str | None = None
+        """Who holds the session when another worker does."""
+        self._turns: asyncio.Task[None] | None = None
 
     @property
     def bot(self) -> discord.Client | None:
@@ -108,7 +115,10 @@ class DiscordAdapter:
             await link.bot.close()
             raise ConnectionError(f"cannot log in to Discord: {type(exc).__name__}: {exc}") from None
         self.link = link
-        link.connect()
+        if self.poll_lease is None:
+            link.connect()
+        else:
+            self._turns = asyncio.create_task(self._in_turn(link, self.poll_lease), name="discord-lease")
         try:
             await asyncio.wait_for(self._ready.wait(), READY_WAIT)
         except asyncio.TimeoutError:
@@ -121,9 +131,15 @@ class DiscordAdapter:
 
     async def _release(self) -> None:
         link, self.link = self.link, None
+        turns, self._turns = self._turns, None
+        if turns is not None:
+            turns.cancel()
+            await asyncio.gather(turns, return_exceptions=True)
         await self.streamer.close()
         if link is not None:
             await link.close()
+        if turns is not None:
+            await self._lease_call("release")
         await self.previews.close()
         self.interactions.clear()
 
@@ -139,13 +155,39 @@ class DiscordAdapter:
             await self._release()
             await self._connect()
 
+    async def _in_turn(self, link: Link, lease: Any) -> None:
+        """Hold the Gateway session while this worker holds ``lease``; send only otherwise (the
+        holder's session is resumed by whoever takes the lease next)."""
+        while True:
+            if not await self._lease_call("take"):
+                holder = getattr(getattr(lease, "other", None), "token", None)
+                self.receiver = f"worker {holder}" if holder else "another worker"
+                if link.receiving:
+                    await link.disconnect()
+                self.state_changed("connected", None)
+            else:
+                self.receiver = None
+                if not link.receiving and self.state != "misconfigured":
+                    link.connect()
+            await asyncio.sleep(lease.renew_every)
+
+    async def _lease_call(self, what: str) -> bool:
+        """``take`` (a store error keeps a lease whose last renewal has not expired) or ``release``."""
+        lease = self.poll_lease
+        try:
+            return bool(await asyncio.to_thread(getattr(lease, what)))
+        except Exception as exc:
+            log.warning("Discord: the adapter lease could not %s: %s", what, exc)
+            return what == "take" and bool(lease.holds())
+
     def http_routes(self) -> "Sequence[BaseRoute]":
         return []
 
     def health(self) -> AdapterHealth:
         ok = self.state == "connected" and self.link is not None
         user = self.link.user if self.link is not None else None
-        detail = self.problem or f"connected as {user} ({user.id if user else '?'})"
+        detail = self.problem or f"connected as {user} ({user.id if user else '?'})" + (
+            f"; sending only, {self.receiver} receives" if self.receiver else "")
         return AdapterHealth(ok, detail, self.state, self.since, self.last_error)
 
     # -- the link's events (:class:`.link.Events`) --------------------------------------------

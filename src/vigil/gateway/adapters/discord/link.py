@@ -140,14 +140,22 @@ class Link:
             log.warning("Discord: the slash command was not registered: %s", exc)
 
     def connect(self) -> None:
-        """Hold the Gateway session open in the background (until :meth:`close`)."""
+        """Hold the Gateway session open in the background (until :meth:`disconnect`)."""
+        self.closing = False
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="discord-gateway")
 
-    async def close(self) -> None:
+    @property
+    def receiving(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def disconnect(self) -> None:
+        """Leave the Gateway (the session stays resumable, its sequence saved); the bot stays
+        logged in, so it can still send."""
         self.closing = True
         if self._saving is not None:
             self._saving.cancel()
+            self._saving = None
         ws = self.bot.ws
         if ws is not None and ws.open:
             await ws.close(code=4000)  # not 1000, which would end the session: the next start resumes it
@@ -155,6 +163,10 @@ class Link:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def close(self) -> None:
+        await self.disconnect()
         await self.bot.close()
 
     # -- the session ----------------------------------------------------------------------------
@@ -164,6 +176,7 @@ class Link:
         if stored is not None:
             params.update(resume=True, session=stored["session"], sequence=stored["seq"],
                           gateway=yarl.URL(stored["gateway"]))
+        self.bot.ws = None  # a session left before is resumed from what was saved
         while not self.closing:
             try:
                 ws = await asyncio.wait_for(DiscordWebSocket.from_client(self.bot, **params), 60.0)
