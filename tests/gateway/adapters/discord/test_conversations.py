@@ -31,6 +31,10 @@ async def test_dms_and_mentions_are_answered_where_they_were_asked(make_discord:
     fake.say(thread, ALICE, "ping again, no mention")
     assert await eventually(lambda: len(h.answers(thread)) == 2 or None, what="the answer in the thread")
 
+    closed = fake.state.text_channel(fake.guild_id, "no-threads", can_thread=False)  # the bot may not start threads
+    fake.say(closed, ALICE, "ping where no thread can be made", mention=True)
+    assert await eventually(lambda: h.answers(closed), what="the answer in the channel itself") == ["pong"]
+
     asked = len(h.model.requests)
     fake.say(fake.channel_id, ALICE, "just chatting in the channel")  # no mention: not for the agent
     fake.say(thread, BOB, "and me, in Alice's thread")  # not Bob's conversation, no mention
