@@ -21,9 +21,11 @@ import logging
 import os
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
+from vigil.gateway.adapters.health import CONNECTED, MISCONFIGURED, STOPPED, HealthState
 from vigil.gateway.adapters.email import smtp
 from vigil.gateway.adapters.email.compose import compose
 from vigil.gateway.adapters.email.receiver import Receiver
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONNECTED, MISCONFIGURED, STOPPED = "connected", "misconfigured", "stopped"
 START_WAIT = 5.0
 """Seconds ``start`` waits for the mailbox to open before it goes on trying in the background."""
 MISCONFIGURED_RETRY = 60.0
@@ -56,8 +57,7 @@ class EmailAdapter:
         self._settings: EmailSettings | None = None
         self._server: Endpoint | None = None
         self._login: smtp.Login | None = None
-        self._state, self._detail, self._since = STOPPED, "not started", time.time()
-        self._last_error: str | None = None
+        self.health_state = HealthState()
         self._imap: Endpoint | None = None
         self._receiver: Receiver | None = None
         self._task: asyncio.Task[None] | None = None
@@ -77,11 +77,7 @@ class EmailAdapter:
         return self.gateway.settings.email
 
     def _enter(self, state: str, detail: str, error: str | None = None) -> None:
-        if state != self._state:
-            self._state, self._since = state, time.time()
-        self._detail = detail
-        if error is not None:
-            self._last_error = error
+        self.health_state.set(state, detail, error)
 
     def _configure(self) -> str | None:
         """Read the server and login from the settings and the environment; why not, or ``None``."""
@@ -131,7 +127,7 @@ class EmailAdapter:
     def _read_state(self, state: str, detail: str, error: str | None) -> None:
         self._reading = (state, detail, error)
         if error is not None:
-            self._last_error = error
+            self.health_state.last_error = error
         if state == CONNECTED or error is not None:
             self._opened.set()
 
@@ -147,7 +143,7 @@ class EmailAdapter:
 
     async def stop(self) -> None:
         await self._stop_receiving()
-        if self._state != MISCONFIGURED:
+        if self.health_state.state != MISCONFIGURED:
             self._enter(STOPPED, "stopped")
 
     def http_routes(self) -> "Sequence[BaseRoute]":
@@ -162,14 +158,14 @@ class EmailAdapter:
             raise DeliveryError("files are not sent by mail yet", retryable=False)
         server, login, sender = self._server, self._login, self.settings.address if self.gateway else None
         if server is None or login is None or not sender:
-            raise DeliveryError(f"email is not ready ({self._detail})", retry_after=MISCONFIGURED_RETRY)
+            raise DeliveryError(f"email is not ready ({self.health_state.detail})", retry_after=MISCONFIGURED_RETRY)
         subject, thread = await self._thread(message)
         mail = compose(message, sender=sender, subject=subject or await self._subject(message), now=time.time(),
                        thread=thread)
         try:
             await asyncio.to_thread(smtp.send, server, login, mail, timeout=self.timeout)
         except DeliveryError as exc:
-            self._last_error = str(exc)
+            self.health_state.last_error = str(exc)
             raise
 
     async def _thread(self, message: OutboxEntry) -> tuple[str, list[str]]:
@@ -205,11 +201,11 @@ class EmailAdapter:
         return None  # a mail is sent whole, once the answer is
 
     def health(self) -> AdapterHealth:
-        if self._state == CONNECTED and self._reading is not None:
+        sending = self.health_state
+        if sending.state == CONNECTED and self._reading is not None:
             state, detail, _ = self._reading
-            both = f"{self._detail}; {detail}"
-            return AdapterHealth(state == CONNECTED, both, state, self._since, self._last_error)
-        return AdapterHealth(self._state == CONNECTED, self._detail, self._state, self._since, self._last_error)
+            return replace(sending.view(f"{sending.detail}; {detail}"), ok=state == CONNECTED, state=state)
+        return sending.view()
 
     async def reload(self, settings: "Settings") -> None:
         """New settings (and a new password in the environment) take effect for the next mail;
@@ -229,7 +225,7 @@ class EmailAdapter:
         if (self._server, self._login, self._imap, tuple(getattr(settings.email, name) for name in reading)) != old:
             await self._stop_receiving()
         await self._receive(self.gateway)
-        if (self._server, self._login) != old[:2] or self._state != CONNECTED:
+        if (self._server, self._login) != old[:2] or self.health_state.state != CONNECTED:
             assert self._server is not None and self._login is not None
             try:
                 await asyncio.to_thread(smtp.probe, self._server, self._login, timeout=self.timeout)
