@@ -37,7 +37,7 @@ def user_id(value: str) -> str:
 
 def encryption_available() -> bool:
     """Whether matrix-nio's end-to-end encryption can run here (its ``e2e`` extra installed)."""
-    return all(importlib.util.find_spec(module) is not None for module in ("nio", "vodozemac", "peewee"))
+    return all(importlib.util.find_spec(module) is not None for module in ("nio", "vodozemac", "peewee", "cachetools", "atomicwrites"))
 
 
 class MatrixSettings(Section):
