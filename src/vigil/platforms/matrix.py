@@ -37,7 +37,8 @@ def user_id(value: str) -> str:
 
 def encryption_available() -> bool:
     """Whether matrix-nio's end-to-end encryption can run here (its ``e2e`` extra installed)."""
-    return all(importlib.util.find_spec(module) is not None for module in ("nio", "vodozemac", "peewee", "cachetools", "atomicwrites"))
+    modules = ("nio", "vodozemac", "peewee", "cachetools", "atomicwrites")
+    return all(importlib.util.find_spec(module) is not None for module in modules)
 
 
 class MatrixSettings(Section):
