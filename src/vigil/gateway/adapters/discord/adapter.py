@@ -17,6 +17,7 @@ import collections
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import aiohttp
@@ -28,6 +29,7 @@ from vigil.gateway.adapters.discord.approvals import ApprovalButtons
 from vigil.gateway.adapters.discord.inbound import NAME
 from vigil.gateway.adapters.discord.link import Link, configure
 from vigil.gateway.adapters.discord.send import SUFFIX, Messages, deliver
+from vigil.gateway.adapters.health import HealthState
 from vigil.gateway.adapters.previews import DurablePreviews
 from vigil.gateway.adapters.streaming import StreamStyle, Streamer
 from vigil.platforms.discord import DISCORD, DiscordSettings
@@ -59,8 +61,8 @@ class DiscordAdapter:
         self._environ = environ
         self.gateway: GatewayPort | None = None
         self.link: Link | None = None
-        self.state, self.problem, self.since = "stopped", "not started", time.time()
-        self.last_error: str | None = None
+        self.health_state = HealthState(NAME, say=self._say)
+        self.problem: str | None = "not started"
         self._ready = asyncio.Event()
         self.previews = DurablePreviews(NAME, lambda: self.gateway)
         self.messages = Messages(lambda: self.bot)
@@ -81,6 +83,10 @@ class DiscordAdapter:
         self.receiver: str | None = None
         """Who holds the session when another worker does."""
         self._turns: asyncio.Task[None] | None = None
+
+    @property
+    def state(self) -> str:
+        return self.health_state.state
 
     @property
     def bot(self) -> discord.Client | None:
@@ -184,11 +190,10 @@ class DiscordAdapter:
         return []
 
     def health(self) -> AdapterHealth:
-        ok = self.state == "connected" and self.link is not None
         user = self.link.user if self.link is not None else None
-        detail = self.problem or f"connected as {user} ({user.id if user else '?'})" + (
-            f"; sending only, {self.receiver} receives" if self.receiver else "")
-        return AdapterHealth(ok, detail, self.state, self.since, self.last_error)
+        view = self.health_state.view(self.problem or f"connected as {user} ({user.id if user else '?'})" + (
+            f"; sending only, {self.receiver} receives" if self.receiver else ""))
+        return replace(view, ok=view.ok and self.link is not None)
 
     # -- the link's events (:class:`.link.Events`) --------------------------------------------
     def state_changed(self, state: str, problem: str | None) -> None:
@@ -250,12 +255,11 @@ class DiscordAdapter:
             self.seen.popitem(last=False)
 
     def set_state(self, state: str, problem: str | None) -> None:
-        if state != self.state:
-            self.state, self.since = state, time.time()
+        """Enter ``state`` (:mod:`vigil.gateway.adapters.health`); ``problem``: what is wrong."""
         self.problem = problem
-        if problem and state != "stopped":
-            self.last_error = problem
-            log.warning("Discord adapter %s: %s", state, problem)
-            say = getattr(self.gateway, "say", None)
-            if callable(say) and state == "misconfigured":
-                say(f"vigil gateway: error: discord adapter {state}: {problem}")
+        self.health_state.set(state, problem or "", None if state == "stopped" else problem)
+
+    def _say(self, line: str) -> None:
+        say = getattr(self.gateway, "say", None)
+        if callable(say):
+            say(line)
