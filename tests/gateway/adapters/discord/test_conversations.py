@@ -21,6 +21,8 @@ async def test_dms_and_mentions_are_answered_where_they_were_asked(make_discord:
     fake.dm(ALICE, "ping from the dm")
     assert await eventually(lambda: h.answers(fake.dm_channel(ALICE))) == ["pong"]
     assert fake.state.typed(fake.dm_channel(ALICE)) >= 1  # "vigil is typing…" while the turn ran
+    [sent] = fake.state.calls_of("POST", f"/channels/{fake.dm_channel(ALICE)}/messages")
+    assert sent.body["allowed_mentions"] == {"parse": []}  # an answer saying @everyone pings nobody
 
     mention = fake.say(fake.channel_id, ALICE, "ping in the channel", mention=True)
     thread = mention["id"]  # Discord gives a message's thread the message's id

@@ -73,7 +73,8 @@ class Bot(discord.Client):
         intents = discord.Intents.none()
         intents.guilds = intents.guild_messages = intents.dm_messages = intents.message_content = True
         super().__init__(intents=intents, max_ratelimit_timeout=30.0, chunk_guilds_at_startup=False,
-                         member_cache_flags=discord.MemberCacheFlags.none(), max_messages=None)
+                         member_cache_flags=discord.MemberCacheFlags.none(), max_messages=None,
+                         allowed_mentions=discord.AllowedMentions.none())  # an answer pings nobody
         self.link = link
         self.tree = app_commands.CommandTree(self)
 
