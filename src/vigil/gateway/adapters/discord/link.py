@@ -79,7 +79,7 @@ class Bot(discord.Client):
         self.tree = app_commands.CommandTree(self)
 
         @app_commands.describe(command="a vigil command such as: heartbeat every 1h check the deploy")
-        @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
+        @app_commands.allowed_contexts(guilds=True, dms=True)
         async def carried(interaction: discord.Interaction, command: str | None = None) -> None:
             await link.events.command(interaction, command)
 
