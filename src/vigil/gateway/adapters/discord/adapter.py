@@ -7,7 +7,9 @@ belong. Answers stream into one message edited as they are written, with the typ
 on while the turn runs (:mod:`vigil.gateway.adapters.streaming`), and leave the outbox through
 :mod:`.send`; approvals are buttons (:mod:`.approvals`), files go both ways (:mod:`.files`).
 The token comes from the environment variable ``discord.token_env`` names; without it, or
-with one Discord refuses, the adapter says it is misconfigured and the gateway runs on.
+with one Discord refuses, the adapter says it is misconfigured and the gateway runs on. With
+several workers on one store every worker sends, and only the one holding the adapter's lease
+holds the Gateway session (:attr:`DiscordAdapter.poll_lease`).
 """
 
 from __future__ import annotations
