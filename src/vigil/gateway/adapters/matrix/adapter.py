@@ -20,11 +20,11 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
+from vigil.gateway.adapters.health import MISCONFIGURED, RETRYING, HealthState
 from vigil.gateway.adapters.matrix.approvals import Approvals
 from vigil.gateway.adapters.matrix.inbound import NAME
 from vigil.gateway.adapters.matrix.outbound import deliver
@@ -63,7 +63,7 @@ class MatrixAdapter:
         """Outbox entries whose preview they finish (by outbox id): (its event id, its record)."""
         self.poll_lease: Any = None
         """Set by a gateway sharing its store with others: only the lease's holder syncs."""
-        self.state, self.detail, self.since, self.last_error = "stopped", "not started", time.time(), None
+        self.health_state = HealthState()
         self._backoff = backoff
         self._poll_ms = poll_ms
         self._task: asyncio.Task[None] | None = None
@@ -190,7 +190,7 @@ class MatrixAdapter:
         client, self.client = self.client, None
         if client is not None:
             await client.close()
-        if self.state != "misconfigured":
+        if self.health_state.state != MISCONFIGURED:
             self.set_state("stopped", "stopped")
 
     async def reload(self, settings: "Settings") -> None:
@@ -210,14 +210,14 @@ class MatrixAdapter:
         return []
 
     def health(self) -> AdapterHealth:
-        return AdapterHealth(self.state == "connected", self.detail, self.state, self.since, self.last_error)
+        return self.health_state.view()
 
     # -- the gateway's side -----------------------------------------------------------------
     async def send(self, message: OutboxEntry) -> None:
         client = self.client
         if client is None or not client.device_id:
             # retryable even when misconfigured: a SIGHUP with the token set sends it after all
-            raise DeliveryError(f"Matrix is not available: {self.detail}")
+            raise DeliveryError(f"Matrix is not available: {self.health_state.detail}")
         if not self.synced.is_set():  # the rooms are known (and encrypted ones told apart) after it
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.synced.wait(), START_TIMEOUT)
@@ -252,13 +252,11 @@ class MatrixAdapter:
         return self.gateway is not None and await self.gateway.may_talk(NAME, user)
 
     def set_state(self, state: str, detail: str, error: str | None = None) -> None:
-        if state != self.state:
-            self.state, self.since = state, time.time()
-            if state in ("misconfigured", "retrying") and detail != "connecting":
-                log.warning("matrix adapter %s: %s%s", state, detail, f" ({error})" if error else "")
-                say = getattr(self.gateway, "say", None)
-                if callable(say) and state == "misconfigured":
-                    say(f"vigil gateway: error: matrix adapter {state}: {error or detail}")
-        self.detail = detail
-        if error is not None or state == "misconfigured":
-            self.last_error = error or detail
+        """Enter ``state`` (:mod:`vigil.gateway.adapters.health`); trouble is logged as it
+        begins, and a misconfiguration said on the gateway's console too."""
+        if state != self.health_state.state and state in (MISCONFIGURED, RETRYING) and detail != "connecting":
+            log.warning("matrix adapter %s: %s%s", state, detail, f" ({error})" if error else "")
+            say = getattr(self.gateway, "say", None)
+            if callable(say) and state == MISCONFIGURED:
+                say(f"vigil gateway: error: matrix adapter {state}: {error or detail}")
+        self.health_state.set(state, detail, error if error is not None or state != MISCONFIGURED else detail)
