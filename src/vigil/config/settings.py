@@ -17,6 +17,7 @@ from typing import Any, Literal
 from vigil.config.errors import ConfigError
 from vigil.config.gateway import GatewaySettings
 from vigil.platforms.email import EmailSettings
+from vigil.platforms.matrix import MatrixSettings
 from vigil.platforms.slack import SlackSettings
 from vigil.platforms.telegram import TelegramSettings
 from vigil.platforms.webhooks import WebhooksSettings
@@ -291,6 +292,7 @@ class Settings(Section):
     telegram: TelegramSettings = setting(default_factory=TelegramSettings)
     webhooks: WebhooksSettings = setting(default_factory=WebhooksSettings)
     email: EmailSettings = setting(default_factory=EmailSettings)
+    matrix: MatrixSettings = setting(default_factory=MatrixSettings)
     mcp: McpSettings = setting(default_factory=McpSettings)
     timezone: str | None = setting(
         None, max_length=128, description="IANA zone for schedules (default: system)"

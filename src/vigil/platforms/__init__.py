@@ -13,13 +13,14 @@ from typing import Callable
 
 from vigil.platforms.api import API
 from vigil.platforms.email import EMAIL
+from vigil.platforms.matrix import MATRIX
 from vigil.platforms.slack import SLACK
 from vigil.platforms.spec import NAME, Capabilities, Platform, TargetForm
 from vigil.platforms.telegram import TELEGRAM
 from vigil.platforms.web import WEB
 from vigil.platforms.webhooks import WEBHOOKS
 
-BUILT_IN: tuple[Platform, ...] = (WEB, SLACK, TELEGRAM, API, EMAIL, WEBHOOKS)
+BUILT_IN: tuple[Platform, ...] = (WEB, SLACK, TELEGRAM, API, EMAIL, WEBHOOKS, MATRIX)
 """In the order lists show them (adapters in ``gateway status``, ``send_file``'s chats)."""
 
 _registered: dict[str, Platform] = {}
