@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.agent.events import AssistantStep, Compressed
 from vigil.gateway import moves, waiting
+from vigil.gateway import background_notes
 from vigil.gateway.wire import event, heartbeat_view, live_event
-from vigil.runtime.conversation_events import HEARTBEAT, USER, ConversationEvent, TurnBegan, TurnEnded
+from vigil.runtime.conversation_events import HEARTBEAT, USER, BackgroundNote, ConversationEvent, TurnBegan, TurnEnded
 from vigil.schedule.heartbeat.record import Route
 from vigil.schedule.heartbeat.text import asks_for_silence, is_silent_answer
 from vigil.schedule.heartbeat.upkeep import Noted
@@ -45,6 +46,9 @@ async def on_live_event(gateway: "FanoutHost", live: "LiveConversation", item: C
     session_id = live.session_id
     if isinstance(item, Compressed):
         await moves.moved(gateway, live, item.parent_id, item.child_id, "compression")
+        return
+    if isinstance(item, BackgroundNote):
+        await background_notes.deliver(gateway, live, item)
         return
     wire = live_event(session_id, item)
     if isinstance(item, TurnBegan):

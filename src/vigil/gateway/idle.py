@@ -1,7 +1,8 @@
 """Closing live conversations nobody uses: a gateway runs for months and meets hundreds of
 conversations, and each live one holds an agent, a worker task and its history in memory.
 
-A live conversation idle for ``idle_after`` seconds — nothing running or queued, no active
+A live conversation idle for ``idle_after`` seconds — nothing running or queued (no
+``/background`` task either), no active
 heartbeat of its own, nobody watching it, no approval pending — is closed and dropped. It
 is only a cache of what the store holds: the next message (or its heartbeat, once adopted
 again) brings it back with its history and working directory.
@@ -74,7 +75,7 @@ class IdleCloser:
         """Whether ``live`` may be closed now."""
         gateway = self.gateway
         conversation = live.conversation
-        if live.closed or not conversation.idle or live.starting:
+        if live.closed or not conversation.idle or live.starting or conversation.background.pending:
             return False
         if gateway.clock.now() - live.last_active < self.idle_after:
             return False

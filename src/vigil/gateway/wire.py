@@ -99,6 +99,7 @@ def message_view(message: MessageRecord) -> dict[str, Any]:
         "header": header,
         "inbox_id": message.meta.get("inbox") if message.role == "user" else None,
         "silent": message.role == "assistant" and is_silent_answer(message.content),
+        "background": message.meta.get("background") if message.role == "note" else None,
     }
 
 

@@ -44,6 +44,13 @@ async def _queue(_control: ConversationControl, _args: str) -> CommandReply:
     return CommandReply("Nothing waits.")
 
 
+async def _background(_control: ConversationControl, _args: str) -> CommandReply:
+    """``/background`` is taken by the live conversation itself (:mod:`vigil.runtime.background`);
+    this is what a front end without one says."""
+    return CommandReply("/background runs beside a live conversation (the REPL, the web chat, a chat platform); "
+                        "there is none here.", is_error=True)
+
+
 async def _stop(control: ConversationControl, _args: str) -> CommandReply:
     """``/stop``: end the turn running now; the conversation, its queue and its heartbeat go on
     (the conversation interrupted the turn when the command arrived, see ``URGENT_COMMANDS``)."""
@@ -207,6 +214,8 @@ def build_registry() -> CommandRegistry:
     registry.register(SlashCommand("steer", "guidance the running answer reads after its current step", _steer, usage="TEXT"))
     registry.register(SlashCommand("queue", "what waits behind the running answer; drop N or clear withdraws", _queue,
                                    usage="[drop N|clear]"))
+    registry.register(SlashCommand("background", "run PROMPT beside the conversation; its answer is posted here",
+                                   _background, usage="PROMPT", aliases=("btw",)))
     registry.register(
         SlashCommand("suspend", "put this conversation aside: end it and clear its heartbeat (/resume ID returns)", _suspend)
     )

@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable
 
 from vigil.agent.events import Compressed, Steered, TurnEvent
 from vigil.agent.turn import TurnDeclined
+from vigil.runtime.background import BackgroundTasks
 from vigil.runtime.controller import ConversationController
 from vigil.runtime.conversation_events import (
     HEARTBEAT,
@@ -100,11 +101,13 @@ class Conversation:
         self._draft_timer: asyncio.Task[None] | None = None  # runs while a draft holds heartbeats
         self.immediate = Immediate(self._queue, lambda: self.running_turn, controller.is_command)
         """``/steer`` and ``/queue``; what waits in the queue, and withdrawing one of it."""
+        self.background = BackgroundTasks(self)  # /background, /btw: side tasks and their notes
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         """Take ownership of the current session's heartbeat and start the worker."""
         await self._track(refresh=True)
+        await self.background.recover()
         if self._worker is None:
             self._worker = asyncio.create_task(self._work(), name="conversation")
 
@@ -117,6 +120,7 @@ class Conversation:
                 await worker
             except asyncio.CancelledError:
                 pass
+        await self.background.close()  # no turn runs now: interrupted tasks' notes are stored
         for item in [*self._queue, *([self._current] if self._current else [])]:
             if not item.future.done():
                 item.future.cancel()
@@ -368,7 +372,8 @@ class Conversation:
         except TurnDeclined:
             ended = None
         except asyncio.CancelledError:
-            if _being_cancelled():
+            current = asyncio.current_task()
+            if current is not None and current.cancelling() > 0:  # the conversation closes, not only the turn
                 if attempt is not None and not attempt.began:
                     await attempt.give_back()
                     self._refunded(attempt, "the conversation closed before it began")
@@ -491,8 +496,3 @@ class Conversation:
                     await result
             except Exception:
                 log.exception("a conversation listener failed on %r", type(event).__name__)
-
-
-def _being_cancelled() -> bool:
-    """Whether the current task itself is being cancelled (not just a turn it awaited)."""
-    return (task := asyncio.current_task()) is not None and task.cancelling() > 0

@@ -1,5 +1,6 @@
 """Inputs a conversation answers the moment they arrive instead of queueing them behind the
-running turn: ``/steer TEXT`` while a turn runs (:mod:`vigil.runtime.steering`) and ``/queue``.
+running turn: ``/steer TEXT`` while a turn runs (:mod:`vigil.runtime.steering`), ``/queue`` and
+``/background PROMPT`` (:mod:`vigil.runtime.background`).
 
 ``/queue`` lists the inputs waiting behind the running one, numbered in the order they will be
 handled; ``/queue drop N`` and ``/queue clear`` withdraw waiting inputs. A withdrawn input is never
@@ -11,11 +12,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from vigil.runtime.background import background_prompt
 from vigil.runtime.conversation_events import Outcome
 from vigil.runtime.slash import CommandReply
 from vigil.runtime.steering import Steer, SteeringBox, steer_text
+
+if TYPE_CHECKING:
+    from vigil.runtime.background import BackgroundTasks
 
 USAGE = "Usage: /queue (what waits), /queue drop N (withdraw message N), /queue clear (withdraw all)"
 
@@ -43,6 +48,8 @@ class Immediate:
         self.running = running
         self.is_command = is_command
         self.steering = SteeringBox()
+        self.background: BackgroundTasks | None = None
+        """Takes ``/background`` lines (set by :class:`~vigil.runtime.background.BackgroundTasks`)."""
 
     def handle(self, text: str, future: asyncio.Future[Outcome], meta: dict[str, Any] | None) -> bool:
         """Answer ``text`` now if it is one of these inputs (``future`` resolved or kept for
@@ -50,6 +57,10 @@ class Immediate:
         guidance = steer_text(text)
         if guidance and self.running():
             self.steering.offer(Steer(guidance, future, meta))
+            return True
+        prompt = background_prompt(text)
+        if prompt is not None and self.background is not None:
+            future.set_result(Outcome("command", reply=self.background.start(prompt, turn_running=self.running())))
             return True
         words = queue_words(text)
         if words is None:
