@@ -2,8 +2,8 @@
 browser for the module: rename, archive (with Undo, and the archived list) and delete (after a
 confirmation) from the list and the header; the heartbeat set, changed, paused, resumed and
 cleared from controls, and its "nothing changed" answers folded; /stop against /suspend while
-an answer streams; the messages waiting behind an answer, numbered, each with Remove; Retry on
-an answer that failed. Every change is checked where it is kept, through the API."""
+an answer streams; the messages waiting behind an answer, numbered, each with Remove; a
+/background task's answer shown as a marked note; Retry on an answer that failed. Every change is checked where it is kept, through the API."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.gateway.process import history
+from tests.gateway.process import history, wait_for
 from tests.gateway.adapters.web.conftest import WebGateway, module_gateway
 from tests.gateway.adapters.web.test_browser import CHROMIUM, WAIT_MS, _send, playwright_api
 from vigil.testing.fake_model import FakeModelServer
@@ -274,6 +274,28 @@ def test_a_heartbeat_that_found_nothing_changed_is_one_quiet_line_that_opens(
     page.reload()  # the history (which keeps no commands) folds it the same way
     page.wait_for_selector(".heartbeat-fold")
     assert shown() == expected[2:5]
+    assert page.errors == []
+
+
+def test_a_background_tasks_answer_is_a_marked_note_not_an_answer(
+    shared: WebGateway, fake_model: FakeModelServer, page: Any,
+) -> None:
+    fake_model.rule(contains="capital of Peru", reply="Lima, on the **Pacific** coast.")
+    conversation = _new_conversation(page)
+    _send(page, "/btw what is the capital of Peru?")
+    note = page.locator("#messages > .background-note")
+    note.wait_for()
+    assert note.get_attribute("aria-label") == "Background task"
+    assert note.locator(".note-status").inner_text() == "answered"
+    assert note.locator(".note-prompt").inner_text() == "“what is the capital of Peru?”"
+    assert note.locator(".bubble strong").inner_text() == "Pacific"
+    assert page.locator(".reply-notice").count() == 0  # its copy for the chat is not shown again
+    api = shared.api()
+    wait_for(lambda: [m for m in history(api, conversation)["messages"] if m["role"] == "note"], what="the note stored")
+    page.reload()  # the history shows it the same way
+    page.locator("#messages > .background-note .note-status").wait_for()
+    assert page.locator("#messages > .background-note").count() == 1
+    assert page.locator("#messages > .background-note .bubble").inner_text() == "Lima, on the Pacific coast."
     assert page.errors == []
 
 
