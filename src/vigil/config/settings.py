@@ -164,6 +164,9 @@ class AgentSettings(Section):
         allow_inf_nan=False,
         description="share of the context window that triggers compression",
     )
+    background_max: int = setting(
+        2, ge=0, le=20, description="/background tasks one conversation may run at once (0: none)"
+    )
 
 
 class TerminalSettings(Section):
