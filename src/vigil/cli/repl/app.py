@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 from collections import Counter, deque
+from typing import Callable
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import get_app
@@ -83,6 +84,7 @@ class Repl:
         # A dumb terminal cannot draw above a prompt: there each input is waited for, as
         # before the prompt stayed open during turns.
         self._one_at_a_time = is_dumb_terminal()
+        self._on_sigint: Callable[[], object] = self._interrupted_between_prompts  # see _catch_sigint
         self.session: PromptSession[str] = PromptSession(
             history=private_history(profile.history_path),
             completer=SlashCompleter(self.controller.registry.names()),
@@ -174,7 +176,7 @@ class Repl:
         # Between two prompts the terminal is not in raw mode, so Ctrl-C is a SIGINT rather
         # than a key: without this it would end the process with a traceback-like "Aborted!".
         # (A prompt_toolkit prompt takes SIGINT over while it runs and removes it when done.)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._interrupted_between_prompts)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._on_sigint)
 
     def _interrupted_between_prompts(self) -> None:
         self._gap_interrupts += 1
@@ -231,10 +233,12 @@ class Repl:
             self.conversation.interrupt()
             self.conversation.cancel(future)
 
-        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, interrupt)
+        self._on_sigint = interrupt
+        self._catch_sigint()
         try:
             await asyncio.shield(settled)
         finally:
+            self._on_sigint = self._interrupted_between_prompts
             self._catch_sigint()
 
     def _leaves_on_interrupt(self, *, at_prompt: bool = True) -> bool:
@@ -317,6 +321,11 @@ class Repl:
                 f"denied.[/yellow] {escape(description)}"
             )
             return False
+        if self._one_at_a_time and not self._prompt_open:  # the input is waited for: ask here
+            try:
+                return await ask_approval(tool, description)
+            finally:
+                self._catch_sigint()
         # The prompt closes (its draft kept) for the question and opens again after it.
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._asks.append((tool, description, future))
