@@ -79,14 +79,34 @@ def capabilities(contract: Any) -> Capabilities:
     return platform.capabilities if platform is not None else Capabilities()
 
 
-def _needs(contract: Any, declared: bool, what: str, *members: str) -> None:
-    """Skip unless the platform declares ``what`` and the harness has ``members`` to drive it."""
-    if not declared:
-        pytest.skip(f"{contract.adapter.name} does not declare {what}")
-    missing = [m for m in members if not hasattr(contract, m)]
-    if missing:
-        pytest.skip(f"the contract harness of {contract.adapter.name} cannot drive {what} yet: it has no "
-                    f"{', '.join(missing)} (see tests/gateway/messaging_contract.py)")
+MEMBERS = ("model", "lines", "messages", "press", "deliver_file", "fail_next_answer")
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """What one harness class can do, learnt from its first contract (so that the parts it
+    cannot drive are skipped without starting a gateway each)."""
+
+    name: str
+    capabilities: Capabilities
+    members: frozenset[str]
+
+
+def needs(what: str, *members: str) -> Any:
+    """The test runs for a platform that declares ``what`` (a :class:`Capabilities` field, or
+    ``delivery errors``: every platform) with a harness that has ``members``."""
+    def mark(test: Any) -> Any:
+        test.needs = (what, members)
+        return test
+    return mark
+
+
+def _declared(caps: Capabilities, what: str) -> bool:
+    if what == "delivery errors":
+        return True
+    if what == "a message limit":
+        return caps.max_message_chars is not None
+    return bool(getattr(caps, what))
 
 
 _TOKEN = re.compile(r"\bw\d{4}\b")
@@ -124,9 +144,29 @@ def _outbox(contract: Any, text: str) -> OutboxEntry | None:
 class MessagingContract:
     """The tests; mixed into :class:`tests.gateway.adapter_contract.AdapterContract`."""
 
-    async def test_an_answer_streams_into_one_message_at_the_platform_pace(self, contract: Any) -> None:
-        caps = capabilities(contract)
-        _needs(contract, caps.edits, "edits", "model", "messages")
+    @pytest.fixture
+    def messaging(self, request: pytest.FixtureRequest) -> Any:
+        """The test's ``contract``, or a skip (see :func:`needs`) decided before it is started
+        where an earlier test of the class already showed what its harness can do."""
+        what, members = request.function.needs
+        owner = type(request.instance)
+        probe: _Probe | None = owner.__dict__.get("_messaging_probe")
+        if probe is None:
+            contract = request.getfixturevalue("contract")
+            probe = _Probe(contract.adapter.name, capabilities(contract),
+                           frozenset(m for m in MEMBERS if hasattr(contract, m)))
+            owner._messaging_probe = probe
+        if not _declared(probe.capabilities, what):
+            pytest.skip(f"{probe.name} does not declare {what}")
+        missing = [m for m in members if m not in probe.members]
+        if missing:
+            pytest.skip(f"the contract harness of {probe.name} cannot drive {what} yet: it has no "
+                        f"{', '.join(missing)} (see tests/gateway/messaging_contract.py)")
+        return request.getfixturevalue("contract")
+
+    @needs("edits", "model", "messages")
+    async def test_an_answer_streams_into_one_message_at_the_platform_pace(self, messaging: Any) -> None:
+        contract, caps = messaging, capabilities(messaging)
         pace = getattr(contract, "edit_interval", caps.edit_interval)
         words = _words(8)  # written over about three paces: two edits before the last
         answer = "".join(words).strip()
@@ -140,9 +180,9 @@ class MessagingContract:
         gaps = [b - a for a, b in zip(message.times, message.times[1:])]
         assert all(gap >= pace * PACE_SLACK for gap in gaps), (pace, gaps)  # the last edit too
 
-    async def test_a_dangerous_command_waits_for_the_buttons(self, contract: Any, tmp_path: Path) -> None:
-        caps = capabilities(contract)
-        _needs(contract, caps.buttons, "buttons", "model", "messages", "press")
+    @needs("buttons", "model", "messages", "press")
+    async def test_a_dangerous_command_waits_for_the_buttons(self, messaging: Any, tmp_path: Path) -> None:
+        contract = messaging
         ran, kept = tmp_path / "ran", tmp_path / "kept"
         for target, answer in ((ran, "done as you said"), (kept, "left it alone")):
             command = f"mkfs.ext4 /nonexistent/vigil-device; touch {target}"
@@ -161,9 +201,9 @@ class MessagingContract:
             await _settled(contract, ack, answer)
         assert ran.exists() and not kept.exists()
 
-    async def test_files_go_both_ways(self, contract: Any) -> None:
-        caps = capabilities(contract)
-        _needs(contract, caps.files, "files", "model", "messages", "deliver_file")
+    @needs("files", "model", "messages", "deliver_file")
+    async def test_files_go_both_ways(self, messaging: Any) -> None:
+        contract = messaging
         data = b"the secret word is pineapple\n"
         contract.model.queue(Reply.tool_calls(ToolCallSpec("send_file", {"path": "notes.txt", "name": "back.txt"})),
                              "Sent it back.")
@@ -178,10 +218,9 @@ class MessagingContract:
         files = [m.file for m in await contract.messages(ack) if m.file is not None]
         assert files == [("back.txt", data)]
 
-    async def test_a_long_answer_is_split_at_the_limit_in_order(self, contract: Any) -> None:
-        caps = capabilities(contract)
-        limit = caps.max_message_chars
-        _needs(contract, limit is not None, "a message limit", "model", "messages")
+    @needs("a message limit", "model", "messages")
+    async def test_a_long_answer_is_split_at_the_limit_in_order(self, messaging: Any) -> None:
+        contract, limit = messaging, capabilities(messaging).max_message_chars
         assert limit is not None
         words = _words(int(limit * 2.5 / 6), paragraph=40)  # 6 characters a word: two and a half messages
         answer = "".join(words).strip()
@@ -199,8 +238,9 @@ class MessagingContract:
         assert [t for p in parts for t in _tokens(p)] == _tokens(answer)  # nothing lost, in order
         assert re.sub(r"\s+", "", "".join(parts)) == re.sub(r"\s+", "", answer)
 
-    async def test_a_retryable_delivery_error_is_retried_through_the_outbox(self, contract: Any) -> None:
-        _needs(contract, True, "delivery errors", "model", "messages", "fail_next_answer", "lines")
+    @needs("delivery errors", "model", "messages", "fail_next_answer", "lines")
+    async def test_a_retryable_delivery_error_is_retried_through_the_outbox(self, messaging: Any) -> None:
+        contract = messaging
         entry = await self._refused(contract, "after the outage", permanent=False)
         await _settled(contract, entry[1], "after the outage")
         sent = await eventually(lambda: (e := _outbox(contract, "after the outage")) and e.status == "sent" and e,
@@ -208,8 +248,9 @@ class MessagingContract:
         assert sent.attempts >= 2
         assert any("retrying" in line for line in contract.lines)
 
-    async def test_a_permanent_delivery_error_ends_the_entry_and_is_said(self, contract: Any) -> None:
-        _needs(contract, True, "delivery errors", "model", "messages", "fail_next_answer", "lines")
+    @needs("delivery errors", "model", "messages", "fail_next_answer", "lines")
+    async def test_a_permanent_delivery_error_ends_the_entry_and_is_said(self, messaging: Any) -> None:
+        contract = messaging
         _gate, ack = await self._refused(contract, "never shown", permanent=True)
         failed = await eventually(lambda: (e := _outbox(contract, "never shown")) and e.status == "failed" and e,
                                   what="the reply marked failed")
