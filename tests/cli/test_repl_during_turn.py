@@ -1,7 +1,8 @@
 """The REPL's prompt stays open while a turn runs, in a pseudo-terminal as a person uses it:
 ``/steer`` reaches the running turn's next model call, a message typed meanwhile is queued
 with its number, ``/queue`` lists what waits and ``/queue drop N`` withdraws it (never
-answered), and the message left waiting is answered once the turn ends."""
+answered), and the message left waiting is answered once the turn ends; ``/background``'s
+answer is posted while the conversation goes on answering."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import io
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pexpect
@@ -91,3 +93,37 @@ def test_steer_and_queue_are_typed_at_the_prompt_while_a_turn_runs(
     assert [m["content"] for m in history if m["role"] == "assistant" and m["content"]] == [
         "Built it, sizes in metric.", "About 465 km."
     ]
+
+
+def test_background_answers_beside_the_conversation_which_stays_usable(
+    fake_model: FakeModelServer, vigil_home: Path, tmp_path: Path
+) -> None:
+    side = threading.Event()
+    fake_model.rule(contains="side question", reply=Reply.text("The side answer.", gate=side))
+    fake_model.rule(contains="main question", reply="The main answer.")
+    fake_model.set_default_reply("Hi.")
+    child = _spawn(fake_model, vigil_home, tmp_path)
+    child.logfile_read = transcript = io.StringIO()
+    try:
+        expect_in_terminal(child, "you ›")
+        child.sendline("hello")
+        expect_in_terminal(child, "Hi.")
+        child.sendline("/btw a side question")
+        expect_in_terminal(child, "in the background")
+        wait_for(lambda: len(fake_model.requests) == 2, what="the side task asking")
+        child.sendline("a main question")  # answered while the side answer is held
+        wait_for(lambda: len(fake_model.requests) == 3, what="the main question asked")
+        expect_in_terminal(child, "The main answer.")
+        side.set()
+        expect_in_terminal(child, "↳ background: “a side question”")
+        expect_in_terminal(child, "The side answer.")
+        child.sendline("/quit")
+        expect_in_terminal(child, r"vigil chat --resume ([0-9a-f]{12})")
+        child.expect(pexpect.EOF)
+    finally:
+        side.set()
+        child.close(force=True)
+    shown = transcript.getvalue()
+    assert shown.index("The main answer.") < shown.index("↳ background")
+    side_request = next(r for r in fake_model.requests if r.last_user_text == "a side question")
+    assert "hello" in json.dumps(side_request.body["messages"])  # it starts from the conversation's history
