@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from vigil.config.errors import ConfigError
 from vigil.config.gateway import GatewaySettings
+from vigil.platforms.discord import DiscordSettings
 from vigil.platforms.email import EmailSettings
 from vigil.platforms.matrix import MatrixSettings
 from vigil.platforms.slack import SlackSettings
@@ -295,6 +296,7 @@ class Settings(Section):
     telegram: TelegramSettings = setting(default_factory=TelegramSettings)
     webhooks: WebhooksSettings = setting(default_factory=WebhooksSettings)
     email: EmailSettings = setting(default_factory=EmailSettings)
+    discord: DiscordSettings = setting(default_factory=DiscordSettings)
     matrix: MatrixSettings = setting(default_factory=MatrixSettings)
     mcp: McpSettings = setting(default_factory=McpSettings)
     timezone: str | None = setting(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from vigil.platforms.api import API
+from vigil.platforms.discord import DISCORD
 from vigil.platforms.email import EMAIL
 from vigil.platforms.matrix import MATRIX
 from vigil.platforms.slack import SLACK
@@ -20,7 +21,7 @@ from vigil.platforms.telegram import TELEGRAM
 from vigil.platforms.web import WEB
 from vigil.platforms.webhooks import WEBHOOKS
 
-BUILT_IN: tuple[Platform, ...] = (WEB, SLACK, TELEGRAM, API, EMAIL, WEBHOOKS, MATRIX)
+BUILT_IN: tuple[Platform, ...] = (WEB, SLACK, TELEGRAM, API, EMAIL, WEBHOOKS, DISCORD, MATRIX)
 """In the order lists show them (adapters in ``gateway status``, ``send_file``'s chats)."""
 
 _registered: dict[str, Platform] = {}
