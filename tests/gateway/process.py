@@ -17,8 +17,7 @@ from typing import Any, Iterator
 
 import httpx
 
-from tests.gateway.settling import settled
-from vigil.store import SQLiteStore
+from tests.gateway.settling import settled_at
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.waiting import wait_for  # noqa: F401 (for the tests that import it from here)
 
@@ -72,11 +71,7 @@ class GatewayProcess:
     def settled(self) -> bool:
         """Whether the gateway has nothing left to do (:mod:`tests.gateway.settling`), read from
         its profile's SQLite store through a connection of the test's own."""
-        store = SQLiteStore(self.home / "state.db")
-        try:
-            return settled(store)
-        finally:
-            store.close()
+        return settled_at(self.home / "state.db")
 
     def environment(self) -> dict[str, str]:
         return {

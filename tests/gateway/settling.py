@@ -5,7 +5,9 @@ test that checks "answered once" waits for it instead of sleeping and hoping."""
 
 from __future__ import annotations
 
-from vigil.store import SessionStore
+from pathlib import Path
+
+from vigil.store import SessionStore, SQLiteStore
 from vigil.store.gateway.gateway_tables import PENDING, RUNNING
 from vigil.testing.waiting import eventually, wait_for
 
@@ -14,6 +16,16 @@ def settled(store: SessionStore) -> bool:
     """Nothing pending or running in the inbox, nothing pending in the outbox."""
     inbox, outbox = store.gateway.inbox_counts(), store.gateway.outbox_counts()
     return inbox[PENDING] == inbox[RUNNING] == outbox[PENDING] == 0
+
+
+def settled_at(state_db: Path) -> bool:
+    """:func:`settled` for the SQLite store file of a gateway running elsewhere (another process,
+    or in-process with its own connection), read through a connection of the test's own."""
+    store = SQLiteStore(state_db)
+    try:
+        return settled(store)
+    finally:
+        store.close()
 
 
 async def until_settled(store: SessionStore) -> None:

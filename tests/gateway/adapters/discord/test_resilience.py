@@ -6,11 +6,11 @@ several workers, the session held by the one holding the adapter's lease, handed
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
+from tests.gateway.settling import settled_at
 from tests.gateway.adapters.discord.conftest import ALICE, TOKEN_ENV, DiscordHarness
 from vigil.gateway.cluster.adapter_lease import AdapterLease
 from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
@@ -58,7 +58,7 @@ async def test_a_restarted_adapter_resumes_and_answers_what_was_written_meanwhil
     await h.adapter.start(h.gateway)
     await eventually(lambda: h.answers(fake.dm_channel(ALICE)) == ["ok", "ok"] or None, what="the answer")
     assert fake.hub.identifies == 1 and fake.hub.resumes == 1
-    await asyncio.sleep(0.3)
+    await eventually(lambda: settled_at(h.profile.state_db), what="nothing left to answer or send")
     assert h.answers(fake.dm_channel(ALICE)) == ["ok", "ok"]
 
 

@@ -21,7 +21,7 @@ from vigil.models.factory import build_client
 from vigil.models.retry import RetryPolicy
 from vigil.platforms.slack import SlackSettings
 from vigil.profiles import Profile
-from tests.gateway.settling import settled
+from tests.gateway.settling import settled_at
 from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import InboxEntry
 from vigil.testing.fake_model import FakeModelServer
@@ -94,11 +94,7 @@ class SlackHarness:
 
     def settled(self) -> bool:
         """Nothing left to answer or to send (:mod:`tests.gateway.settling`): no more can arrive."""
-        store = SQLiteStore(self.profile.state_db)
-        try:
-            return settled(store)
-        finally:
-            store.close()
+        return settled_at(self.profile.state_db)
 
     def answers(self, channel: str, thread: str | None = None) -> list[str]:
         """What the bot has said there, placeholders apart."""
