@@ -112,6 +112,8 @@ class StreamStyle:
     """The kinds of turn that stream (``user``, ``heartbeat``, …); ``None``: all."""
     typing_every: float | None = None
     """Seconds between two :meth:`EditableMessages.typing` calls; ``None``: never."""
+    typing_kinds: frozenset[str] | None = None
+    """The kinds of turn that show typing; ``None``: every kind that streams."""
     failed_answer_replaces: bool = False
     """A failed turn's message waits for the failure notice to replace it (``True``) instead of
     being finished as ``failed``."""
@@ -182,6 +184,11 @@ class Streamer:
         self._current: dict["RouteKey", Stream | None] = {}
         self._last: dict[str, float] = {}
         """When the last call in each chat ended (monotonic), for the pace."""
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two calls in one chat, at least (the style's pace)."""
+        return self.style.interval
 
     # -- the gateway's side -----------------------------------------------------------------------
     async def live(self, route: "RouteKey", item: dict[str, Any]) -> None:
@@ -276,7 +283,8 @@ class Streamer:
         self._by_route.setdefault(route, []).append(stream)
         self._current[route] = stream
         stream.tasks.append(asyncio.create_task(self._run(stream)))
-        if self.style.typing_every is not None:
+        typing_kinds = self.style.typing_kinds
+        if self.style.typing_every is not None and (typing_kinds is None or kind in typing_kinds):
             stream.tasks.append(asyncio.create_task(self._typing(stream)))
         return stream
 

@@ -25,7 +25,9 @@ async def test_a_direct_room_and_the_threads_of_a_group_room_are_answered_in_the
     assert answer == "**dm** answer"
     shown = h.fake.state.messages(dm, h.bot)[0]["content"]
     assert shown["formatted_body"] == "<p><strong>dm</strong> answer</p>" and shown["msgtype"] == "m.text"
-    assert (dm, h.bot, True) in h.fake.state.typing  # the typing notice while it worked
+    assert (dm, h.bot, True) in h.fake.state.typing  # the typing notice while it worked, off once done
+    await eventually(lambda: [on for room, _, on in h.fake.state.typing if room == dm][-1] is False,
+                     what="the typing notice turned off")
 
     room = await h.group(BOB)
     h.fake.state.say(room, BOB, "nobody is asked here")  # no mention: not for the agent

@@ -3,7 +3,8 @@
 Events come by the ``/sync`` long poll (:mod:`.receiver`), which hands each message for the
 agent (:mod:`.inbound` decides which, and where it routes) to the gateway before it moves its
 sync token on. Replies leave the outbox as Markdown with an HTML twin (:mod:`.content`,
-:mod:`.outbound`), finishing the turn's streamed preview (:mod:`.stream`) by an edit;
+:mod:`.outbound`), finishing the turn's streamed preview (:mod:`.editing`, on the shared
+:mod:`vigil.gateway.adapters.streaming`) by an edit;
 approvals are reactions or a reply (:mod:`.approvals`); files go both ways (:mod:`.files`).
 The access token comes from the environment variable ``matrix.token_env`` names; without it
 the adapter says it is misconfigured and the gateway runs on. With matrix-nio's ``e2e`` extra
@@ -26,9 +27,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
 from vigil.gateway.adapters.health import MISCONFIGURED, RETRYING, HealthState
 from vigil.gateway.adapters.matrix.approvals import Approvals
+from vigil.gateway.adapters.matrix.editing import streamer
 from vigil.gateway.adapters.matrix.inbound import NAME
 from vigil.gateway.adapters.matrix.outbound import deliver
-from vigil.gateway.adapters.matrix.stream import EDIT_INTERVAL, Streams
 from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.platforms.matrix import MatrixSettings, encryption_available
 from vigil.store import StoreError
@@ -52,12 +53,12 @@ class MatrixAdapter:
     name = NAME
 
     def __init__(self, settings: MatrixSettings | None = None, *, backoff: tuple[float, float] = (1.0, 60.0),
-                 poll_ms: int | None = None, edit_interval: float = EDIT_INTERVAL) -> None:
+                 poll_ms: int | None = None, edit_interval: float | None = None) -> None:
         self.settings = settings or MatrixSettings()
         self.gateway: GatewayPort | None = None
         self.client: Homeserver | None = None
         self.previews = DurablePreviews(NAME, lambda: self.gateway)
-        self.streams = Streams(lambda: self.client, self.previews, interval=edit_interval)
+        self.streams, self.messages = streamer(lambda: self.client, self.previews, interval=edit_interval)
         self.approvals = Approvals(lambda: self.client, lambda: self.gateway)
         self.claimed: dict[int, tuple[str, Preview | None]] = {}
         """Outbox entries whose preview they finish (by outbox id): (its event id, its record)."""
@@ -235,7 +236,9 @@ class MatrixAdapter:
             elif kind == "approval_resolved":
                 await self.approvals.resolved(event)
             else:
-                self.streams.event(route, event)
+                await self.streams.live(route, event)
+                if kind == "turn_ended":
+                    await self.messages.stop_typing(route)
         except Exception:
             log.exception("matrix: live event %s failed", kind)
 

@@ -1,40 +1,11 @@
 """Event contents the adapter sends: text as Markdown in ``body`` with its HTML rendering in
 ``formatted_body`` (markdown-it-py, which vigil has through rich; raw HTML in an answer stays
-text), long answers split, the thread relation of a route, and edits (``m.replace``).
-
-Matrix refuses events over 65,536 bytes; a piece of :data:`LIMIT` characters stays well
-under that with its HTML beside it.
+text), the thread relation of a route, and edits (``m.replace``).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-LIMIT = 12_000
-"""Characters of Markdown in one message."""
-PREVIEW_LIMIT = 4_000
-"""Characters a streamed preview shows (the end of a longer answer so far)."""
-_BREAKS = ("\n\n", "\n", ". ", " ")
-
-
-def split_text(text: str, limit: int = LIMIT) -> list[str]:
-    """``text`` in pieces of at most ``limit`` characters, cut at a paragraph, line, sentence
-    or word break in the second half of a piece where there is one; empty text: no piece."""
-    pieces: list[str] = []
-    rest = text
-    while rest:
-        if len(rest) <= limit:
-            pieces.append(rest)
-            break
-        cut = limit
-        for mark in _BREAKS:
-            at = rest.rfind(mark, 0, limit - len(mark) + 1)
-            if at >= limit // 2:
-                cut = at + len(mark)
-                break
-        pieces.append(rest[:cut])
-        rest = rest[cut:]
-    return pieces
 
 
 def render(text: str) -> str:
@@ -69,14 +40,6 @@ def edit(event_id: str, new: dict[str, Any]) -> dict[str, Any]:
     without edits show)."""
     return {"msgtype": new.get("msgtype", "m.text"), "body": "* " + str(new.get("body", "")),
             "m.new_content": new, "m.relates_to": {"rel_type": "m.replace", "event_id": event_id}}
-
-
-def preview(text: str) -> str:
-    """What a streamed preview shows of the answer so far: its end when it is long."""
-    text = text.strip()
-    if len(text) > PREVIEW_LIMIT:
-        text = "…" + text[-PREVIEW_LIMIT:]
-    return text + " …"
 
 
 def _escape(text: str) -> str:

@@ -19,13 +19,18 @@ from typing import TYPE_CHECKING
 
 from vigil.gateway.adapters.base import DeliveryError
 from vigil.gateway.adapters.matrix import files
-from vigil.gateway.adapters.matrix.content import edit, in_thread, message, split_text
+from vigil.gateway.adapters.matrix.content import edit, in_thread, message
+from vigil.gateway.adapters.splitting import split_text
+from vigil.platforms.matrix import MATRIX
 from vigil.store.gateway.gateway_tables import OutboxEntry
 
 if TYPE_CHECKING:
     from vigil.gateway.adapters.matrix.adapter import MatrixAdapter
     from vigil.gateway.adapters.matrix.client import Homeserver
 
+LIMIT = MATRIX.capabilities.max_message_chars or 12_000
+"""Characters of Markdown in one message (Matrix refuses events over 65,536 bytes: a piece
+this long stays well under that with its HTML beside it)."""
 STREAMED_KINDS = frozenset({"reply", "heartbeat"})
 CONVERSATION_KINDS = frozenset({"reply", "heartbeat", "cron"})
 
@@ -53,14 +58,14 @@ async def deliver(adapter: "MatrixAdapter", client: "Homeserver", entry: OutboxE
             await client.send(room, in_thread(message(entry.text), thread), txn=txn(entry, "caption"))
         return
     msgtype = "m.text" if entry.kind in CONVERSATION_KINDS else "m.notice"
-    pieces = split_text(entry.text or "") or ["(no text)"]
+    pieces = split_text(entry.text or "", LIMIT, code_blocks=True, trim=True) or ["(no text)"]
     preview = adapter.claimed.get(entry.id)
     if preview is None and entry.kind in STREAMED_KINDS:
         stream = await adapter.streams.claim(entry.route, entry.text)
-        if stream is not None and stream.event_id is not None:
-            preview = (stream.event_id, stream.durable)
+        if stream is not None and stream.message is not None:
+            preview = (str(stream.message), stream.durable)
         else:
-            found = await adapter.streams.previews.find(entry)  # streamed before a restart
+            found = await adapter.previews.find(entry)  # streamed before a restart
             if found is not None and isinstance(found.message, str):
                 preview = (found.message, found)
         if preview is not None:
@@ -82,4 +87,4 @@ async def deliver(adapter: "MatrixAdapter", client: "Homeserver", entry: OutboxE
 def _done(adapter: "MatrixAdapter", entry: OutboxEntry) -> None:
     preview = adapter.claimed.pop(entry.id, None)
     if preview is not None:
-        adapter.streams.previews.done(preview[1])
+        adapter.previews.done(preview[1])
