@@ -13,13 +13,29 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vigil.config.schema import Section, setting, validates
-from vigil.platforms.fields import env_name, http_url
-from vigil.platforms.spec import Capabilities, Check, Platform, TargetForm
+from vigil.config.schema import Section, setting
+from vigil.platforms.fields import check, env_name, http_url
+from vigil.platforms.spec import Capabilities, Check, TargetForm, sectioned
 
 SNOWFLAKE = re.compile(r"[1-9]\d{14,20}")
 """A Discord id (user, channel, thread): a number of 15 to 21 digits."""
 _COMMAND = re.compile(r"^/?[a-z0-9_-]{1,32}$")
+
+
+def user_ids(values: list[str]) -> list[str]:
+    """``values`` if each is a Discord user id."""
+    for item in values:
+        if not SNOWFLAKE.fullmatch(item):
+            raise ValueError(f"'{item[:70]}' is not a Discord user id (a number such as 80351110224678912; "
+                             "Developer Mode in Discord's settings lets you copy it)")
+    return values
+
+
+def command_name(value: str) -> str:
+    """The slash command's name ``value`` names, without its ``/``."""
+    if not _COMMAND.match(value):
+        raise ValueError("must be a slash command name such as vigil (lower-case letters, digits, _ and -)")
+    return value.removeprefix("/")
 
 
 class DiscordSettings(Section):
@@ -37,31 +53,10 @@ class DiscordSettings(Section):
         description="base URL of Discord's REST API, for tests against a fake server (default https://discord.com/api/v10)",
     )
 
-    @validates("token_env")
-    @classmethod
-    def _env(cls, value: str) -> str:
-        return env_name(value)
-
-    @validates("allow")
-    @classmethod
-    def _allow(cls, value: list[str]) -> list[str]:
-        for item in value:
-            if not SNOWFLAKE.fullmatch(item):
-                raise ValueError(f"'{item[:70]}' is not a Discord user id (a number such as 80351110224678912; "
-                                 "Developer Mode in Discord's settings lets you copy it)")
-        return value
-
-    @validates("command")
-    @classmethod
-    def _command(cls, value: str) -> str:
-        if not _COMMAND.match(value):
-            raise ValueError("must be a slash command name such as vigil (lower-case letters, digits, _ and -)")
-        return value.removeprefix("/")
-
-    @validates("api_url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        return http_url(value)
+    _env = check(env_name, "token_env")
+    _allow = check(user_ids, "allow")
+    _command = check(command_name, "command")
+    _url = check(http_url, "api_url")
 
 
 def _checks(settings: Any) -> list[Check]:
@@ -72,15 +67,10 @@ def _checks(settings: Any) -> list[Check]:
     return []
 
 
-DISCORD = Platform(
-    name="discord",
-    title="Discord",
-    adapter="vigil.gateway.adapters.discord:create",
-    enabled=lambda settings: bool(settings.discord.enabled),
-    how_to_enable="discord.enabled is not true in config.yaml",
-    section="discord",
-    secrets=lambda settings: [settings.discord.token_env],
-    sdk=("discord", "pip install 'vigil[discord]'"),
+DISCORD = sectioned(
+    "discord",
+    "Discord",
+    sdk="discord",
     checks=_checks,
     target=TargetForm(
         usage="discord:<channel id>[:<thread id>]",

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from vigil.platforms.fields import env_name
-from vigil.platforms.spec import Capabilities, Check, Platform, TargetForm
 from vigil.config.schema import Section, setting, validates
+from vigil.platforms.fields import env_name
+from vigil.platforms.spec import Capabilities, Check, TargetForm, sectioned, unset
 
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -162,14 +162,11 @@ def _secrets(settings: Any) -> list[str]:
 
 def _checks(settings: Any) -> list[Check]:
     section = settings.email
-    found: list[Check] = []
-    if not section.address:
-        found.append(("email address", "email.enabled is true but email.address (the agent's own address) is not set",
-                      "vigil config set email.address agent@example.com"))
-    if not section.smtp_url:
-        found.append(("email smtp", "email.enabled is true but email.smtp_url is not set: no mail can be sent",
-                      "vigil config set email.smtp_url smtps://smtp.example.com:465"))
-    elif not section.password_env and not endpoint(section.smtp_url).local:
+    found = unset(settings, "email", {
+        "address": ("address", ": the agent's own address", "agent@example.com"),
+        "smtp_url": ("smtp", ": no mail can be sent", "smtps://smtp.example.com:465"),
+    })
+    if section.smtp_url and not section.password_env and not endpoint(section.smtp_url).local:
         found.append(("email login", f"email.password_env is not set, so vigil sends to {endpoint(section.smtp_url)} "
                                      "without logging in: most mail servers refuse that",
                       "vigil config set email.password_env VIGIL_EMAIL_PASSWORD (and export it, an app password)"))
@@ -180,13 +177,9 @@ def _checks(settings: Any) -> list[Check]:
     return found
 
 
-EMAIL = Platform(
-    name="email",
-    title="Email",
-    adapter="vigil.gateway.adapters.email:create",
-    enabled=lambda settings: bool(settings.email.enabled),
-    how_to_enable="email.enabled is not true in config.yaml",
-    section="email",
+EMAIL = sectioned(
+    "email",
+    "Email",
     secrets=_secrets,
     checks=_checks,
     target=TargetForm(

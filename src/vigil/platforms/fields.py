@@ -1,8 +1,12 @@
-"""Checks shared by the platforms' config.yaml sections: variable names, user ids, URLs."""
+"""Checks shared by the platforms' config.yaml sections: variable names, user ids, URLs, and
+:func:`check`, which makes one of them a section's check of its settings."""
 
 from __future__ import annotations
 
 import re
+from typing import Any, Callable
+
+from vigil.config.schema import validates
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _USER_ID = re.compile(r"^[A-Za-z0-9_.@:+-]{1,64}$")
@@ -30,3 +34,13 @@ def http_url(value: str | None) -> str | None:
     if not re.match(r"^https?://[^\s/?#]+(/[^\s]*)?$", value):
         raise ValueError("must be an http:// or https:// URL without spaces")
     return value.rstrip("/")
+
+
+def check(function: Callable[[Any], Any], *names: str) -> Any:
+    """``function`` (the value in, the value to keep out, ``ValueError`` when it is wrong) as the
+    check of the settings ``names`` of the section whose body assigns it::
+
+        _env = check(env_name, "token_env")
+
+    is ``@validates("token_env")`` over a classmethod returning ``env_name(value)``."""
+    return validates(*names)(classmethod(lambda cls, value: function(value)))

@@ -14,9 +14,9 @@ import importlib.util
 import re
 from typing import Any
 
-from vigil.config.schema import Section, setting, validates
-from vigil.platforms.fields import env_name, http_url
-from vigil.platforms.spec import Capabilities, Check, Platform, TargetForm
+from vigil.config.schema import Section, setting
+from vigil.platforms.fields import check, env_name, http_url
+from vigil.platforms.spec import Capabilities, Check, TargetForm, sectioned, unset
 
 USER_ID = re.compile(r"@[a-z0-9._=/+-]{1,200}:[A-Za-z0-9.-]{1,230}(?::\d{1,5})?", re.IGNORECASE)
 """A Matrix user id: ``@localpart:server[:port]`` (historical ids may hold upper-case letters)."""
@@ -53,37 +53,17 @@ class MatrixSettings(Section):
     token_env: str = setting("MATRIX_ACCESS_TOKEN", max_length=128, description="environment variable holding the access token")
     encryption: bool = setting(True, description="answer in encrypted rooms too (needs matrix-nio[e2e])")
 
-    @validates("token_env")
-    @classmethod
-    def _env(cls, value: str) -> str:
-        return env_name(value)
-
-    @validates("allow")
-    @classmethod
-    def _allow(cls, value: list[str]) -> list[str]:
-        return [user_id(item) for item in value]
-
-    @validates("user_id")
-    @classmethod
-    def _user(cls, value: str | None) -> str | None:
-        return None if value is None else user_id(value)
-
-    @validates("homeserver")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        return http_url(value)
+    _env = check(env_name, "token_env")
+    _allow = check(lambda value: [user_id(item) for item in value], "allow")
+    _user = check(lambda value: None if value is None else user_id(value), "user_id")
+    _url = check(http_url, "homeserver")
 
 
 def _checks(settings: Any) -> list[Check]:
-    section = settings.matrix
-    found: list[Check] = []
-    if not section.homeserver:
-        found.append(("matrix homeserver", "matrix.enabled is true but matrix.homeserver is not set",
-                      "vigil config set matrix.homeserver https://matrix.example.org"))
-    if not section.user_id:
-        found.append(("matrix user", "matrix.enabled is true but matrix.user_id (the agent's own id) is not set",
-                      "vigil config set matrix.user_id @vigil:example.org"))
-    return found
+    return unset(settings, "matrix", {
+        "homeserver": ("homeserver", "", "https://matrix.example.org"),
+        "user_id": ("user", ": the agent's own Matrix id", "@vigil:example.org"),
+    })
 
 
 def _warnings(settings: Any) -> list[Check]:
@@ -92,15 +72,10 @@ def _warnings(settings: Any) -> list[Check]:
     return []
 
 
-MATRIX = Platform(
-    name="matrix",
-    title="Matrix",
-    adapter="vigil.gateway.adapters.matrix:create",
-    enabled=lambda settings: bool(settings.matrix.enabled),
-    how_to_enable="matrix.enabled is not true in config.yaml",
-    section="matrix",
-    secrets=lambda settings: [settings.matrix.token_env],
-    sdk=("nio", "pip install 'vigil[matrix]'"),
+MATRIX = sectioned(
+    "matrix",
+    "Matrix",
+    sdk="nio",
     checks=_checks,
     warnings=_warnings,
     target=TargetForm(

@@ -5,11 +5,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vigil.platforms.fields import env_name, http_url, user_ids
-from vigil.platforms.spec import Capabilities, Platform, TargetForm
-from vigil.config.schema import Section, setting, validates
+from vigil.config.schema import Section, setting
+from vigil.platforms.fields import check, env_name, http_url, user_ids
+from vigil.platforms.spec import Capabilities, TargetForm, sectioned
 
 _SLASH_NAME = re.compile(r"^/?[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+def command_name(value: str) -> str:
+    """The slash command ``value`` names, with its ``/``."""
+    if not _SLASH_NAME.match(value):
+        raise ValueError("must be a slash command name such as /vigil (lower-case letters, digits, _ and -)")
+    return value if value.startswith("/") else "/" + value
 
 
 class SlackSettings(Section):
@@ -30,27 +37,10 @@ class SlackSettings(Section):
         "SLACK_APP_TOKEN", max_length=128, description="environment variable holding the app-level token (xapp-...) for Socket Mode"
     )
 
-    @validates("bot_token_env", "signing_secret_env", "app_token_env")
-    @classmethod
-    def _env(cls, value: str) -> str:
-        return env_name(value)
-
-    @validates("allow")
-    @classmethod
-    def _allow(cls, value: list[str]) -> list[str]:
-        return user_ids(value)
-
-    @validates("api_url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        return http_url(value)
-
-    @validates("command")
-    @classmethod
-    def _slash(cls, value: str) -> str:
-        if not _SLASH_NAME.match(value):
-            raise ValueError("must be a slash command name such as /vigil (lower-case letters, digits, _ and -)")
-        return value if value.startswith("/") else "/" + value
+    _env = check(env_name, "bot_token_env", "signing_secret_env", "app_token_env")
+    _allow = check(user_ids, "allow")
+    _url = check(http_url, "api_url")
+    _slash = check(command_name, "command")
 
 
 def _secrets(settings: Any) -> list[str]:
@@ -58,15 +48,11 @@ def _secrets(settings: Any) -> list[str]:
     return [section.bot_token_env, section.app_token_env if section.socket_mode else section.signing_secret_env]
 
 
-SLACK = Platform(
-    name="slack",
-    title="Slack",
-    adapter="vigil.gateway.adapters.slack:create",
-    enabled=lambda settings: bool(settings.slack.enabled),
-    how_to_enable="slack.enabled is not true in config.yaml",
-    section="slack",
+SLACK = sectioned(
+    "slack",
+    "Slack",
+    sdk="slack_sdk",
     secrets=_secrets,
-    sdk=("slack_sdk", "pip install 'vigil[slack]'"),
     target=TargetForm(
         usage="slack:<channel>[:<thread>]",
         short="slack:<channel>",

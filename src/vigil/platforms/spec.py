@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 Check = tuple[str, str, str]
 """A problem ``vigil doctor`` reports for an enabled platform: (name, what is wrong, the fix)."""
@@ -104,3 +104,32 @@ class Platform:
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 """A platform's name: the adapter's name in routes, the cron target's prefix, the config section."""
+
+
+def unset(settings: Any, name: str, needed: Mapping[str, tuple[str, str, str]]) -> list[Check]:
+    """``vigil doctor``'s problems for the settings an enabled platform needs that its section
+    ``name`` leaves unset. ``needed`` maps each such setting to (the check's name after the
+    platform's, what its absence means, an example value for the fix)."""
+    section = getattr(settings, name)
+    return [(f"{name} {check}", f"{name}.enabled is true but {name}.{key} is not set{means}",
+             f"vigil config set {name}.{key} {example}")
+            for key, (check, means, example) in needed.items() if not getattr(section, key)]
+
+
+def sectioned(name: str, title: str, *, sdk: str | None = None,
+              secrets: Callable[[Any], list[str]] | None = None, **declared: Any) -> Platform:
+    """A platform with a config.yaml section of its own named ``name`` (``enabled`` turns it on)
+    and its adapter's factory at ``vigil.gateway.adapters.<name>:create``. ``sdk``: the module of
+    its optional SDK, installed by ``pip install 'vigil[<name>]'``; ``secrets``: by default the
+    variable its ``token_env`` names. ``declared``: the rest of the :class:`Platform`."""
+    return Platform(
+        name=name,
+        title=title,
+        adapter=f"vigil.gateway.adapters.{name}:create",
+        enabled=lambda settings: bool(getattr(settings, name).enabled),
+        how_to_enable=f"{name}.enabled is not true in config.yaml",
+        section=name,
+        secrets=secrets or (lambda settings: [getattr(settings, name).token_env]),
+        sdk=None if sdk is None else (sdk, f"pip install 'vigil[{name}]'"),
+        **declared,
+    )

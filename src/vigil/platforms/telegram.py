@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from vigil.platforms.fields import env_name, http_url, user_ids
-from vigil.platforms.spec import Capabilities, Check, Platform, TargetForm
-from vigil.config.schema import Section, setting, validates
+from vigil.config.schema import Section, setting
+from vigil.platforms.fields import check, env_name, http_url, user_ids
+from vigil.platforms.spec import Capabilities, Check, TargetForm, sectioned
 
 
 class TelegramSettings(Section):
@@ -28,20 +28,9 @@ class TelegramSettings(Section):
         "TELEGRAM_WEBHOOK_SECRET", max_length=128, description="environment variable holding the webhook secret token"
     )
 
-    @validates("token_env", "webhook_secret_env")
-    @classmethod
-    def _env(cls, value: str) -> str:
-        return env_name(value)
-
-    @validates("allow")
-    @classmethod
-    def _allow(cls, value: list[str]) -> list[str]:
-        return user_ids(value)
-
-    @validates("api_url", "webhook_url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        return http_url(value)
+    _env = check(env_name, "token_env", "webhook_secret_env")
+    _allow = check(user_ids, "allow")
+    _url = check(http_url, "api_url", "webhook_url")
 
 
 def _secrets(settings: Any) -> list[str]:
@@ -57,15 +46,11 @@ def _checks(settings: Any) -> list[Check]:
     return []
 
 
-TELEGRAM = Platform(
-    name="telegram",
-    title="Telegram",
-    adapter="vigil.gateway.adapters.telegram:create",
-    enabled=lambda settings: bool(settings.telegram.enabled),
-    how_to_enable="telegram.enabled is not true in config.yaml",
-    section="telegram",
+TELEGRAM = sectioned(
+    "telegram",
+    "Telegram",
+    sdk="telegram",
     secrets=_secrets,
-    sdk=("telegram", "pip install 'vigil[telegram]'"),
     checks=_checks,
     target=TargetForm(
         usage="telegram:<chat id or @name>[:<topic id>]",

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from vigil.config.mcp import _Table
 from vigil.platforms.fields import env_name
-from vigil.platforms.spec import Capabilities, Check, Platform, TargetForm
+from vigil.platforms.spec import Capabilities, Check, TargetForm, sectioned
 from vigil.config.schema import Problem, Section, setting, validates
 
 HOOK_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -143,13 +143,9 @@ def _checks(settings: Any) -> list[Check]:
     ]
 
 
-WEBHOOKS = Platform(
-    name="webhooks",
-    title="Webhooks",
-    adapter="vigil.gateway.adapters.webhooks:create",
-    enabled=lambda settings: bool(settings.webhooks.enabled),
-    how_to_enable="webhooks.enabled is not true in config.yaml",
-    section="webhooks",
+WEBHOOKS = sectioned(
+    "webhooks",
+    "Webhooks",
     secrets=_secrets,
     checks=_checks,
     target=TargetForm(
