@@ -4,24 +4,20 @@ Discord; people talk to it through the fake (DMs, channel messages, ``/vigil``, 
 
 from __future__ import annotations
 
-import asyncio
+import json
 import sqlite3
-from dataclasses import dataclass, field
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
 
-from tests.gateway.process import free_port
-from vigil.config.settings import ModelSettings, Settings
+from tests.gateway.adapters.harness import Gateways, ServedHarness, inbox_entry, settings_for
 from vigil.gateway.adapters.discord import DiscordAdapter
 from vigil.gateway.adapters.discord.link import SESSION_KEY
-from vigil.gateway.run import GatewayConfig, GatewayRun, serve
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
 from vigil.platforms.discord import DiscordSettings
 from vigil.profiles import Profile
-from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import InboxEntry
 from vigil.testing.discord_api import FakeDiscordServer
 from vigil.testing.fake_model import FakeModelServer
@@ -29,10 +25,6 @@ from vigil.testing.waiting import eventually
 
 ALICE, BOB, STRANGER = "310000000000000001", "310000000000000002", "310000000000000009"
 TOKEN_ENV = "VIGIL_TEST_DISCORD_TOKEN"
-
-
-async def _no_sleep(_seconds: float) -> None:
-    return None
 
 
 @pytest.fixture(scope="session")
@@ -55,14 +47,8 @@ def fake_discord(fake_discord_session: FakeDiscordServer) -> Iterator[FakeDiscor
 
 
 @dataclass
-class DiscordHarness:
-    run: GatewayRun
-    profile: Profile
-    settings: Settings
+class DiscordHarness(ServedHarness):
     fake: FakeDiscordServer
-    model: FakeModelServer
-    lines: list[str]
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def adapter(self) -> Any:
@@ -71,28 +57,14 @@ class DiscordHarness:
         assert isinstance(getattr(adapter, "inner", adapter), DiscordAdapter)
         return adapter
 
-    @property
-    def gateway(self) -> Any:
-        return self.run.gateway
-
     def stored(self, external_id: str) -> InboxEntry | None:
         """The inbox entry of ``external_id``, as another connection to the file sees it."""
-        with sqlite3.connect(self.profile.state_db) as db:
-            row = db.execute("SELECT id FROM gateway_inbox WHERE adapter = 'discord' AND external_id = ?",
-                             (external_id,)).fetchone()
-        if row is None:
-            return None
-        store = SQLiteStore(self.profile.state_db)
-        try:
-            return store.gateway.inbox_get(row[0])
-        finally:
-            store.close()
+        return inbox_entry(self.profile.state_db, "discord", external_id)
 
     def acknowledged(self) -> int:
         """The sequence number the bot has acknowledged (stored what came up to it)."""
-        with sqlite3.connect(self.profile.state_db) as db:
+        with closing(sqlite3.connect(self.profile.state_db)) as db:
             row = db.execute("SELECT value FROM state_meta WHERE key = ?", (SESSION_KEY,)).fetchone()
-        import json
         return int(json.loads(row[0])["seq"]) if row else 0
 
     async def acked(self, sequence: int) -> None:
@@ -119,38 +91,15 @@ async def make_discord(discord_env: FakeDiscordServer, fake_model: FakeModelServ
                        tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """Start a gateway with Discord on: ``await make_discord(**discord_changes, gateway=...)``;
     it returns once the bot is connected (``connected=False``: at once)."""
-    running: list[tuple[asyncio.Event, asyncio.Task[Any], Any]] = []
+    gateways = Gateways()
 
     async def start(*, gateway: dict[str, Any] | None = None, connected: bool = True, **changes: Any) -> DiscordHarness:
         profile = Profile("default", tmp_path / "home").ensure()
-        model = ModelSettings.from_data({
-            "provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-            "api_key": fake_model.api_key, "timeout": 10,
-        })
-        settings = Settings().copy_with(update={"model": model, "discord": discord_settings(discord_env, **changes)})
-        if gateway:
-            settings = settings.copy_with(update={"gateway": settings.gateway.copy_with(update=gateway)})
-        client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-        store = SQLiteStore(profile.state_db)
-        stop = asyncio.Event()
-        started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
-        lines: list[str] = []
-        serving = asyncio.create_task(serve(
-            store=store, profile=profile, settings=settings, client=client, stop=stop, reload=asyncio.Event(),
-            announce=lines.append, config=GatewayConfig(web_port=free_port(), stop_grace=1.0),
-            on_started=started.set_result,
-        ))
-        running.append((stop, serving, client))
-        done, _ = await asyncio.wait([started, serving], timeout=30, return_when=asyncio.FIRST_COMPLETED)
-        if serving in done:
-            serving.result()
-        harness = DiscordHarness(started.result(), profile, settings, discord_env, fake_model, lines)
+        settings = settings_for(fake_model, gateway=gateway, discord=discord_settings(discord_env, **changes))
+        harness = DiscordHarness(await gateways.serve(profile, settings), fake_model, discord_env)
         if connected:
             await eventually(lambda: harness.adapter.health().ok, what="Discord connected")
         return harness
 
     yield start
-    for stop, serving, client in running:
-        stop.set()
-        await asyncio.wait_for(serving, 60)
-        await client.aclose()
+    await gateways.close()

@@ -6,7 +6,6 @@ messages in the DM as the fake keeps them (each version shown, buttons, attachme
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,25 +13,17 @@ import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
 from tests.gateway.adapters.discord.conftest import ALICE, DiscordHarness
+from tests.gateway.adapters.harness import ContractParts
 from tests.gateway.messaging_contract import Shown
 from vigil.config.settings import Settings
-from vigil.gateway.adapters.base import Adapter, GatewayPort
-from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import InboxEntry, RouteKey
 
 
 @dataclass
-class DiscordContract:
+class DiscordContract(ContractParts):
     h: DiscordHarness
-    refuses_unknown_conversation: bool = True
     _sent: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def adapter(self) -> Adapter:
-        return self.h.adapter
-
-    @property
-    def gateway(self) -> GatewayPort:
-        return self.h.gateway
+    nowhere = RouteKey("discord", "999999999999999999")
 
     async def deliver(self, text: str, external_id: str) -> Ack:
         duplicate = external_id in self._sent
@@ -50,15 +41,6 @@ class DiscordContract:
         payload = self._sent.get(external_id)
         return self.h.stored(payload["id"] if payload else external_id)
 
-    def unknown_conversation(self) -> OutboxEntry:
-        now = time.time()
-        return OutboxEntry(id=999_999, route=RouteKey("discord", "999999999999999999"), kind="reply",
-                           text="anyone there?", session_id=None, inbox_id=None, created_at=now, status="pending",
-                           attempts=0, next_attempt_at=now)
-
-    async def open_stream(self) -> None:
-        return None
-
     def new_settings(self) -> Settings:
         return self.h.settings.copy_with(update={"discord": self.h.settings.discord.copy_with(update={"command": "agent"})})
 
@@ -66,14 +48,6 @@ class DiscordContract:
         return self.h.answers(self.h.fake.dm_channel(ALICE))
 
     # -- the messaging part (tests/gateway/messaging_contract.py) ---------------------------
-    @property
-    def model(self) -> Any:
-        return self.h.model
-
-    @property
-    def lines(self) -> list[str]:
-        return self.h.lines
-
     async def messages(self, ack: Ack) -> list[Shown]:
         """The bot's messages in Alice's DM: every version it showed, its buttons and file."""
         fake = self.h.fake
