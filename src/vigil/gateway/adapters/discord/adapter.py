@@ -32,6 +32,7 @@ from vigil.gateway.adapters.discord.inbound import NAME
 from vigil.gateway.adapters.discord.link import Link, configure
 from vigil.gateway.adapters.discord.send import SUFFIX, Messages, deliver
 from vigil.gateway.adapters.health import HealthState
+from vigil.gateway.adapters.live import hand_on
 from vigil.gateway.adapters.previews import DurablePreviews
 from vigil.gateway.adapters.streaming import StreamStyle, Streamer
 from vigil.platforms.discord import DISCORD, DiscordSettings
@@ -228,16 +229,7 @@ class DiscordAdapter:
             raise
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        try:
-            if kind in ("turn_began", "delta", "turn_ended"):
-                await self.streamer.live(route, event)
-            elif kind == "approval_request":
-                await self.approvals.request(route, event)
-            elif kind == "approval_resolved":
-                await self.approvals.resolved(event)
-        except Exception:
-            log.exception("Discord: live event %s failed", kind)
+        await hand_on(route, event, self.streamer, self.approvals)
 
     async def interaction_of(self, entry: OutboxEntry) -> discord.Interaction | None:
         """The ``/vigil …`` interaction ``entry`` answers, while Discord still takes answers to it."""

@@ -5,7 +5,9 @@ buttons (custom ids ``vigil:approve:<id>`` and ``vigil:deny:<id>``). Only the co
 owner — the person whose conversation it is — may press them; anyone else is told so in a note
 only they see, and nothing is decided. When the request is resolved (a press, or no answer in
 time: denied) the message says how, without buttons. Presses are read from every interaction
-(not from a stored view), so a press on a message from before a restart is answered too.
+(not from a stored view), so a press on a message from before a restart is answered too. Who
+owns the conversation and what a press decides are the platforms' shared rules
+(:mod:`vigil.gateway.adapters.approvals`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Any, Callable
 
 import discord
 
+from vigil.gateway.adapters.approvals import NOT_WAITING, decide, outcome, owner_of
 from vigil.gateway.adapters.base import DeliveryError, GatewayPort
-from vigil.gateway.adapters.discord.inbound import NAME
 from vigil.gateway.adapters.discord.send import Messages, call
 from vigil.store.gateway.gateway_tables import RouteKey
 
@@ -26,7 +28,6 @@ log = logging.getLogger(__name__)
 
 PREFIX = "vigil:"
 DESCRIPTION_CHARS = 1_500
-NOT_WAITING = "This request is no longer waiting for an answer."
 
 
 @dataclass
@@ -35,22 +36,6 @@ class Pending:
     message: int | None
     owner: str | None
     text: str
-
-
-def owner_of(gateway: GatewayPort, route: RouteKey, session_id: str | None) -> str | None:
-    """Whose conversation it is: the route's user, else the one user of the conversation's
-    Discord routes in that place (a heartbeat's route carries no user)."""
-    if route.user:
-        return route.user
-    if session_id is None:
-        return None
-    try:
-        routes = gateway.store.gateway.routes_of(session_id)
-    except Exception as exc:  # the store is down: nobody can be told apart
-        log.warning("Discord: cannot look up the owner of %s: %s", session_id, exc)
-        return None
-    users = {r.user for r in routes if r.adapter == NAME and r.chat == route.chat and r.user}
-    return users.pop() if len(users) == 1 else None
 
 
 class ApprovalButtons:
@@ -88,31 +73,19 @@ class ApprovalButtons:
         pending = self.pending.pop(str(event.get("id") or ""), None)
         if pending is None or pending.message is None:
             return
-        if event.get("approved"):
-            outcome = "✅ Approved."
-        elif event.get("reason") == "timeout":
-            outcome = "⌛ Denied: no answer in time."
-        elif event.get("reason") == "cancelled":
-            outcome = "✖ Cancelled: the turn was stopped."
-        else:
-            outcome = "❌ Denied."
         partial = self.messages.channel(pending.route).get_partial_message(pending.message)
         try:
-            await call(partial.edit(content=f"{pending.text}\n{outcome}", view=None), "approval outcome")
+            await call(partial.edit(content=f"{pending.text}\n{outcome(event)}", view=None), "approval outcome")
         except DeliveryError as exc:
             log.warning("Discord: cannot mark the approval request answered: %s", exc)
 
     def decide(self, approval_id: str, approved: bool, user: str) -> str | None:
         """A press by ``user``: decided if they own the conversation; else the note they are
         shown (nothing decided)."""
-        pending, gateway = self.pending.get(approval_id), self._gateway()
-        if pending is None or gateway is None:
+        pending = self.pending.get(approval_id)
+        if pending is None:
             return NOT_WAITING
-        if pending.owner is None:
-            return "Nobody can be told apart as this conversation's owner here; answer in the web chat."
-        if user != pending.owner:
-            return f"Only <@{pending.owner}> can answer this request: it is their conversation."
-        return None if gateway.resolve_approval(approval_id, approved) else NOT_WAITING
+        return decide(self._gateway(), approval_id, approved, user, pending.owner)
 
     async def press(self, interaction: discord.Interaction) -> None:
         """A button press (any component interaction): the bot's approval buttons are answered

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
 from vigil.gateway.adapters.health import MISCONFIGURED, RETRYING, HealthState
+from vigil.gateway.adapters.live import hand_on
 from vigil.gateway.adapters.matrix.approvals import Approvals
 from vigil.gateway.adapters.matrix.editing import streamer
 from vigil.gateway.adapters.matrix.inbound import NAME
@@ -229,18 +230,10 @@ class MatrixAdapter:
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
         if self.client is None:
             return
-        kind = event.get("type")
-        try:
-            if kind == "approval_request":
-                await self.approvals.request(route, event)
-            elif kind == "approval_resolved":
-                await self.approvals.resolved(event)
-            else:
-                await self.streams.live(route, event)
-                if kind == "turn_ended":
-                    await self.messages.stop_typing(route)
-        except Exception:
-            log.exception("matrix: live event %s failed", kind)
+        await hand_on(route, event, self.streams, self.approvals)
+        if event.get("type") == "turn_ended":  # a Matrix typing notice lasts until turned off
+            with contextlib.suppress(DeliveryError):
+                await self.messages.stop_typing(route)
 
     # -- helpers ------------------------------------------------------------------------------
     def client_or_fail(self) -> "Homeserver":

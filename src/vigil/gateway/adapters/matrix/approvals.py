@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from vigil.gateway.adapters.approvals import outcome
 from vigil.gateway.adapters.base import DeliveryError, GatewayPort
 from vigil.gateway.adapters.matrix.content import edit, in_thread, message
 from vigil.store.gateway.gateway_tables import RouteKey
@@ -71,12 +72,7 @@ class Approvals:
         client = self._client()
         if asked is None or asked.event_id is None or client is None:
             return
-        if event.get("approved"):
-            outcome = f"{APPROVE} Approved."
-        else:
-            outcome = {"timeout": f"{DENY} Denied: no answer in time.", "cancelled": "✖ Cancelled: the turn was stopped."}.get(
-                str(event.get("reason")), f"{DENY} Denied.")
-        text = asked.text.rsplit("\n\n", 1)[0] + "\n\n" + outcome
+        text = asked.text.rsplit("\n\n", 1)[0] + "\n\n" + outcome(event)
         try:
             await client.send(asked.route.chat, edit(asked.event_id, message(text)), txn=_txn())
             for reaction in asked.offered:

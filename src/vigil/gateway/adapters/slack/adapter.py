@@ -22,6 +22,7 @@ from vigil.backoff import Backoff, Streak
 from vigil.gateway.adapters import health as states
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
 from vigil.gateway.adapters.health import HealthState
+from vigil.gateway.adapters.live import hand_on
 from vigil.gateway.adapters.previews import DurablePreviews, Preview
 from vigil.gateway.adapters.slack import inbound as routing
 from vigil.gateway.adapters.slack.approvals import ApprovalButtons
@@ -195,16 +196,7 @@ class SlackAdapter:
         await deliver(self, self.api, message)
 
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        try:
-            if kind in ("turn_began", "delta", "turn_ended"):
-                await self.streamer.live(route, event)
-            elif kind == "approval_request":
-                await self.approvals.request(route, event)
-            elif kind == "approval_resolved":
-                await self.approvals.resolved(event)
-        except Exception:
-            log.exception("Slack: live event %s failed", kind)
+        await hand_on(route, event, self.streamer, self.approvals)
 
     # -- helpers ---------------------------------------------------------------------------------
     def spawn(self, coroutine: Any) -> None:

@@ -5,7 +5,8 @@ Approve and Deny buttons (``block_actions`` with :data:`APPROVE`/:data:`DENY`, t
 as the value). Only the conversation's owner — the person whose conversation it is — may
 press them; anyone else gets an ephemeral note and nothing is decided. When the request is
 resolved (a press, or no answer in time: denied) the message is edited to say so, without
-buttons.
+buttons. Who owns the conversation and what a press decides are the platforms' shared rules
+(:mod:`vigil.gateway.adapters.approvals`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from vigil.gateway.adapters.approvals import NOT_WAITING, decide, outcome, owner_of
 from vigil.gateway.adapters.base import DeliveryError, GatewayPort
-from vigil.gateway.adapters.slack.inbound import NAME
 from vigil.gateway.adapters.slack.mrkdwn import escape
 from vigil.store.gateway.gateway_tables import RouteKey
 
@@ -48,22 +49,6 @@ def _blocks(approval_id: str, text: str) -> list[dict[str, Any]]:
         {"type": "actions", "block_id": "vigil_approval",
          "elements": [button(APPROVE, "Approve", "primary"), button(DENY, "Deny", "danger")]},
     ]
-
-
-def owner_of(gateway: GatewayPort, route: RouteKey, session_id: str | None) -> str | None:
-    """Whose conversation it is: the route's user, else the user of another Slack route of
-    the same conversation in that channel (a heartbeat's route carries no user)."""
-    if route.user:
-        return route.user
-    if session_id is None:
-        return None
-    try:
-        routes = gateway.store.gateway.routes_of(session_id)
-    except Exception as exc:  # the store is down: nobody can be told apart
-        log.warning("Slack: cannot look up the owner of %s: %s", session_id, exc)
-        return None
-    users = {r.user for r in routes if r.adapter == NAME and r.chat == route.chat and r.user}
-    return users.pop() if len(users) == 1 else None
 
 
 class ApprovalButtons:
@@ -99,17 +84,10 @@ class ApprovalButtons:
         api = self._api()
         if pending is None or pending.ts is None or api is None:
             return
-        if event.get("approved"):
-            outcome = "✅ Approved."
-        elif event.get("reason") == "timeout":
-            outcome = "⌛ Denied: no answer in time."
-        elif event.get("reason") == "cancelled":
-            outcome = "✖ Cancelled: the turn was stopped."
-        else:
-            outcome = "❌ Denied."
-        text = pending.text.split("\nOnly <@", 1)[0] + "\n" + outcome
+        said = outcome(event)
+        text = pending.text.split("\nOnly <@", 1)[0] + "\n" + said
         try:
-            await api.call("chat.update", channel=pending.channel, ts=pending.ts, text=outcome,
+            await api.call("chat.update", channel=pending.channel, ts=pending.ts, text=said,
                            blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": text}}])
         except DeliveryError as exc:
             log.warning("Slack: cannot mark the approval request answered: %s", exc)
@@ -118,16 +96,9 @@ class ApprovalButtons:
         """A button press by ``user``: decided if they own the conversation; else the note
         they are shown (nothing decided)."""
         pending = self.pending.get(approval_id)
-        gateway = self._gateway()
-        if pending is None or gateway is None:
-            return "This request is no longer waiting for an answer."
-        if pending.owner is None:
-            return "Nobody can be told apart as this conversation's owner here; answer in the web chat."
-        if user != pending.owner:
-            return f"Only <@{pending.owner}> can answer this request: it is their conversation."
-        if not gateway.resolve_approval(approval_id, approved):
-            return "This request is no longer waiting for an answer."
-        return None
+        if pending is None:
+            return NOT_WAITING
+        return decide(self._gateway(), approval_id, approved, user, pending.owner)
 
 
 def pressed(payload: dict[str, Any]) -> list[tuple[str, bool]]:

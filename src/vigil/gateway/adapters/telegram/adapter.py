@@ -26,6 +26,7 @@ from vigil.gateway.adapters.previews import DurablePreviews
 from vigil.gateway.adapters import health as states
 from vigil.gateway.adapters.telegram.buttons import ApprovalButtons
 from vigil.gateway.adapters.health import HealthState
+from vigil.gateway.adapters.live import hand_on
 from vigil.gateway.adapters.telegram.redaction import REDACT, install_redaction
 from vigil.gateway.adapters.telegram.messages import MessageHandler
 from vigil.backoff import Streak
@@ -244,13 +245,7 @@ class TelegramAdapter:
     async def live(self, route: RouteKey, event: dict[str, Any]) -> None:
         if self.bot is None:
             return
-        kind = event.get("type")
-        if kind == "approval_request":
-            await self.buttons.ask(route, event)
-        elif kind == "approval_resolved":
-            await self.buttons.resolved(event)
-        else:
-            await self.streams.live(route, event)
+        await hand_on(route, event, self.streams, self.buttons)
 
     def health(self) -> AdapterHealth:
         return self.state.view()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from vigil.backoff import Backoff, Streak
+from vigil.gateway.adapters.approvals import NOT_WAITING, outcome
 from vigil.gateway.adapters.telegram.inbound import owner_of, target_of
 from vigil.gateway.adapters.telegram.outbound import preview, seconds
 from vigil.store.gateway.gateway_tables import RouteKey
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 PREFIX = "approval"
 ASK_TRIES = 6
 REFUSED = "Only the person this conversation belongs to can answer this request."
-GONE = "This request is no longer waiting for an answer."
 
 
 @dataclass
@@ -60,7 +60,7 @@ class ApprovalButtons:
         self._bot = bot
         self._asked: dict[str, _Asked] = {}
 
-    async def ask(self, route: RouteKey, item: dict[str, Any]) -> None:
+    async def request(self, route: RouteKey, item: dict[str, Any]) -> None:
         """Post the request with its buttons (retried a few times: unanswered means denied)."""
         from telegram import InlineKeyboardButton, InlineKeyboardMarkup
         from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
@@ -96,13 +96,8 @@ class ApprovalButtons:
         asked = self._asked.pop(str(item.get("id") or ""), None)
         if asked is None:
             return
-        if item.get("approved"):
-            outcome = "✅ Approved."
-        else:
-            outcome = {"timeout": "❌ Denied: no answer in time.", "cancelled": "❌ Cancelled."}.get(
-                str(item.get("reason")), "❌ Denied.")
         try:
-            await self._bot().edit_message_text(preview(f"{asked.text}\n\n{outcome}"), chat_id=asked.chat_id,
+            await self._bot().edit_message_text(preview(f"{asked.text}\n\n{outcome(item)}"), chat_id=asked.chat_id,
                                                 message_id=asked.message_id)
         except TelegramError as exc:
             log.info("telegram: approval message not updated: %s", exc)
@@ -118,7 +113,7 @@ class ApprovalButtons:
         asked = self._asked.get(approval_id)
         chat = query.message.chat.id if query.message is not None else None
         if asked is None or chat != asked.chat_id:
-            await bot.answer_callback_query(query.id, text=GONE)
+            await bot.answer_callback_query(query.id, text=NOT_WAITING)
             return
         presser = str(query.from_user.id)
         owner = owner_of(asked.route)
@@ -128,4 +123,4 @@ class ApprovalButtons:
         if gateway.resolve_approval(approval_id, approved):
             await bot.answer_callback_query(query.id, text="Approved." if approved else "Denied.")
         else:
-            await bot.answer_callback_query(query.id, text=GONE)
+            await bot.answer_callback_query(query.id, text=NOT_WAITING)
