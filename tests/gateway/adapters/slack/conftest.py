@@ -4,25 +4,19 @@ Slack Web API; users talk to it through the fake's signed Events sender."""
 
 from __future__ import annotations
 
-import asyncio
-import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
 
-from tests.gateway.process import free_port
-from vigil.config.settings import ModelSettings, Settings
+from tests.gateway.adapters.harness import Gateways, ServedHarness, inbox_entry, settings_for
+from tests.gateway.settling import settled_at
 from vigil.gateway.adapters.slack import SlackAdapter
 from vigil.gateway.adapters.slack.editing import WORKING
-from vigil.gateway.run import GatewayConfig, GatewayRun, serve
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
 from vigil.platforms.slack import SlackSettings
 from vigil.profiles import Profile
-from tests.gateway.settling import settled_at
-from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import InboxEntry
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.slack_api import FakeSlackServer
@@ -31,10 +25,6 @@ from vigil.testing.waiting import eventually  # noqa: F401 (for the tests that i
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 HANG = 20.0
-
-
-async def _no_sleep(_seconds: float) -> None:
-    return None
 
 
 @pytest.fixture(scope="session")
@@ -55,17 +45,13 @@ def fake_slack(fake_slack_session: FakeSlackServer) -> Iterator[FakeSlackServer]
 
 
 @dataclass
-class SlackHarness:
-    run: GatewayRun
-    profile: Profile
-    settings: Settings
+class SlackHarness(ServedHarness):
     fake: FakeSlackServer
-    model: FakeModelServer
-    sender: EventsSender
-    lines: list[str]
-    reload: asyncio.Event
-    refuses_unknown_conversation: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def sender(self) -> EventsSender:
+        """Slack's signed Events API requests to this gateway."""
+        return EventsSender(self.url + "/slack/events", self.fake.signing_secret, self.fake.state)
 
     @property
     def adapter(self) -> Any:
@@ -75,22 +61,9 @@ class SlackHarness:
         assert isinstance(getattr(adapter, "inner", adapter), SlackAdapter)
         return adapter
 
-    @property
-    def gateway(self) -> Any:
-        return self.run.gateway
-
     def stored(self, external_id: str) -> InboxEntry | None:
         """The inbox entry of ``external_id``, as another connection to the file sees it."""
-        with sqlite3.connect(self.profile.state_db) as db:
-            row = db.execute("SELECT id FROM gateway_inbox WHERE adapter = 'slack' AND external_id = ?",
-                             (external_id,)).fetchone()
-        if row is None:
-            return None
-        store = SQLiteStore(self.profile.state_db)
-        try:
-            return store.gateway.inbox_get(row[0])
-        finally:
-            store.close()
+        return inbox_entry(self.profile.state_db, "slack", external_id)
 
     def settled(self) -> bool:
         """Nothing left to answer or to send (:mod:`tests.gateway.settling`): no more can arrive."""
@@ -116,44 +89,15 @@ def slack_env(fake_slack: FakeSlackServer, monkeypatch: pytest.MonkeyPatch) -> F
 async def make_slack(slack_env: FakeSlackServer, fake_model: FakeModelServer,
                      tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """Start a gateway with Slack on: ``await make_slack(**slack_changes, gateway=...)``."""
-    running: list[tuple[asyncio.Event, asyncio.Task[Any], Any, SQLiteStore]] = []
+    gateways = Gateways()
 
     async def start(*, gateway: dict[str, Any] | None = None, **changes: Any) -> SlackHarness:
         profile = Profile("default", tmp_path / "home").ensure()
-        model = ModelSettings.from_data({
-            "provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-            "api_key": fake_model.api_key, "timeout": 10,
-        })
-        settings = Settings().copy_with(update={"model": model, "slack": slack_settings(slack_env, **changes)})
-        if gateway:
-            settings = settings.copy_with(update={"gateway": settings.gateway.copy_with(update=gateway)})
-        client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-        store = SQLiteStore(profile.state_db)
-        stop, reload = asyncio.Event(), asyncio.Event()
-        started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
-        lines: list[str] = []
-        serving = asyncio.create_task(serve(
-            store=store, profile=profile, settings=settings, client=client, stop=stop, reload=reload,
-            announce=lines.append, config=GatewayConfig(web_port=free_port(), stop_grace=1.0),
-            on_started=started.set_result,
-        ))
-        running.append((stop, serving, client, store))
-        done, _ = await asyncio.wait([started, serving], timeout=30, return_when=asyncio.FIRST_COMPLETED)
-        if serving in done:
-            serving.result()
-        run = started.result()
-        assert run.url is not None
-        sender = EventsSender(run.url + "/slack/events", slack_env.signing_secret, slack_env.state)
-        harness = SlackHarness(run, profile, settings, slack_env, fake_model, sender, lines, reload)
-        harness.extra.update(stop=stop, serving=serving)  # a test may stop this gateway itself
-        return harness
+        settings = settings_for(fake_model, gateway=gateway, slack=slack_settings(slack_env, **changes))
+        return SlackHarness(await gateways.serve(profile, settings), fake_model, slack_env)
 
     yield start
-    for stop, serving, client, store in running:
-        stop.set()
-        await asyncio.wait_for(serving, 60)
-        await client.aclose()
-        store.close()
+    await gateways.close()
 
 
 @pytest.fixture

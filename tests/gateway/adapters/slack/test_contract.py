@@ -3,32 +3,25 @@ Web API and its signed Events sender as the platform side."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
+from tests.gateway.adapters.harness import ContractParts
 from tests.gateway.adapters.slack.conftest import ALICE, SlackHarness
 from tests.gateway.messaging_contract import Shown
 from vigil.testing.waiting import eventually
 from vigil.config.settings import Settings
-from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import RouteKey
 
 
-class SlackContractHarness:
+class SlackContractHarness(ContractParts):
+    nowhere = RouteKey("slack", "C0NOSUCHCHANNEL")
+
     def __init__(self, harness: SlackHarness) -> None:
         self.h = harness
-        self.refuses_unknown_conversation = True
         self._channels: dict[str, str] = {}
-
-    @property
-    def adapter(self) -> Any:
-        return self.h.adapter
-
-    @property
-    def gateway(self) -> Any:
-        return self.h.gateway
 
     async def deliver(self, text: str, external_id: str) -> Ack:
         before = self.h.stored(external_id) is not None
@@ -40,15 +33,6 @@ class SlackContractHarness:
     def stored(self, external_id: str) -> Any:
         return self.h.stored(external_id)
 
-    def unknown_conversation(self) -> OutboxEntry:
-        now = time.time()
-        return OutboxEntry(id=999_999, route=RouteKey("slack", "C0NOSUCHCHANNEL"), kind="reply",
-                           text="anyone there?", session_id=None, inbox_id=None, created_at=now,
-                           status="pending", attempts=0, next_attempt_at=now)
-
-    async def open_stream(self) -> None:
-        return None
-
     def new_settings(self) -> Settings:
         return self.h.settings.copy_with(update={"slack": self.h.settings.slack.copy_with(update={"command": "/agent"})})
 
@@ -56,14 +40,6 @@ class SlackContractHarness:
         return self.h.answers(self._channels[ack.external_id])
 
     # -- the messaging part (tests/gateway/messaging_contract.py) ---------------------------
-    @property
-    def model(self) -> Any:
-        return self.h.model
-
-    @property
-    def lines(self) -> list[str]:
-        return self.h.lines
-
     async def messages(self, ack: Ack) -> list[Shown]:
         """The bot's messages in the DM of ``ack`` (their versions: the texts of its edits), then its uploads."""
         state = self.h.fake.state

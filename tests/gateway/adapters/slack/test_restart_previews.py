@@ -35,11 +35,6 @@ def pending(h: SlackHarness, kind: str = "reply") -> bool:
     return any(e.kind == kind for e in store_of(h).gateway.outbox_list(statuses=(PENDING,)))
 
 
-async def stop(h: SlackHarness) -> None:
-    h.extra["stop"].set()
-    await h.extra["serving"]
-
-
 def shown(h: SlackHarness, channel: str, thread: str) -> list[str]:
     return h.fake.state.texts(channel, thread)
 
@@ -51,7 +46,7 @@ async def test_the_answer_replaces_the_placeholder_posted_before_a_restart(make_
     mention = await h.sender.mention("C0OPS", ALICE, "check it")
     await eventually(lambda: pending(h) and shown(h, "C0OPS", mention.ts), what="the placeholder and the reply queued")
     [placeholder] = h.fake.state.posted("C0OPS", mention.ts)
-    await stop(h)
+    await h.serving.halt()
     assert pending(h), "the reply went out before the restart"
 
     h2 = await make_slack()
@@ -68,7 +63,7 @@ async def test_a_turn_cut_off_by_the_restart_answers_in_its_old_placeholder(make
     sent = await h.sender.message("D0ALICE", ALICE, "think long")
     await eventually(lambda: h.fake.state.posted("D0ALICE"), what="the placeholder")
     [placeholder] = h.fake.state.posted("D0ALICE")
-    await stop(h)  # the turn is cut off: the message is answered at the next start
+    await h.serving.halt()  # the turn is cut off: the message is answered at the next start
     assert h.stored(sent.event_id) is not None
 
     h2 = await make_slack()
