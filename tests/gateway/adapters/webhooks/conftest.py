@@ -4,8 +4,8 @@ store file, the fake model over HTTP) with Webhooks on: the hook ``ha`` answers 
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
@@ -13,12 +13,10 @@ from typing import Any, AsyncIterator, Iterator
 import httpx
 import pytest
 
-from tests.gateway.process import free_port
+from tests.gateway.adapters.harness import Gateways, ServedHarness, settings_for
 from tests.gateway.adapters.webhooks.receiver import Receiver, request
-from vigil.config.settings import ModelSettings, Settings
-from vigil.gateway.run import GatewayConfig, GatewayRun, serve
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
+from tests.gateway.process import free_port
+from vigil.gateway.run import GatewayConfig
 from vigil.platforms.webhooks import WebhooksSettings
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
@@ -29,10 +27,6 @@ SECRET = "s3cret-for-the-tests"
 SECRET_ENV = "VIGIL_TEST_HOOK_SECRET"
 
 
-async def _no_sleep(_seconds: float) -> None:
-    return None
-
-
 def hooks_settings(receiver_url: str) -> WebhooksSettings:
     return WebhooksSettings.from_data({"enabled": True, "hooks": {
         "ha": {"secret_env": SECRET_ENV, "url": receiver_url},
@@ -41,16 +35,12 @@ def hooks_settings(receiver_url: str) -> WebhooksSettings:
 
 
 @dataclass
-class HooksHarness:
-    run: GatewayRun
-    profile: Profile
-    url: str
-    settings: Settings
+class HooksHarness(ServedHarness):
     receiver: Receiver
-    reload: asyncio.Event
-    model: FakeModelServer
-    lines: list[str]
-    """What the gateway said."""
+
+    @property
+    def adapter(self) -> Any:
+        return self.gateway.adapters["webhooks"]
 
     async def post(self, payload: Any, hook: str = "ha", *, secret: str = SECRET, **signing: Any) -> httpx.Response:
         body, headers = request(secret, payload, **signing)
@@ -76,7 +66,7 @@ class HooksHarness:
             store.close()
 
     def count(self, table: str) -> int:
-        with sqlite3.connect(self.profile.state_db) as db:
+        with closing(sqlite3.connect(self.profile.state_db)) as db:
             return db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
 
@@ -100,29 +90,11 @@ async def hooks(fake_model: FakeModelServer, receiver: Receiver, tmp_path: Path,
                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[HooksHarness]:
     monkeypatch.setenv(SECRET_ENV, SECRET)
     profile = Profile("default", tmp_path / "home").ensure()
-    model = ModelSettings.from_data({
-        "provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-        "api_key": fake_model.api_key, "timeout": 10,
-    })
-    settings = Settings().copy_with(update={"model": model, "webhooks": hooks_settings(receiver.url)})
-    client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-    store = SQLiteStore(profile.state_db)
-    stop, reload = asyncio.Event(), asyncio.Event()
-    lines: list[str] = []
-    started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
-    serving = asyncio.create_task(serve(
-        store=store, profile=profile, settings=settings, client=client, stop=stop, reload=reload,
-        announce=lines.append, config=GatewayConfig(web_port=free_port(), stop_grace=1.0, adapter_watch=0.05),
-        on_started=started.set_result,
-    ))
-    done, _ = await asyncio.wait([started, serving], timeout=30, return_when=asyncio.FIRST_COMPLETED)
-    if serving in done:
-        serving.result()
-    run = started.result()
-    assert run.url is not None
+    gateways = Gateways()
+    settings = settings_for(fake_model, webhooks=hooks_settings(receiver.url))
+    serving = await gateways.serve(profile, settings, config=GatewayConfig(web_port=free_port(), stop_grace=1.0,
+                                                                           adapter_watch=0.05))
     try:
-        yield HooksHarness(run, profile, run.url, settings, receiver, reload, fake_model, lines)
+        yield HooksHarness(serving, fake_model, receiver)
     finally:
-        stop.set()
-        await asyncio.wait_for(serving, 60)
-        await client.aclose()
+        await gateways.close()
