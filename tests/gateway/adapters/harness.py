@@ -36,6 +36,7 @@ from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
 from vigil.testing.fake_model import FakeModelServer
+from vigil.testing.waiting import eventually
 
 START_TIMEOUT = 30.0
 """Seconds a gateway may take to start before the test fails."""
@@ -160,6 +161,12 @@ class ServedHarness:
     @property
     def url(self) -> str:
         return self.serving.url
+
+    async def sighup(self) -> None:
+        """Do what SIGHUP does (reload the settings and the token); back once the reload is done."""
+        reloads = self.run.reloads
+        self.serving.reload.set()
+        await eventually(lambda: self.run.reloads > reloads, what="the reload")
 
 
 @dataclass

@@ -6,7 +6,6 @@ the platform's message id (an API request is acknowledged with its answer)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
+from tests.gateway.adapters.harness import outbox_to
 from tests.gateway.adapters.web.test_contract import WebHarness, web_gateway  # noqa: F401 - the fixture
 from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayPort
@@ -58,11 +58,7 @@ class ApiHarness:
         return next((e for e in self._entries() if e.external_id in wanted), None)
 
     def unknown_conversation(self) -> OutboxEntry:
-        now = time.time()
-        return OutboxEntry(
-            id=999_999, route=RouteKey("api", "session:no-such-conversation"), kind="reply", text="anyone there?",
-            session_id=None, inbox_id=None, created_at=now, status="pending", attempts=0, next_attempt_at=now,
-        )
+        return outbox_to(RouteKey("api", "session:no-such-conversation"))
 
     async def open_stream(self) -> asyncio.Task[Any] | None:
         return None  # a request's stream is its own answer; nothing stays open
@@ -90,12 +86,7 @@ async def test_a_new_token_on_sighup_refuses_the_old_key(web_gateway: WebHarness
 
     old = web_gateway.token
     token_path(web_gateway.profile).unlink()
-    reloads = web_gateway.run.reloads
-    web_gateway.reload.set()
-    for _ in range(400):
-        if web_gateway.run.reloads > reloads:
-            break
-        await asyncio.sleep(0.05)
+    await web_gateway.sighup()
     new = token_path(web_gateway.profile).read_text().strip()
     async with httpx.AsyncClient(base_url=web_gateway.url, timeout=30) as client:
         assert (await client.get("/v1/models", headers={"Authorization": f"Bearer {old}"})).status_code == 401

@@ -5,7 +5,6 @@ the platform side is an HTTP client of the web API."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -14,32 +13,19 @@ import httpx
 import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
-from tests.gateway.process import free_port
-from vigil.config.settings import ModelSettings, Settings
-from vigil.gateway.adapters.base import Adapter, GatewayPort
-from vigil.gateway.run import GatewayConfig, GatewayRun, serve
+from tests.gateway.adapters.harness import Gateways, ServedHarness, outbox_to, settings_for
+from vigil.config.settings import Settings
+from vigil.gateway.adapters.base import Adapter
 from vigil.gateway.token import token_path
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
 from vigil.testing.fake_model import FakeModelServer
 
 
-async def _no_sleep(_seconds: float) -> None:
-    return None
-
-
 @dataclass
-class WebHarness:
-    run: GatewayRun
-    profile: Profile
-    url: str
-    token: str
-    settings: Settings
-    reload: asyncio.Event
-    lines: list[str]
+class WebHarness(ServedHarness):
+    token: str = ""
     session_id: str = ""
     refuses_unknown_conversation: bool = False
     _acks: dict[str, int] = field(default_factory=dict)
@@ -47,10 +33,6 @@ class WebHarness:
     @property
     def adapter(self) -> Adapter:
         return self.run.gateway.adapters["web"]
-
-    @property
-    def gateway(self) -> GatewayPort:
-        return self.run.gateway
 
     def client(self, token: str | None = None) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -78,11 +60,7 @@ class WebHarness:
             store.close()
 
     def unknown_conversation(self) -> OutboxEntry:
-        now = time.time()
-        return OutboxEntry(
-            id=999_999, route=RouteKey("web", "no-such-conversation"), kind="reply", text="anyone there?",
-            session_id=None, inbox_id=None, created_at=now, status="pending", attempts=0, next_attempt_at=now,
-        )
+        return outbox_to(RouteKey("web", "no-such-conversation"))
 
     async def open_stream(self) -> asyncio.Task[Any]:
         connected = asyncio.Event()
@@ -117,38 +95,17 @@ class WebHarness:
 @pytest.fixture
 async def web_gateway(fake_model: FakeModelServer, tmp_path: Path) -> AsyncIterator[WebHarness]:
     profile = Profile("default", tmp_path / "home").ensure()
-    model = ModelSettings.from_data({
-        "provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-        "api_key": fake_model.api_key, "timeout": 10,
-    })
-    settings = Settings().copy_with(update={"model": model})
-    client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-    store = SQLiteStore(profile.state_db)
-    stop, reload = asyncio.Event(), asyncio.Event()
-    started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
-    lines: list[str] = []
-    serving = asyncio.create_task(serve(
-        store=store, profile=profile, settings=settings, client=client, stop=stop, reload=reload,
-        announce=lines.append, config=GatewayConfig(web_port=free_port(), stop_grace=1.0),
-        on_started=started.set_result,
-    ))
-    done, _ = await asyncio.wait([started, serving], timeout=30, return_when=asyncio.FIRST_COMPLETED)
-    if serving in done:
-        serving.result()
-    run = started.result()
-    assert run.url is not None
-    harness = WebHarness(run, profile, run.url, token_path(profile).read_text().strip(), settings, reload, lines)
-    async with harness.client() as http:
-        created = await http.post("/api/conversations")
-        assert created.status_code == 201, created.text
-        harness.session_id = created.json()["id"]
+    gateways = Gateways()
+    serving = await gateways.serve(profile, settings_for(fake_model))
+    harness = WebHarness(serving, fake_model, token=token_path(profile).read_text().strip())
     try:
+        async with harness.client() as http:
+            created = await http.post("/api/conversations")
+            assert created.status_code == 201, created.text
+            harness.session_id = created.json()["id"]
         yield harness
     finally:
-        stop.set()
-        await asyncio.wait_for(serving, 60)
-        await client.aclose()
-        store.close()
+        await gateways.close()
 
 
 class TestWebAdapterContract(AdapterContract):
@@ -165,11 +122,7 @@ async def test_sighup_with_a_new_token_logs_out_the_old_one_everywhere(web_gatew
     old = web_gateway.token
     token_path(web_gateway.profile).unlink()
     reloads = web_gateway.run.reloads
-    web_gateway.reload.set()
-    for _ in range(400):
-        if web_gateway.run.reloads > reloads:
-            break
-        await asyncio.sleep(0.05)
+    await web_gateway.sighup()
     assert web_gateway.run.reloads == reloads + 1
     new = token_path(web_gateway.profile).read_text().strip()
     assert new != old
