@@ -112,7 +112,7 @@ def list_cmd(app: AppContext, limit: int, source: str | None, archived: bool, as
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (metadata and messages).")
 @pass_app
 def show_cmd(app: AppContext, session: str, full: bool, as_json: bool) -> None:
-    """Show one session: its metadata, messages and /background side sessions."""
+    """Show a session: its metadata, messages and side sessions."""
     store = app.store
     record = store.get_session(store.resolve_session(session))
     messages = store.get_messages(record.id)
