@@ -123,7 +123,7 @@ SETTINGS = st.one_of(
 def test_email_settings_are_checked_before_they_are_written(pair: tuple[str, str]) -> None:
     key, value = pair
     with fresh_home() as home:
-        result = check(home, ["config", "set", key, value])
+        result = check(home, ["config", "set", "--", key, value])  # "--": a value may start with "-"
         if result.exit_code != 0:
             assert f"{key}" in result.output or "Error:" in result.output
             return
