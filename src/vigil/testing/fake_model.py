@@ -10,32 +10,25 @@ are scripted by the test (``scripting``) and prompt-cache usage is simulated
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
-import socket
 import sys
 import threading
 import time
-from types import TracebackType
 from typing import Callable, Sequence
-
-import uvicorn
 
 from vigil.testing.app import FakeModelApp, install_log_filter
 from vigil.testing.engine import FakeModelEngine
 from vigil.testing.records import RecordedRequest
 from vigil.testing.scripting import Reply, Rule
-
-_START_TIMEOUT = 10.0
-_STOP_TIMEOUT = 10.0
+from vigil.testing.serving import ThreadedServer
 
 
-class FakeModelServer:
+class FakeModelServer(ThreadedServer):
     """A scriptable fake OpenAI/Anthropic endpoint with prefix-cache accounting.
 
     Thread-safe: script and inspect it from the test thread while it serves from its own.
     ``stop()`` makes it disappear abruptly (open connections are reset); ``start()`` again
-    brings it back on the same port.
+    brings it back on the same port (:class:`~vigil.testing.serving.ThreadedServer`).
     """
 
     def __init__(
@@ -52,8 +45,6 @@ class FakeModelServer:
     ) -> None:
         """``port=0`` picks a free port. ``clock`` drives the cache TTL (seconds).
         ``strict_models`` answers 404 for model names not in ``models``."""
-        self._host = host
-        self._port = port
         self._engine = FakeModelEngine(
             api_key=api_key,
             models=models,
@@ -62,95 +53,22 @@ class FakeModelServer:
             clock=clock,
             strict_models=strict_models,
         )
-        self._app = FakeModelApp(self._engine)
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        super().__init__(FakeModelApp(self._engine), name="fake model server", host=host, port=port)
 
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def start(self) -> "FakeModelServer":
-        """Bind and serve in a background thread; returns once connections are accepted."""
-        if self.running:
-            return self
+    def bound(self) -> None:
         install_log_filter()
-        sock = _bind(self._host, self._port)
-        self._port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._app,
-            log_config=None,
-            lifespan="off",
-            http="h11",
-            ws="none",
-            loop="asyncio",
-            timeout_graceful_shutdown=1,
-        )
-        server = uvicorn.Server(config)
-        serve = self._serve(server, sock)
-        thread = threading.Thread(target=asyncio.run, args=(serve,), name="fake-model", daemon=True)
-        self._server, self._thread = server, thread
-        thread.start()
-        deadline = time.monotonic() + _START_TIMEOUT
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                self._server = self._thread = None
-                sock.close()
-                raise RuntimeError(f"fake model server failed to start on {self._host}:{self._port}")
-            time.sleep(0.001)
-        return self
-
-    async def _serve(self, server: uvicorn.Server, sock: socket.socket) -> None:
-        self._loop = asyncio.get_running_loop()
-        await server.serve(sockets=[sock])
-
-    def stop(self) -> None:
-        """Stop serving now: in-flight responses are cut off, the port is released."""
-        server, thread, loop = self._server, self._thread, self._loop
-        if server is None or thread is None:
-            return
-        if loop is not None and loop.is_running():
-            try:
-                loop.call_soon_threadsafe(_vanish, server)
-            except RuntimeError:  # the loop closed in between
-                pass
-        server.should_exit = True
-        server.force_exit = True
-        thread.join(_STOP_TIMEOUT)
-        self._server = self._thread = self._loop = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def __enter__(self) -> "FakeModelServer":
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # -- addresses and configuration ----------------------------------------------------------
 
     @property
-    def host(self) -> str:
-        return self._host
-
-    @property
-    def port(self) -> int:
-        """The bound port (0 before the first ``start()`` when a free port was asked for)."""
-        return self._port
-
-    @property
     def base_url(self) -> str:
         """For OpenAI clients: ``http://127.0.0.1:PORT/v1``."""
-        return f"{self.anthropic_base_url}/v1"
+        return f"{self.url}/v1"
 
     @property
     def anthropic_base_url(self) -> str:
         """For Anthropic clients (the SDK appends ``/v1/messages``): ``http://127.0.0.1:PORT``."""
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self._port}"
+        return self.url
 
     @property
     def api_key(self) -> str:
@@ -234,33 +152,6 @@ class FakeModelServer:
     @property
     def cache_ttl(self) -> float:
         return self._engine.cache.ttl
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # An explicit IPPROTO_TCP matters: asyncio only disables Nagle on accepted sockets whose
-    # proto says TCP, and with Nagle every response pays a 40 ms delayed-ACK stall.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    # Lets a restarted server take its old port back while old connections sit in TIME_WAIT.
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def _vanish(server: uvicorn.Server) -> None:
-    """Stop accepting and reset every open connection, before uvicorn's graceful shutdown
-    gets a chance to wait for them."""
-    for listener in getattr(server, "servers", []):
-        listener.close()
-    for connection in list(server.server_state.connections):
-        transport = getattr(connection, "transport", None)
-        if transport is not None:
-            transport.abort()
 
 
 _DESCRIPTION = """\

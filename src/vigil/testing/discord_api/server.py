@@ -25,7 +25,7 @@ from aiohttp import web
 from vigil.testing.discord_api.gateway import GatewayHub
 from vigil.testing.discord_api.rest import Rest
 from vigil.testing.discord_api.state import DM, EPHEMERAL, DiscordState, Interaction, Message
-from vigil.testing.fake_model import _bind
+from vigil.testing.serving import bind
 
 T = TypeVar("T")
 _START_TIMEOUT = 10.0
@@ -73,7 +73,7 @@ class FakeDiscordServer:
         """Serve (again, on the same port after ``stop``); returns once it accepts."""
         if self.running:
             return self
-        sock = _bind(self._host, self._port)
+        sock = bind(self._host, self._port)
         self._port = sock.getsockname()[1]
         ready = threading.Event()
         loop = asyncio.new_event_loop()

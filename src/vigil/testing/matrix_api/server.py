@@ -17,88 +17,23 @@ port; ``state.fail(...)`` injects error answers.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
-from types import TracebackType
-
-import uvicorn
-
-from vigil.testing.fake_model import _bind, _vanish
 from vigil.testing.matrix_api.api import build_app
 from vigil.testing.matrix_api.state import SERVER_NAME, HomeserverState
+from vigil.testing.serving import ThreadedServer
 
-_START_TIMEOUT = 10.0
 BOT = f"@vigil:{SERVER_NAME}"
 
 
-class FakeMatrixServer:
-    """See the module docstring. ``token`` is the bot account's access token."""
+class FakeMatrixServer(ThreadedServer):
+    """See the module docstring. ``token`` is the bot account's access token; :attr:`url` is
+    the homeserver URL (``matrix.homeserver``)."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, bot: str = BOT) -> None:
         self.state = HomeserverState()
         self.bot = bot
         self.token = self.state.register(bot, device_id="VIGILBOT", displayname="vigil")
-        self._host, self._port = host, port
-        self._stopping = False
-        self._app = build_app(self.state, lambda: self._stopping)
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def start(self) -> "FakeMatrixServer":
-        """Serve (again, on the same port after ``stop``); returns once it accepts."""
-        if self._thread is not None and self._thread.is_alive():
-            return self
-        sock = _bind(self._host, self._port)
-        self._port = sock.getsockname()[1]
-        self._stopping = False
-        config = uvicorn.Config(self._app, log_config=None, lifespan="off", http="h11", ws="none",
-                                loop="asyncio", timeout_graceful_shutdown=1)
-        server = uvicorn.Server(config)
-
-        async def serve() -> None:
-            self._loop = asyncio.get_running_loop()
-            await server.serve(sockets=[sock])
-
-        thread = threading.Thread(target=asyncio.run, args=(serve(),), name="fake-matrix", daemon=True)
-        self._server, self._thread = server, thread
-        thread.start()
-        deadline = time.monotonic() + _START_TIMEOUT
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                self._server = self._thread = None
-                sock.close()
-                raise RuntimeError("the fake Matrix homeserver did not start")
-            time.sleep(0.001)
-        return self
-
-    def stop(self) -> None:
-        """Vanish now: open connections are reset and the port refuses connections."""
-        server, thread, loop = self._server, self._thread, self._loop
-        if server is None or thread is None:
-            return
-        self._stopping = True
-        if loop is not None and loop.is_running():
-            try:
-                loop.call_soon_threadsafe(_vanish, server)
-            except RuntimeError:
-                pass
-        server.should_exit = server.force_exit = True
-        thread.join(10)
-        self._server = self._thread = self._loop = None
-
-    def __enter__(self) -> "FakeMatrixServer":
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """The homeserver URL (``matrix.homeserver``)."""
-        return f"http://{self._host}:{self._port}"
+        super().__init__(build_app(self.state, lambda: self.stopping), name="fake Matrix homeserver", host=host,
+                         port=port)
 
     def person(self, user_id: str) -> str:
         """Register a person (for a test that talks through a real client too); their token."""
