@@ -4,17 +4,14 @@ fake model over HTTP) talking to the fake Bot API over HTTP through python-teleg
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
-from vigil.config.settings import ModelSettings, Settings
+from tests.gateway.adapters.harness import CoreHarness, Gateways, settings_for
 from vigil.gateway.adapters.telegram import TelegramAdapter
-from vigil.gateway.core import Gateway
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
 from vigil.platforms.telegram import TelegramSettings
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
@@ -33,10 +30,6 @@ GROUP = -1001234
 TOKEN_ENV = "VIGIL_TEST_TELEGRAM_TOKEN"
 
 
-async def _no_sleep(_seconds: float) -> None:
-    return None
-
-
 @pytest.fixture
 def telegram() -> Iterator[FakeTelegramServer]:
     server = FakeTelegramServer().start()
@@ -45,15 +38,9 @@ def telegram() -> Iterator[FakeTelegramServer]:
 
 
 @dataclass
-class TelegramHarness:
+class TelegramHarness(CoreHarness):
     fake: FakeTelegramServer
-    model: FakeModelServer
-    gateway: Gateway
     adapter: TelegramAdapter
-    store: SQLiteStore
-    profile: Profile
-    settings: Settings
-    lines: list[str] = field(default_factory=list)
 
     def route_session(self, route: RouteKey) -> str | None:
         return self.store.gateway.route_get(route)
@@ -87,34 +74,16 @@ async def make_telegram(
     fake_model: FakeModelServer, telegram: FakeTelegramServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Factory]:
     monkeypatch.setenv(TOKEN_ENV, telegram.token)
-    built: list[TelegramHarness] = []
+    gateways = Gateways()
     profile = Profile("default", tmp_path / "home").ensure()
 
     async def factory(*, start: bool = True, telegram_overrides: dict[str, Any] | None = None,
                       store: SQLiteStore | None = None, **gateway_settings: Any) -> TelegramHarness:
-        model = ModelSettings.from_data({
-            "provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-            "api_key": fake_model.api_key, "timeout": 10,
-        })
-        settings = Settings().copy_with(update={
-            "model": model, "telegram": telegram_settings(telegram, **(telegram_overrides or {}))})
-        if gateway_settings:
-            settings = settings.copy_with(update={"gateway": settings.gateway.copy_with(update=gateway_settings)})
-        client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-        store = store or SQLiteStore(profile.state_db, durable=False)
+        settings = settings_for(fake_model, gateway=gateway_settings,
+                                telegram=telegram_settings(telegram, **(telegram_overrides or {})))
         adapter = TelegramAdapter(backoff=(0.05, 0.4), poll_timeout=1, edit_interval=0.2)
-        lines: list[str] = []
-        gateway = Gateway(store=store, profile=profile, settings=settings, client=client,
-                          adapters={adapter.name: adapter}, say=lines.append)
-        harness = TelegramHarness(telegram, fake_model, gateway, adapter, store, profile, settings, lines)
-        built.append(harness)
-        if start:
-            await gateway.start()
-        return harness
+        return await gateways.core(TelegramHarness, model=fake_model, profile=profile, settings=settings,
+                                   adapter=adapter, store=store, start=start, fake=telegram)
 
     yield factory
-    for harness in built:
-        await harness.gateway.stop(1.0)
-        if hasattr(harness.gateway.client, "aclose"):
-            await harness.gateway.client.aclose()
-        harness.store.close()
+    await gateways.close()

@@ -4,38 +4,26 @@ acknowledged when the adapter confirms it (the next ``getUpdates`` offset)."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import sqlite3
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness, eventually
+from tests.gateway.adapters.harness import ContractParts, inbox_entry
 from tests.gateway.adapters.telegram.conftest import OWNER, Factory, TelegramHarness
 from tests.gateway.messaging_contract import Shown
 from vigil.config.settings import Settings
-from vigil.gateway.adapters.base import Adapter, GatewayPort
-from vigil.store import SQLiteStore
-from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import InboxEntry, RouteKey
 
 
 @dataclass
-class TelegramContract:
+class TelegramContract(ContractParts):
     h: TelegramHarness
-    refuses_unknown_conversation: bool = True
     _ids: dict[str, int] = field(default_factory=dict)
     _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
-
-    @property
-    def adapter(self) -> Adapter:
-        return self.h.adapter
-
-    @property
-    def gateway(self) -> GatewayPort:
-        return self.h.gateway
+    nowhere = RouteKey("telegram", "987654321")
 
     def telegram_id(self, external_id: str) -> str:
         """The inbox key of the message the harness sent for ``external_id``."""
@@ -48,36 +36,15 @@ class TelegramContract:
         duplicate = external_id in self._ids
         message_id = self._ids.setdefault(external_id, next(self._numbers))
         update = self.h.fake.message(OWNER, OWNER, message_id=message_id, **message)
-        state = self.h.fake.state
-        deadline = time.monotonic() + 20
-        while state.confirmed_below <= update["update_id"]:  # confirmed: the next offset passed it
-            assert time.monotonic() < deadline, "the adapter never confirmed the update"
-            await asyncio.sleep(0.01)
+        state = self.h.fake.state  # confirmed: the next offset passed it
+        await eventually(lambda: state.confirmed_below > update["update_id"], what="the adapter to confirm the update")
         entry = self.stored(external_id)
         return Ack(self.telegram_id(external_id), duplicate, entry.id if entry else None)
 
     def stored(self, external_id: str) -> InboxEntry | None:
         """By the harness's key or by Telegram's (an ``Ack.external_id``)."""
         key = self.telegram_id(external_id) if external_id in self._ids else external_id
-        with sqlite3.connect(self.h.profile.state_db) as db:
-            row = db.execute("SELECT id FROM gateway_inbox WHERE adapter = 'telegram' AND external_id = ?",
-                             (key,)).fetchone()
-        if row is None:
-            return None
-        store = SQLiteStore(self.h.profile.state_db)
-        try:
-            return store.gateway.inbox_get(row[0])
-        finally:
-            store.close()
-
-    def unknown_conversation(self) -> OutboxEntry:
-        now = time.time()
-        return OutboxEntry(id=999_999, route=RouteKey("telegram", "987654321"), kind="reply", text="anyone there?",
-                           session_id=None, inbox_id=None, created_at=now, status="pending", attempts=0,
-                           next_attempt_at=now)
-
-    async def open_stream(self) -> None:
-        return None
+        return inbox_entry(self.h.profile.state_db, "telegram", key)
 
     def new_settings(self) -> Settings:
         telegram = self.h.settings.telegram.copy_with(update={"allow": [str(OWNER), "555"]})
@@ -91,14 +58,6 @@ class TelegramContract:
     def edit_interval(self) -> float:
         """The harness's adapter streams at a faster pace than Telegram's second."""
         return self.h.adapter.streams.style.interval
-
-    @property
-    def model(self) -> Any:
-        return self.h.model
-
-    @property
-    def lines(self) -> list[str]:
-        return self.h.lines
 
     async def messages(self, ack: Ack) -> list[Shown]:
         """Every test has a fresh fake: the bot's messages in the owner's chat are this test's."""

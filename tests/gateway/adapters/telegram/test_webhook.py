@@ -4,30 +4,22 @@ port): the fake Bot API POSTs updates to ``/telegram/webhook`` with the secret t
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 import httpx
 import pytest
 
+from tests.gateway.adapters.harness import Gateways, settings_for
 from tests.gateway.process import free_port
 from tests.gateway.adapters.telegram.conftest import OWNER, TOKEN_ENV, eventually, telegram_settings
-from vigil.config.settings import ModelSettings, Settings
-from vigil.gateway.run import GatewayConfig, GatewayRun, serve
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
+from vigil.gateway.run import GatewayConfig
 from vigil.profiles import Profile
-from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.telegram_api.server import FakeTelegramServer
 
 SECRET_ENV = "VIGIL_TEST_TELEGRAM_SECRET"
 SECRET = "s3cret-Webhook_token"
-
-
-async def _no_sleep(_seconds: float) -> None:
-    return None
 
 
 @pytest.fixture
@@ -39,28 +31,14 @@ async def webhook_gateway(
     port = free_port()
     url = f"http://127.0.0.1:{port}/telegram/webhook"
     profile = Profile("default", tmp_path / "home").ensure()
-    model = ModelSettings.from_data({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-                                          "api_key": fake_model.api_key, "timeout": 10})
-    settings = Settings().copy_with(update={"model": model, "telegram": telegram_settings(
-        telegram, mode="webhook", webhook_url=url, webhook_secret_env=SECRET_ENV)})
-    client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-    store = SQLiteStore(profile.state_db)
-    stop = asyncio.Event()
-    started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
-    serving = asyncio.create_task(serve(
-        store=store, profile=profile, settings=settings, client=client, stop=stop, announce=lambda _l: None,
-        config=GatewayConfig(web_port=port, stop_grace=1.0), on_started=started.set_result,
-    ))
-    done, _ = await asyncio.wait([started, serving], timeout=30, return_when=asyncio.FIRST_COMPLETED)
-    if serving in done:
-        serving.result()
+    settings = settings_for(fake_model, telegram=telegram_settings(
+        telegram, mode="webhook", webhook_url=url, webhook_secret_env=SECRET_ENV))
+    gateways = Gateways()
+    serving = await gateways.serve(profile, settings, config=GatewayConfig(web_port=port, stop_grace=1.0))
     try:
-        yield {"run": started.result(), "url": url, "store": store, "fake": telegram}
+        yield {"run": serving.run, "url": url, "store": serving.store, "fake": telegram}
     finally:
-        stop.set()
-        await asyncio.wait_for(serving, 60)
-        await client.aclose()
-        store.close()
+        await gateways.close()
 
 
 async def test_updates_arrive_by_webhook_with_the_secret_and_are_answered(webhook_gateway: dict[str, Any]) -> None:
