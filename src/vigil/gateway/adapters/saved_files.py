@@ -1,13 +1,19 @@
-"""Files a person sends into a conversation's working directory, whatever the platform: a safe
-name from what the platform says, and a new file that never replaces one already there."""
+"""Files a person sends into a conversation's working directory, whatever the platform: the
+directory of the conversation a route leads to, a safe name from what the platform says, and a
+new file that never replaces one already there."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import unicodedata
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vigil.gateway.adapters.base import GatewayPort
+    from vigil.store.gateway.gateway_tables import RouteKey
 
 MAX_NAME = 200
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/\\:]+")  # C0 and C1 controls, line separators
@@ -16,6 +22,15 @@ _BIDI_CONTROLS = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u2
 
 class NoFreeName(OSError):
     """Every ``name (n)`` is taken in the directory."""
+
+
+async def conversation_directory(gateway: "GatewayPort", route: "RouteKey") -> Path:
+    """The working directory of the conversation ``route`` leads to (a new conversation when
+    it leads to none yet): where what the person sends is saved."""
+    session_id = await asyncio.to_thread(gateway.store.gateway.route_get, route)
+    if session_id is None:
+        session_id = await gateway.open_conversation(route)
+    return await asyncio.to_thread(gateway.workdir, session_id)
 
 
 def safe_name(raw: str) -> str:

@@ -25,6 +25,7 @@ from vigil.gateway.adapters.discord import inbound as routing
 from vigil.gateway.adapters.discord.files import attach
 from vigil.gateway.adapters.discord.inbound import NAME
 from vigil.gateway.adapters.discord.send import call
+from vigil.gateway.adapters.saved_files import conversation_directory
 from vigil.store.gateway.gateway_tables import RouteKey
 
 if TYPE_CHECKING:
@@ -113,10 +114,7 @@ async def _with_files(adapter: "DiscordAdapter", route: RouteKey, attachments: l
                       text: str) -> str:
     gateway = adapter.gateway
     assert gateway is not None
-    session_id = await asyncio.to_thread(gateway.store.gateway.route_get, route)
-    if session_id is None:
-        session_id = await gateway.open_conversation(route)
-    directory = await asyncio.to_thread(gateway.workdir, session_id)
+    directory = await conversation_directory(gateway, route)
     return await attach(attachments, directory, text, max_bytes=gateway.settings.gateway.upload_max_bytes,
                         api_url=adapter.settings.api_url)
 

@@ -13,7 +13,7 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from vigil.gateway.adapters.base import GatewayPort
-from vigil.gateway.adapters.saved_files import open_new, safe_name
+from vigil.gateway.adapters.saved_files import conversation_directory, open_new, safe_name
 from vigil.store.gateway.gateway_tables import RouteKey
 
 log = logging.getLogger(__name__)
@@ -46,10 +46,7 @@ def _save(directory: Path, name: str, content: bytes) -> Path:
 async def save_files(gateway: GatewayPort, route: RouteKey, files: list[tuple[str, bytes]]) -> str:
     """Save ``files`` for the conversation of ``route`` (opened if new); the notes to add to the
     message, one line each."""
-    session_id = await asyncio.to_thread(_routed_session, gateway, route)
-    if session_id is None:
-        session_id = await gateway.open_conversation(route)
-    directory = await asyncio.to_thread(gateway.workdir, session_id)
+    directory = await conversation_directory(gateway, route)
     limit = gateway.settings.gateway.upload_max_bytes
     notes: list[str] = []
     for index, (raw_name, content) in enumerate(files):
@@ -68,9 +65,3 @@ async def save_files(gateway: GatewayPort, route: RouteKey, files: list[tuple[st
                 continue
             notes.append(f"[The user attached a file, saved as {path} ({len(content)} bytes)]")
     return "\n".join(notes)
-
-
-def _routed_session(gateway: GatewayPort, route: RouteKey) -> str | None:
-    """The conversation ``route`` leads to now (following compression continuations)."""
-    session_id = gateway.store.gateway.route_get(route)
-    return None if session_id is None else gateway.store.newest_continuation(session_id)

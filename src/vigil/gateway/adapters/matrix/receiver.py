@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.backoff import Backoff, Streak
 from vigil.gateway.adapters.base import DeliveryError, GatewayClosed, Inbound
 from vigil.gateway.adapters.matrix import inbound as routing
+from vigil.gateway.adapters.saved_files import conversation_directory
 from vigil.store import StoreError
 
 if TYPE_CHECKING:
@@ -165,10 +166,7 @@ class Receiver:
         assert gateway is not None and found.file is not None
         if not await adapter.allowed(found.sender):  # a stranger's file is not downloaded
             return f"{found.text}\n\n[The user sent the file '{found.file['name']}'; it was not saved]".strip()
-        session_id = await asyncio.to_thread(gateway.store.gateway.route_get, found.route)
-        if session_id is None:
-            session_id = await gateway.open_conversation(found.route)
-        directory = await asyncio.to_thread(gateway.workdir, session_id)
+        directory = await conversation_directory(gateway, found.route)
         from vigil.gateway.adapters.matrix.files import save
 
         note = await save(adapter.client_or_fail(), found.file, directory, gateway.settings.gateway.upload_max_bytes)

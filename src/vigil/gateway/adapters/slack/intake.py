@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from vigil.gateway.adapters.base import DeliveryError, Inbound
+from vigil.gateway.adapters.saved_files import conversation_directory
 from vigil.gateway.adapters.slack import inbound as routing
 from vigil.gateway.adapters.slack.approvals import pressed
 from vigil.store.gateway.gateway_tables import RouteKey
@@ -66,10 +67,7 @@ async def _with_files(adapter: "SlackAdapter", route: RouteKey, files: list[dict
 
     gateway = adapter.gateway
     assert gateway is not None
-    session_id = await asyncio.to_thread(gateway.store.gateway.route_get, route)
-    if session_id is None:
-        session_id = await gateway.open_conversation(route)
-    directory = await asyncio.to_thread(gateway.workdir, session_id)
+    directory = await conversation_directory(gateway, route)
     return await attach(files, directory, text, token=adapter.bot_token,
                         max_bytes=gateway.settings.gateway.upload_max_bytes, api_url=adapter.settings.api_url)
 

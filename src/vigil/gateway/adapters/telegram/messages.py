@@ -4,11 +4,11 @@ it returns only once the gateway has the message (stored), and raises when it do
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
 from vigil.gateway.adapters.base import Inbound
+from vigil.gateway.adapters.saved_files import conversation_directory
 from vigil.gateway.adapters.telegram.files import attachment_of, save_attachment
 from vigil.gateway.adapters.telegram.inbound import Place, external_id, normalize_command, route_for
 from vigil.store.gateway.gateway_tables import RouteKey
@@ -69,18 +69,7 @@ class MessageHandler:
         assert gateway is not None
         attachment = attachment_of(message)
         assert attachment is not None
-        session_id = await asyncio.to_thread(_routed_session, gateway, route)
-        if session_id is None:
-            session_id = await gateway.open_conversation(route)
-        directory = await asyncio.to_thread(gateway.workdir, session_id)
+        directory = await conversation_directory(gateway, route)
         bot = self.adapter._require_bot()
         note = await save_attachment(bot, attachment, directory, gateway.settings.gateway.upload_max_bytes)
         return f"{text}\n\n{note}" if text.strip() else note
-
-
-def _routed_session(gateway: Any, route: RouteKey) -> str | None:
-    """The conversation ``route`` leads to now (following compression continuations)."""
-    session_id = gateway.store.gateway.route_get(route)
-    if session_id is None:
-        return None
-    return gateway.store.newest_continuation(session_id)
