@@ -16,18 +16,18 @@ from tests.gateway.adapters.email.smtp_server import SmtpServer  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.gateway.adapters.email.imap_server import ImapServer
+from tests.gateway.adapters.harness import Gateways, settings_for  # noqa: E402
 from vigil.clock import SystemClock  # noqa: E402
-from vigil.config.settings import ModelSettings, Settings  # noqa: E402
+from vigil.config.settings import Settings  # noqa: E402
 from vigil.gateway.lock import acquire  # noqa: E402
-from vigil.gateway.run import GatewayConfig, GatewayRun, serve  # noqa: E402
-from vigil.models.factory import build_client  # noqa: E402
-from vigil.models.retry import RetryPolicy  # noqa: E402
+from vigil.gateway.run import GatewayConfig, GatewayRun  # noqa: E402
 from vigil.profiles import Profile  # noqa: E402
 from vigil.schedule.cron.jobs import JobSpec, new_job  # noqa: E402
 from vigil.schedule.cron.repo import CronRepo  # noqa: E402
 from vigil.schedule.cron.runs import RunRecord  # noqa: E402
 from vigil.store import SQLiteStore  # noqa: E402
 from vigil.testing.fake_model import FakeModelServer  # noqa: E402
+from vigil.testing.waiting import eventually  # noqa: E402
 
 AGENT = "agent@example.com"
 ME = "me@example.com"
@@ -44,15 +44,9 @@ def smtp() -> Iterator[SmtpServer]:
 
 def email_settings(fake_model: FakeModelServer, smtp_url: str, **email: Any) -> Settings:
     """A profile's settings with email on (send-only unless ``email`` says more)."""
-    model = ModelSettings.from_data({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-                                          "api_key": fake_model.api_key, "timeout": 10})
-    return Settings.from_data({
+    return settings_for(fake_model, base=Settings.from_data({
         "timezone": "UTC", "email": {"enabled": True, "address": AGENT, "smtp_url": smtp_url, **email},
-    }).copy_with(update={"model": model})
-
-
-async def _no_sleep(_seconds: float) -> None:
-    return None
+    }))
 
 
 @dataclass
@@ -62,6 +56,12 @@ class Running:
     profile: Profile
     settings: Settings
     lines: list[str]
+    model: FakeModelServer
+
+    @property
+    def adapter(self) -> Any:
+        """The email adapter as the gateway runs it (inside its supervisor)."""
+        return self.run.gateway.adapters["email"]
 
     @property
     def repo(self) -> CronRepo:
@@ -78,6 +78,12 @@ class Running:
         assert record is not None
         return record
 
+    async def cron_mail(self, name: str, answer: str) -> RunRecord:
+        """Run a new cron job ``name`` delivered to ``email:ME``, the model answering ``answer``."""
+        self.add(name, f"email:{ME}")
+        self.model.queue(answer)
+        return await self.run_job(name)
+
     def delivery(self, record: RunRecord) -> dict[str, Any]:
         stored = self.repo.runs.get(record.job, record.stamp)
         assert stored is not None
@@ -85,39 +91,27 @@ class Running:
 
 
 StartGateway = Callable[[Settings], Awaitable[Running]]
+Reading = Callable[..., Awaitable[Running]]
 
 
 @pytest.fixture
-async def email_gateway(vigil_home: Any) -> AsyncIterator[StartGateway]:
+async def email_gateway(vigil_home: Any, fake_model: FakeModelServer) -> AsyncIterator[StartGateway]:
     """Start a gateway with the given settings (once per test)."""
     profile = Profile("default", vigil_home).ensure()
     store = SQLiteStore(profile.state_db)
     lock = acquire(profile)
-    stop = asyncio.Event()
-    tasks: list[asyncio.Task[None]] = []
-    clients: list[Any] = []
+    gateways = Gateways()
+    config = GatewayConfig(poll_interval=0, stop_grace=2, serve_http=False, adapter_watch=0.02,
+                           adapter_backoff=(0.05, 0.2))
 
     async def start(settings: Settings) -> Running:
-        client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-        clients.append(client)
-        lines: list[str] = []
-        started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
-        tasks.append(asyncio.create_task(serve(
-            store=store, profile=profile, settings=settings, client=client, stop=stop, announce=lines.append,
-            config=GatewayConfig(poll_interval=0, stop_grace=2, serve_http=False, adapter_watch=0.02,
-                                 adapter_backoff=(0.05, 0.2)),
-            on_started=started.set_result,
-        )))
-        return Running(await asyncio.wait_for(started, 20), store, profile, settings, lines)
+        serving = await gateways.serve(profile, settings, config=config, store=store)
+        return Running(serving.run, store, profile, settings, serving.lines, fake_model)
 
     try:
         yield start
     finally:
-        stop.set()
-        for task in tasks:
-            await asyncio.wait_for(task, 20)
-        for client in clients:
-            await client.aclose()
+        await gateways.close()
         lock.release()
         store.close()
 
@@ -146,3 +140,15 @@ def receiving_settings(fake_model: FakeModelServer, smtp: SmtpServer, imap: "Ima
     """Settings that read the agent's mailbox (looking at least every ``poll_seconds``) and answer ``ME``."""
     return email_settings(fake_model, smtp.url, imap_url=imap.url, password_env=PASSWORD_ENV,
                           poll_seconds=poll_seconds, allow=[ME], **email)
+
+
+@pytest.fixture
+def reading(email_gateway: StartGateway, fake_model: FakeModelServer, smtp: SmtpServer,
+            imap: "ImapServer") -> Reading:
+    """Start a gateway with :func:`receiving_settings` (``options`` passed on), once it reads the mailbox."""
+    async def start(**options: Any) -> Running:
+        running = await email_gateway(receiving_settings(fake_model, smtp, imap, **options))
+        await eventually(lambda: running.adapter.health().ok, what="reading the mailbox")
+        return running
+
+    return start

@@ -9,18 +9,16 @@ reason; starting, stopping, reloading, routes and sending are held to it all the
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import time
 from dataclasses import dataclass, field, replace
 
 import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
-from tests.gateway.adapters.email.conftest import AGENT, ME, StartGateway, email_settings, receiving_settings
+from tests.gateway.adapters.email.conftest import AGENT, ME, Reading, StartGateway, email_settings
 from tests.gateway.adapters.email.imap_server import ImapServer, mail
 from tests.gateway.adapters.email.smtp_server import SmtpServer
+from tests.gateway.adapters.harness import inbox_entry, outbox_to
 from vigil.config.settings import Settings
-from vigil.store import SQLiteStore
 from vigil.gateway.adapters.base import Adapter, GatewayPort
 from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
 from vigil.testing.fake_model import FakeModelServer
@@ -44,10 +42,7 @@ class EmailContract:
 
     def unknown_conversation(self) -> OutboxEntry:
         """A route that is no mail address: nothing could ever deliver to it."""
-        now = time.time()
-        return OutboxEntry(id=999_999, route=RouteKey("email", "no-such-conversation"), kind="reply",
-                           text="anyone there?", session_id=None, inbox_id=None, created_at=now, status="pending",
-                           attempts=0, next_attempt_at=now)
+        return outbox_to(RouteKey("email", "no-such-conversation"))
 
     async def open_stream(self) -> asyncio.Task[None] | None:
         return None  # a mail is sent whole
@@ -85,16 +80,7 @@ class ReceivingContract(EmailContract):
 
     def stored(self, external_id: str) -> InboxEntry | None:
         key = external_id if external_id.startswith("mid:") else f"mid:{self.message_id(external_id)}"
-        with sqlite3.connect(self.state_db) as db:
-            row = db.execute("SELECT id FROM gateway_inbox WHERE adapter = 'email' AND external_id = ?",
-                             (key,)).fetchone()
-        if row is None:
-            return None
-        store = SQLiteStore(self.state_db)
-        try:
-            return store.gateway.inbox_get(row[0])
-        finally:
-            store.close()
+        return inbox_entry(self.state_db, "email", key)
 
     async def answers(self, ack: Ack) -> list[str]:
         assert self.smtp is not None
@@ -104,14 +90,9 @@ class ReceivingContract(EmailContract):
 
 class TestEmailAdapterContract(AdapterContract):
     @pytest.fixture
-    async def contract(self, email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer,
-                       fake_model: FakeModelServer) -> ContractHarness:
-        settings = receiving_settings(fake_model, smtp, imap)
-        running = await email_gateway(settings)
-        gateway = running.run.gateway
-        adapter = gateway.adapters["email"]
-        await eventually(lambda: adapter.health().ok, what="reading the mailbox")
-        return ReceivingContract(adapter.inner, gateway, settings, imap=imap, smtp=smtp,  # type: ignore[attr-defined]
+    async def contract(self, reading: Reading, smtp: SmtpServer, imap: ImapServer) -> ContractHarness:
+        running = await reading()
+        return ReceivingContract(running.adapter.inner, running.run.gateway, running.settings, imap=imap, smtp=smtp,
                                  state_db=str(running.profile.state_db))
 
 
@@ -121,8 +102,7 @@ class TestSendOnlyEmailAdapterContract(AdapterContract):
                        fake_model: FakeModelServer) -> ContractHarness:
         settings = email_settings(fake_model, smtp.url)
         running = await email_gateway(settings)
-        gateway = running.run.gateway
-        return EmailContract(gateway.adapters["email"].inner, gateway, settings)  # type: ignore[attr-defined]
+        return EmailContract(running.adapter.inner, running.run.gateway, settings)
 
 
 async def test_a_reload_keeps_sending_and_a_second_start_and_stop_are_harmless(
@@ -132,7 +112,7 @@ async def test_a_reload_keeps_sending_and_a_second_start_and_stop_are_harmless(
     settings = email_settings(fake_model, smtp.url)
     running = await email_gateway(settings)
     gateway = running.run.gateway
-    adapter = gateway.adapters["email"].inner  # type: ignore[attr-defined]
+    adapter = running.adapter.inner
     contract = EmailContract(adapter, gateway, settings)
     to_me = replace(contract.unknown_conversation(), route=RouteKey("email", "me@example.com"))
     await adapter.start(gateway)

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from tests.gateway.adapters.email.conftest import AGENT, ME, StartGateway, receiving_settings
+from tests.gateway.adapters.email.conftest import AGENT, ME, Reading, StartGateway, receiving_settings
 from tests.gateway.adapters.email.imap_server import ImapServer, mail
 from tests.gateway.adapters.email.smtp_server import SmtpServer
 from vigil.testing.fake_model import FakeModelServer
@@ -24,13 +24,11 @@ def _inbox(running) -> list[tuple[str, str, str | None]]:  # noqa: ANN001
 
 
 async def test_a_mail_is_answered_in_its_thread_and_the_thread_is_one_conversation(
-    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
+    reading: Reading, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
 ) -> None:
     old = imap.append(mail(ME, AGENT, "old news", "from before the agent", "<old@example.com>"))
-    running = await email_gateway(receiving_settings(fake_model, smtp, imap))
-    adapter = running.run.gateway.adapters["email"]
-    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
-    assert "reading INBOX at 127.0.0.1" in adapter.health().detail
+    running = await reading()
+    assert "reading INBOX at 127.0.0.1" in running.adapter.health().detail
 
     fake_model.rule(contains="what is on today", reply="Two **meetings**.")
     fake_model.rule(contains="and tomorrow", reply="Nothing yet.")
@@ -59,11 +57,10 @@ async def test_a_mail_is_answered_in_its_thread_and_the_thread_is_one_conversati
 
 
 async def test_the_same_mail_read_again_is_answered_once_and_a_restart_rereads_nothing(
-    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
+    reading: Reading, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
 ) -> None:
-    running = await email_gateway(receiving_settings(fake_model, smtp, imap))
-    adapter = running.run.gateway.adapters["email"]
-    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+    running = await reading()
+    adapter = running.adapter
     fake_model.set_default_reply("once")
     raw = mail(ME, AGENT, "Twice", "are you there?", "<twice@example.com>")
     imap.append(raw)
@@ -81,11 +78,9 @@ async def test_the_same_mail_read_again_is_answered_once_and_a_restart_rereads_n
 
 
 async def test_a_stranger_gets_a_pairing_code_and_automatic_mail_is_left_alone(
-    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
+    reading: Reading, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
 ) -> None:
-    running = await email_gateway(receiving_settings(fake_model, smtp, imap))
-    adapter = running.run.gateway.adapters["email"]
-    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+    running = await reading()
     asked = len(fake_model.requests)
     robot = imap.append(mail("robot@example.com", AGENT, "Out of office", "away", "<auto@example.com>",
                              headers={"Auto-Submitted": "auto-replied"}))
@@ -113,8 +108,7 @@ async def test_a_wrong_imap_password_is_shown_while_sending_goes_on(
     try:
         monkeypatch.setenv(PASSWORD_ENV, "a-wrong-one")
         running = await email_gateway(receiving_settings(fake_model, smtp, server))
-        adapter = running.run.gateway.adapters["email"]
-        health = await eventually(lambda: (h := adapter.health()).last_error and h, what="the refused login")
+        health = await eventually(lambda: (h := running.adapter.health()).last_error and h, what="the refused login")
         assert not health.ok and health.state == "retrying" and "said no" in (health.last_error or "")
         assert "a-wrong-one" not in str(health)
     finally:
@@ -122,14 +116,12 @@ async def test_a_wrong_imap_password_is_shown_while_sending_goes_on(
 
 
 async def test_a_heartbeat_set_by_mail_fires_into_the_thread(
-    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer,
+    reading: Reading, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("VIGIL_TEST_HEARTBEAT_MIN_SECONDS", "1")
     monkeypatch.setenv("VIGIL_TEST_SCHEDULE_POLL_SECONDS", "0.2")
-    running = await email_gateway(receiving_settings(fake_model, smtp, imap))
-    adapter = running.run.gateway.adapters["email"]
-    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+    await reading()
     fake_model.rule(contains="check the deploy", reply="deploy green")
     imap.append(mail(ME, AGENT, "Deploy", "/heartbeat every 2s check the deploy", "<hb@example.com>"))
     fired = await eventually(lambda: [m for m in smtp.mails if "deploy green" in m.part("text/plain")], timeout=30,
@@ -151,11 +143,9 @@ def _with_file(sender: str, message_id: str, name: str, content: bytes) -> bytes
 
 
 async def test_an_allowed_senders_attachment_is_saved_into_the_conversation_and_a_strangers_is_not(
-    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
+    reading: Reading, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
 ) -> None:
-    running = await email_gateway(receiving_settings(fake_model, smtp, imap))
-    adapter = running.run.gateway.adapters["email"]
-    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+    running = await reading()
     fake_model.rule(contains="please read the attached file", reply="read it")
     imap.append(_with_file("stranger@example.org", "<f0@example.org>", "evil.sh", b"rm -rf /"))
     imap.append(_with_file(ME, "<f1@example.com>", "../notes.txt", b"the secret plan\n"))
@@ -174,11 +164,9 @@ async def test_an_allowed_senders_attachment_is_saved_into_the_conversation_and_
 
 
 async def test_new_mail_is_seen_as_it_comes_through_idle(
-    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
+    reading: Reading, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
 ) -> None:
-    running = await email_gateway(receiving_settings(fake_model, smtp, imap, poll_seconds=3600))
-    adapter = running.run.gateway.adapters["email"]
-    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+    await reading(poll_seconds=3600)
     fake_model.rule(contains="are you awake", reply="awake")
     for number in (1, 2):  # the second while the first look's IDLE is long over
         imap.append(mail(ME, AGENT, f"Ping {number}", "are you awake?", f"<idle{number}@example.com>"))
@@ -186,11 +174,9 @@ async def test_new_mail_is_seen_as_it_comes_through_idle(
 
 
 async def test_a_mail_with_a_broken_message_id_does_not_stop_the_mail_after_it(
-    email_gateway: StartGateway, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
+    reading: Reading, smtp: SmtpServer, imap: ImapServer, fake_model: FakeModelServer
 ) -> None:
-    running = await email_gateway(receiving_settings(fake_model, smtp, imap))
-    adapter = running.run.gateway.adapters["email"]
-    await eventually(lambda: adapter.health().ok, what="reading the mailbox")
+    await reading()
     fake_model.rule(contains="still reading", reply="yes")
     broken = imap.append(mail("odd@example.org", AGENT, "Odd", "hello", "<a\x01b@example.org>"))
     imap.append(mail(ME, AGENT, "Next", "still reading?", "<next@example.com>"))

@@ -25,9 +25,7 @@ async def test_a_cron_answer_arrives_as_a_mail_with_text_and_html(
     email_gateway: StartGateway, smtp: SmtpServer, fake_model: FakeModelServer
 ) -> None:
     running = await email_gateway(email_settings(fake_model, smtp.url))
-    running.add("deploy", f"email:{ME}")
-    fake_model.queue(ANSWER)
-    record = await running.run_job("deploy")
+    record = await running.cron_mail("deploy", ANSWER)
 
     [got] = await eventually(lambda: smtp.mails, what="the mail")
     assert (got.envelope_from, got.envelope_to) == (AGENT, [ME])
@@ -52,9 +50,7 @@ async def test_a_mail_put_off_with_451_is_sent_again_and_arrives_once(
 ) -> None:
     smtp.answer("451 4.7.1 Greylisted, try again later")
     running = await email_gateway(email_settings(fake_model, smtp.url))
-    running.add("later", f"email:{ME}")
-    fake_model.queue("Second time lucky.")
-    record = await running.run_job("later")
+    record = await running.cron_mail("later", "Second time lucky.")
 
     await eventually(lambda: running.delivery(record).get("status") == "delivered", timeout=30,
                      what="delivered on the second try")
@@ -67,9 +63,7 @@ async def test_a_mail_refused_with_550_fails_the_run_with_the_servers_reason(
 ) -> None:
     smtp.answer("550 5.1.1 No such user here")
     running = await email_gateway(email_settings(fake_model, smtp.url))
-    running.add("nobody", f"email:{ME}")
-    fake_model.queue("Hello?")
-    record = await running.run_job("nobody")
+    record = await running.cron_mail("nobody", "Hello?")
 
     delivery = await eventually(lambda: (d := running.delivery(record)).get("status") == "failed" and d,
                                 what="the run recorded failed")
@@ -84,11 +78,8 @@ async def test_the_login_uses_the_password_from_the_environment(
     try:
         monkeypatch.setenv("VIGIL_TEST_EMAIL_PASSWORD", "app-password-1")
         running = await email_gateway(email_settings(fake_model, server.url, password_env="VIGIL_TEST_EMAIL_PASSWORD"))
-        adapter = running.run.gateway.adapters["email"]
-        await eventually(lambda: adapter.health().ok, what="email connected")
-        running.add("secret", f"email:{ME}")
-        fake_model.queue("Logged in.")
-        await running.run_job("secret")
+        await eventually(lambda: running.adapter.health().ok, what="email connected")
+        await running.cron_mail("secret", "Logged in.")
         await eventually(lambda: server.mails, what="the mail")
         assert server.logins and all(login == (AGENT, True) for login in server.logins)
     finally:
@@ -102,8 +93,7 @@ async def test_a_wrong_password_is_shown_and_nothing_is_sent(
     try:
         monkeypatch.setenv("VIGIL_TEST_EMAIL_PASSWORD", "a-wrong-one")
         running = await email_gateway(email_settings(fake_model, server.url, password_env="VIGIL_TEST_EMAIL_PASSWORD"))
-        adapter = running.run.gateway.adapters["email"]
-        health = await eventually(lambda: (h := adapter.health()).last_error and h, what="the login's failure")
+        health = await eventually(lambda: (h := running.adapter.health()).last_error and h, what="the login's failure")
         assert not health.ok and health.state == "retrying"
         assert "the server refused the login: 535" in health.last_error
         assert "a-wrong-one" not in " ".join(running.lines) + str(health)
@@ -117,7 +107,7 @@ async def test_without_its_password_variable_email_is_misconfigured(
 ) -> None:
     monkeypatch.delenv("VIGIL_TEST_EMAIL_PASSWORD", raising=False)
     running = await email_gateway(email_settings(fake_model, smtp.url, password_env="VIGIL_TEST_EMAIL_PASSWORD"))
-    health = running.run.gateway.adapters["email"].health()
+    health = running.adapter.health()
     assert (health.ok, health.state) == (False, "misconfigured")
     assert "VIGIL_TEST_EMAIL_PASSWORD" in health.detail
     assert any("email is enabled but VIGIL_TEST_EMAIL_PASSWORD is not set" in line for line in running.lines)

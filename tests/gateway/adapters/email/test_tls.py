@@ -43,11 +43,8 @@ async def test_the_login_and_the_mail_go_encrypted(
     monkeypatch.setenv("SSL_CERT_FILE", str(pem[0]))
     monkeypatch.setenv(PASSWORD_ENV, "over-tls")
     running = await email_gateway(email_settings(fake_model, server.url, password_env=PASSWORD_ENV))
-    adapter = running.run.gateway.adapters["email"]
-    await eventually(lambda: adapter.health().ok, what="email connected over TLS")
-    running.add("secure", f"email:{ME}")
-    fake_model.queue("Sent over TLS.")
-    await running.run_job("secure")
+    await eventually(lambda: running.adapter.health().ok, what="email connected over TLS")
+    await running.cron_mail("secure", "Sent over TLS.")
     [mail] = await eventually(lambda: server.mails, what="the mail")
     assert mail.part("text/plain").strip() == "Sent over TLS."
     assert server.logins and all(ok for _, ok in server.logins)
@@ -59,8 +56,7 @@ async def test_a_certificate_that_does_not_verify_is_refused(
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.setenv(PASSWORD_ENV, "over-tls")
     running = await email_gateway(email_settings(fake_model, server.url, password_env=PASSWORD_ENV))
-    adapter = running.run.gateway.adapters["email"]
-    health = await eventually(lambda: (h := adapter.health()).last_error and h, what="the TLS failure")
+    health = await eventually(lambda: (h := running.adapter.health()).last_error and h, what="the TLS failure")
     assert not health.ok and "does not verify" in (health.last_error or "")
     assert server.logins == [] and server.mails == []
 
@@ -81,8 +77,7 @@ async def test_the_mailbox_is_read_over_tls(
         url = imap.tls_url if scheme == "imaps" else imap.url
         running = await email_gateway(email_settings(fake_model, smtp.url, imap_url=url, password_env=PASSWORD_ENV,
                                                      poll_seconds=1, allow=[ME]))
-        adapter = running.run.gateway.adapters["email"]
-        await eventually(lambda: adapter.health().ok, what="reading the mailbox over TLS")
+        await eventually(lambda: running.adapter.health().ok, what="reading the mailbox over TLS")
         fake_model.rule(contains="over tls?", reply="over TLS")
         imap.append(mail(ME, AGENT, "TLS", "over tls?", "<tls@example.com>"))
         await eventually(lambda: smtp.mails, what="the answer")
