@@ -4,18 +4,14 @@ model over HTTP) talking to the fake homeserver over HTTP through matrix-nio."""
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
-from vigil.config.settings import ModelSettings, Settings
-from vigil.gateway.core import Gateway
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
+from tests.gateway.adapters.harness import CoreHarness, Gateways, settings_for
 from vigil.profiles import Profile
-from vigil.store import SQLiteStore
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.matrix_api import SERVER_NAME, FakeMatrixServer
 from vigil.testing.waiting import eventually
@@ -29,10 +25,6 @@ STRANGER = f"@mallory:{SERVER_NAME}"
 TOKEN_ENV = "VIGIL_TEST_MATRIX_TOKEN"
 
 
-async def _no_sleep(_seconds: float) -> None:
-    return None
-
-
 @pytest.fixture
 def homeserver() -> Iterator[FakeMatrixServer]:
     server = FakeMatrixServer().start()
@@ -43,15 +35,8 @@ def homeserver() -> Iterator[FakeMatrixServer]:
 
 
 @dataclass
-class MatrixHarness:
+class MatrixHarness(CoreHarness):
     fake: FakeMatrixServer
-    model: FakeModelServer
-    gateway: Gateway
-    adapter: Any
-    store: SQLiteStore
-    profile: Profile
-    settings: Settings
-    lines: list[str] = field(default_factory=list)
 
     @property
     def bot(self) -> str:
@@ -95,31 +80,16 @@ async def make_matrix(
     from vigil.platforms.matrix import MatrixSettings
 
     monkeypatch.setenv(TOKEN_ENV, homeserver.token)
-    built: list[MatrixHarness] = []
+    gateways = Gateways()
     profile = Profile("default", tmp_path / "home").ensure()
 
     async def factory(*, matrix: dict[str, Any] | None = None, **gateway_settings: Any) -> MatrixHarness:
-        model = ModelSettings.from_data({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-                                         "api_key": fake_model.api_key, "timeout": 10})
         section = MatrixSettings.from_data({"enabled": True, "homeserver": homeserver.url, "user_id": homeserver.bot,
                                             "allow": [ALICE, BOB], "token_env": TOKEN_ENV, **(matrix or {})})
-        settings = Settings().copy_with(update={"model": model, "matrix": section})
-        if gateway_settings:
-            settings = settings.copy_with(update={"gateway": settings.gateway.copy_with(update=gateway_settings)})
-        client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-        store = SQLiteStore(profile.state_db, durable=False)
+        settings = settings_for(fake_model, gateway=gateway_settings, matrix=section)
         adapter = MatrixAdapter(section, backoff=(0.05, 0.4), poll_ms=1000, edit_interval=0.2)
-        lines: list[str] = []
-        gateway = Gateway(store=store, profile=profile, settings=settings, client=client,
-                          adapters={adapter.name: adapter}, say=lines.append)
-        harness = MatrixHarness(homeserver, fake_model, gateway, adapter, store, profile, settings, lines)
-        built.append(harness)
-        await gateway.start()
-        return harness
+        return await gateways.core(MatrixHarness, model=fake_model, profile=profile, settings=settings,
+                                   adapter=adapter, fake=homeserver)
 
     yield factory
-    for harness in built:
-        await harness.gateway.stop(1.0)
-        if hasattr(harness.gateway.client, "aclose"):
-            await harness.gateway.client.aclose()
-        harness.store.close()
+    await gateways.close()

@@ -4,35 +4,24 @@ the adapter's next ``/sync`` moves past it; a redelivery is the same event hande
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness, eventually
+from tests.gateway.adapters.harness import ContractParts, inbox_entry
 from tests.gateway.adapters.matrix.conftest import ALICE, Factory, MatrixHarness
 from vigil.config.settings import Settings
-from vigil.gateway.adapters.base import Adapter, GatewayPort
-from vigil.store import SQLiteStore
-from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
+from vigil.store.gateway.gateway_tables import InboxEntry, RouteKey
 
 
 @dataclass
-class MatrixContract:
+class MatrixContract(ContractParts):
     h: MatrixHarness
     room: str
-    refuses_unknown_conversation: bool = True
     _events: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def adapter(self) -> Adapter:
-        return self.h.adapter
-
-    @property
-    def gateway(self) -> GatewayPort:
-        return self.h.gateway
+    nowhere = RouteKey("matrix", "!nosuchroom:vigil.test")
 
     async def deliver(self, text: str, external_id: str) -> Ack:
         state = self.h.fake.state
@@ -48,24 +37,7 @@ class MatrixContract:
 
     def stored(self, external_id: str) -> InboxEntry | None:
         key = self._events.get(external_id, external_id)
-        with sqlite3.connect(self.h.profile.state_db) as db:
-            row = db.execute("SELECT id FROM gateway_inbox WHERE adapter = 'matrix' AND external_id = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        store = SQLiteStore(self.h.profile.state_db)
-        try:
-            return store.gateway.inbox_get(row[0])
-        finally:
-            store.close()
-
-    def unknown_conversation(self) -> OutboxEntry:
-        now = time.time()
-        return OutboxEntry(id=999_999, route=RouteKey("matrix", "!nosuchroom:vigil.test"), kind="reply", text="anyone?",
-                           session_id=None, inbox_id=None, created_at=now, status="pending", attempts=0,
-                           next_attempt_at=now)
-
-    async def open_stream(self) -> None:
-        return None
+        return inbox_entry(self.h.profile.state_db, "matrix", key)
 
     def new_settings(self) -> Settings:
         return self.h.settings.copy_with(update={"matrix": self.h.settings.matrix.copy_with(update={"allow": [ALICE]})})
@@ -78,14 +50,6 @@ class MatrixContract:
     def edit_interval(self) -> float:
         """The harness's adapter edits at a faster pace than the default second."""
         return self.h.adapter.streams.interval
-
-    @property
-    def model(self) -> Any:
-        return self.h.model
-
-    @property
-    def lines(self) -> list[str]:
-        return self.h.lines
 
     async def messages(self, ack: Ack) -> list[Any]:
         """The bot's messages in the room, each with every version its edits showed; the
