@@ -61,3 +61,13 @@ def open_new(directory: Path, name: str) -> tuple[Path, IO[bytes]]:
             continue
         return path, os.fdopen(fd, "wb")
     raise NoFreeName("too many files with this name in the working directory")
+
+
+def save_new(directory: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` to a new file ``name`` in ``directory`` (created 0700 if missing) as
+    :func:`open_new` names it; its path. ``name`` must be safe (:func:`safe_name`)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path, out = open_new(directory, name)
+    with out:
+        out.write(data)
+    return path

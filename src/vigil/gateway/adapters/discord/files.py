@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import discord
 
 from vigil.gateway.adapters.base import DeliveryError
-from vigil.gateway.adapters.saved_files import NoFreeName, open_new, safe_name
+from vigil.gateway.adapters.saved_files import NoFreeName, safe_name, save_new
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +26,6 @@ def trusted(url: str, api_url: str | None) -> bool:
     if parts.hostname in CDN_HOSTS:
         return parts.scheme == "https"
     return api_url is not None and parts.hostname == urlsplit(api_url).hostname
-
-
-def _write(directory: Path, name: str, data: bytes) -> Path:
-    path, out = open_new(directory, safe_name(name))
-    with out:
-        out.write(data)
-    return path
 
 
 async def save(attachment: Any, directory: Path, *, max_bytes: int, api_url: str | None) -> str:
@@ -47,7 +40,7 @@ async def save(attachment: Any, directory: Path, *, max_bytes: int, api_url: str
             data = await attachment.read()
             if len(data) > max_bytes:
                 raise ValueError(f"it is larger than the limit of {max_bytes} bytes")
-            path = await asyncio.to_thread(_write, directory, name, data)
+            path = await asyncio.to_thread(save_new, directory, safe_name(name), data)
         except (ValueError, NoFreeName) as exc:
             reason = str(exc)
         except (discord.HTTPException, OSError) as exc:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from email.message import EmailMessage
-from pathlib import Path
 
 from vigil.gateway.adapters.base import GatewayPort
-from vigil.gateway.adapters.saved_files import conversation_directory, open_new, safe_name
+from vigil.gateway.adapters.saved_files import conversation_directory, safe_name, save_new
 from vigil.store.gateway.gateway_tables import RouteKey
 
 log = logging.getLogger(__name__)
@@ -35,14 +34,6 @@ def files_of(mail: EmailMessage) -> list[tuple[str, bytes]]:
     return found
 
 
-def _save(directory: Path, name: str, content: bytes) -> Path:
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path, out = open_new(directory, name)
-    with out:
-        out.write(content)
-    return path
-
-
 async def save_files(gateway: GatewayPort, route: RouteKey, files: list[tuple[str, bytes]]) -> str:
     """Save ``files`` for the conversation of ``route`` (opened if new); the notes to add to the
     message, one line each."""
@@ -58,7 +49,7 @@ async def save_files(gateway: GatewayPort, route: RouteKey, files: list[tuple[st
                          f"larger than the limit of {limit} bytes]")
         else:
             try:
-                path = await asyncio.to_thread(_save, directory, name, content)
+                path = await asyncio.to_thread(save_new, directory, name, content)
             except OSError as exc:
                 log.warning("email: cannot save %s: %s", name, exc)
                 notes.append(f"[The user attached the file '{name}'; it could not be saved: {exc}]")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vigil.gateway.adapters.base import DeliveryError
-from vigil.gateway.adapters.saved_files import open_new, safe_name
+from vigil.gateway.adapters.saved_files import safe_name, save_new
 
 if TYPE_CHECKING:
     from vigil.gateway.adapters.matrix.client import Homeserver
@@ -37,19 +37,11 @@ async def save(client: "Homeserver", shared: dict[str, Any], directory: Path, ma
             data = decrypt_attachment(data, shared["key"]["k"], shared["hashes"]["sha256"], shared["iv"])
         if len(data) > max_bytes:
             return f"[The user sent the file '{name}'; it was not saved: larger than the limit of {max_bytes} bytes]"
-        path = await asyncio.to_thread(_write, directory, name, data)
+        path = await asyncio.to_thread(save_new, directory, name, data)
     except (DeliveryError, OSError, KeyError, ValueError) as exc:
         log.warning("matrix: cannot download %s: %s", name, exc)
         return f"[The user sent the file '{name}'; it could not be downloaded: {exc}]"
     return f"[The user sent a file, saved as {path} ({len(data)} bytes)]"
-
-
-def _write(directory: Path, name: str, data: bytes) -> Path:
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path, out = open_new(directory, name)
-    with out:
-        out.write(data)
-    return path
 
 
 async def upload(client: "Homeserver", path: Path, name: str, *, encrypt: bool) -> dict[str, Any]:
