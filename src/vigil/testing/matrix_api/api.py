@@ -82,9 +82,8 @@ def build_app(state: "HomeserverState", stopping: Callable[[], bool]) -> Starlet
                 state.synced_from[token] = max(since, state.synced_from.get(token, 0))
         return JSONResponse(await long_poll(state, token, since, timeout, query.get("full_state") == "true", stopping))
 
-    async def send(request: Request, account: "Account", token: str) -> Response:
-        room_id, kind, txn = (request.path_params[name] for name in ("room", "kind", "txn"))
-        content = await _body(request)
+    def post(account: "Account", token: str, room_id: str, kind: str, content: dict[str, Any], txn: str) -> Response:
+        """An event into the room by a member; a transaction id sent again gives the first event's id."""
         with state.lock:
             room = state.rooms.get(room_id)
             if room is None or room.membership(account.user_id) != "join":
@@ -95,18 +94,13 @@ def build_app(state: "HomeserverState", stopping: Callable[[], bool]) -> Starlet
                 state.transactions[(token, txn)] = known
         return JSONResponse({"event_id": known})
 
+    async def send(request: Request, account: "Account", token: str) -> Response:
+        room_id, kind, txn = (request.path_params[name] for name in ("room", "kind", "txn"))
+        return post(account, token, room_id, kind, await _body(request), txn)
+
     async def redact(request: Request, account: "Account", token: str) -> Response:
         room_id, target, txn = (request.path_params[name] for name in ("room", "event", "txn"))
-        content = {**await _body(request), "redacts": target}
-        with state.lock:
-            room = state.rooms.get(room_id)
-            if room is None or room.membership(account.user_id) != "join":
-                return _error(403, "M_FORBIDDEN", f"User {account.user_id} not in room {room_id}")
-            known = state.transactions.get((token, txn))
-            if known is None:
-                known = state.add_event(room_id, account.user_id, "m.room.redaction", content, txn=txn)["event_id"]
-                state.transactions[(token, txn)] = known
-        return JSONResponse({"event_id": known})
+        return post(account, token, room_id, "m.room.redaction", {**await _body(request), "redacts": target}, txn)
 
     async def join(request: Request, account: "Account", token: str) -> Response:
         room_id = request.path_params["room"]
