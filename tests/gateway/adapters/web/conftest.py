@@ -64,6 +64,43 @@ def gateway(fake_model_env: FakeModelServer, vigil_home: Path) -> Iterator[WebGa
             running.stop()
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium for the module's browser tests (:mod:`.browsing`); each test's pages
+    are in contexts of their own."""
+    from tests.gateway.adapters.web.browsing import chromium
+
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def open_page(browser: Any) -> Iterator[Callable[..., Any]]:
+    """``open_page(**context_options)``: a page in a browser context of its own (its own cookies;
+    the desktop's size unless ``viewport`` says otherwise), closed when the test ends; its
+    uncaught errors are in ``page.errors``."""
+    from tests.gateway.adapters.web.browsing import DESKTOP, watched
+
+    contexts: list[Any] = []
+
+    def open_one(**options: Any) -> Any:
+        options.setdefault("viewport", DESKTOP)
+        contexts.append(browser.new_context(**options))
+        return watched(contexts[-1].new_page())
+
+    try:
+        yield open_one
+    finally:
+        for context in contexts:
+            context.close()
+
+
+@pytest.fixture
+def browser_page(open_page: Callable[..., Any]) -> Any:
+    """A desktop-sized page of the test's own."""
+    return open_page()
+
+
 @contextmanager
 def module_gateway(fake: FakeModelServer, factory: pytest.TempPathFactory, name: str) -> Iterator[WebGateway]:
     """One gateway for a whole test module, whose tests each add conversations of their own

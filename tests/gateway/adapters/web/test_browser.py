@@ -3,49 +3,19 @@ real gateway and the fake model. Skipped (with the reason) where either is missi
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-import pytest
-
+from tests.gateway.adapters.web.browsing import BROWSER_TESTS, logged_in_new_conversation, send_text
 from tests.gateway.adapters.web.conftest import WebGateway
 from tests.gateway.adapters.web.page_probes import record_streaming
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-playwright_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
-)
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),
-]
+pytestmark = BROWSER_TESTS
 
 ANSWER = "Hello! Here is **bold**, `code` and a list:\n\n- one\n- two"
 EVIL = '<script>window.__pwned = 1</script> and <img src=x onerror="window.__pwned = 2"> [link](javascript:window.__pwned=3)'
-WAIT_MS = 30_000
-
-
-@pytest.fixture
-def browser_page(gateway: WebGateway) -> Iterator[Any]:
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.set_default_timeout(WAIT_MS)
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.errors = errors
-            yield page
-        finally:
-            browser.close()
-
-
-def _send(page: Any, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
 
 
 def _answer_after(page: Any, user_text: str) -> str | None:
@@ -77,7 +47,7 @@ def test_log_in_chat_stream_heartbeat_reload_and_script_shown_as_text(
 
     # A message, and its answer streamed into the bubble token by token, rendered as Markdown.
     record_streaming(page)
-    _send(page, "hi there")
+    send_text(page, "hi there")
     page.wait_for_selector(".message.assistant:not(.streaming) .markdown ul li")
     answer = page.locator(".message.assistant .markdown").first
     assert answer.locator("strong").inner_text() == "bold" and answer.locator("code").inner_text() == "code"
@@ -89,7 +59,7 @@ def test_log_in_chat_stream_heartbeat_reload_and_script_shown_as_text(
     page.wait_for_function("() => document.getElementById('title').textContent === 'hi there'")
 
     # A heartbeat set from the composer fires unprompted, marked with its header.
-    _send(page, "/heartbeat every 3s say tick")
+    send_text(page, "/heartbeat every 3s say tick")
     page.wait_for_selector("#heartbeat:not([hidden])")
     assert "every 3s" in page.inner_text("#hb-summary") and "say tick" in page.inner_text("#hb-summary")
     page.wait_for_function("() => /next (in \\d+s|due now)/.test(document.getElementById('hb-countdown').textContent)")
@@ -99,11 +69,11 @@ def test_log_in_chat_stream_heartbeat_reload_and_script_shown_as_text(
     page.wait_for_function("""() => [...document.querySelectorAll('.message.assistant:not(.streaming) .markdown')]
         .some(e => e.textContent.includes('tick tock'))""")
     page.screenshot(path=str(tmp_path / "web-chat-heartbeat.png"))  # active, with its countdown
-    _send(page, "/heartbeat pause")
+    send_text(page, "/heartbeat pause")
     page.wait_for_selector("#heartbeat.paused")
 
     # An answer carrying HTML is shown as text: no element made, nothing run.
-    _send(page, "show me something nasty")
+    send_text(page, "show me something nasty")
     page.wait_for_function(
         "() => [...document.querySelectorAll('.markdown')].some(e => e.textContent.includes('<script>'))")
     assert _answer_after(page, "show me something nasty") == EVIL
@@ -151,8 +121,8 @@ def test_an_answer_shows_bare_links_highlighted_code_with_copy_and_hostile_marku
 ) -> None:
     page = browser_page
     fake_model_env.rule(contains="links and code", reply=RICH)
-    _logged_in_new_conversation(page, gateway)
-    _send(page, "links and code please")
+    logged_in_new_conversation(page, gateway)
+    send_text(page, "links and code please")
     page.wait_for_selector(".message.assistant:not(.streaming) .code-block")
     answer = page.locator(".message.assistant .markdown").first
     link = answer.get_by_role("link", name="https://example.com/docs?page=2")
@@ -176,14 +146,6 @@ def test_an_answer_shows_bare_links_highlighted_code_with_copy_and_hostile_marku
     assert page.errors == []
 
 
-def _logged_in_new_conversation(page: Any, gateway: WebGateway) -> str:
-    page.goto(f"{gateway.url}/login?token={gateway.token}")
-    page.wait_for_url(f"{gateway.url}/")
-    page.click("#new-conversation")
-    page.wait_for_function("() => location.hash.length > 1")
-    return str(page.evaluate("() => location.hash.slice(1)"))
-
-
 def test_a_dangerous_command_waits_for_the_approve_button_and_shows_as_a_command_line(
     gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any, tmp_path: Path,
 ) -> None:
@@ -192,8 +154,8 @@ def test_a_dangerous_command_waits_for_the_approve_button_and_shows_as_a_command
     target.mkdir()
     command = f"mkfs.ext4 /nonexistent/vigil-device; touch {target}/ran"
     fake_model_env.queue(Reply.tool_calls(ToolCallSpec("terminal", {"command": command})), "Cleaned up.")
-    _logged_in_new_conversation(page, gateway)
-    _send(page, "clean up")
+    logged_in_new_conversation(page, gateway)
+    send_text(page, "clean up")
     card = page.wait_for_selector(".approval")
     assert "terminal" in card.inner_text() and "mkfs.ext4" in card.inner_text()
     page.wait_for_function("() => /denied automatically in/.test(document.querySelector('.approval-countdown').textContent)")
@@ -218,14 +180,14 @@ def test_the_page_reconnects_after_a_gateway_restart_and_keeps_working(
     page = browser_page
     fake_model_env.rule(contains="before", reply="Answer before the restart.")
     fake_model_env.rule(contains="after", reply="Answer after the restart.")
-    conversation = _logged_in_new_conversation(page, gateway)
-    _send(page, "before")
+    conversation = logged_in_new_conversation(page, gateway)
+    send_text(page, "before")
     page.wait_for_function("() => document.body.textContent.includes('Answer before the restart.')")
     gateway.stop()
     page.wait_for_function("() => /reconnecting/.test(document.getElementById('connection').textContent)")
     gateway.start()
     page.wait_for_function("() => document.getElementById('connection').textContent === ''", timeout=60_000)
-    _send(page, "after")
+    send_text(page, "after")
     page.wait_for_function("() => document.body.textContent.includes('Answer after the restart.')")
     assert page.evaluate("() => location.hash.slice(1)") == conversation
     users = page.locator(".message.user .bubble").all_inner_texts()
@@ -239,11 +201,11 @@ def test_messages_sent_during_a_turn_wait_below_it_and_each_shows_once_next_to_i
     fake_model_env.rule(contains="slow one", reply=Reply.text("slow answer that takes a while", chunk_delay=0.1))
     fake_model_env.rule(contains="queued one", reply="answer one")
     fake_model_env.rule(contains="queued two", reply="answer two")
-    _logged_in_new_conversation(page, gateway)
-    _send(page, "slow one")
+    logged_in_new_conversation(page, gateway)
+    send_text(page, "slow one")
     page.wait_for_selector(".message.assistant.streaming")
-    _send(page, "queued one")
-    _send(page, "queued two")
+    send_text(page, "queued one")
+    send_text(page, "queued two")
     page.wait_for_function("() => document.querySelectorAll('.message.user:not(.pending)').length === 3")
     assert _rows(page)[-2:] == [("user", "queued one"), ("user", "queued two")]  # waiting below the turn
     page.wait_for_selector(".message.assistant:not(.streaming) >> text=answer two")
@@ -271,7 +233,7 @@ def test_upload_shift_enter_and_search_from_the_page(
 ) -> None:
     page = browser_page
     fake_model_env.set_default_reply("Got it.")
-    _logged_in_new_conversation(page, gateway)
+    logged_in_new_conversation(page, gateway)
     document, unwanted = tmp_path / "report.txt", tmp_path / "draft.txt"
     document.write_text("quarterly numbers")
     unwanted.write_text("not this one")

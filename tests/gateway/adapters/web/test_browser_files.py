@@ -6,24 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.gateway.adapters.web.conftest import WebGateway
-from tests.gateway.adapters.web.test_browser import CHROMIUM, _logged_in_new_conversation, browser_page  # noqa: F401
+from tests.gateway.adapters.web.browsing import BROWSER_TESTS, logged_in_new_conversation
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),
-]
+pytestmark = BROWSER_TESTS
 
 
 def test_a_sent_file_is_a_download_link(
-    gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any, tmp_path: Path,  # noqa: F811
+    gateway: WebGateway, fake_model_env: FakeModelServer, browser_page: Any, tmp_path: Path,
 ) -> None:
     page = browser_page
-    _logged_in_new_conversation(page, gateway)
+    logged_in_new_conversation(page, gateway)
     document = tmp_path / "numbers.csv"
     document.write_text("q1,q2\n10,20\n")
     page.set_input_files("#upload-input", str(document))

@@ -7,20 +7,17 @@ an answer streams; the messages waiting behind an answer, numbered, each with Re
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from tests.gateway.process import history, wait_for
 from tests.gateway.adapters.web.conftest import WebGateway, module_gateway
-from tests.gateway.adapters.web.test_browser import CHROMIUM, WAIT_MS, _send, playwright_api
+from tests.gateway.adapters.web.browsing import BROWSER_TESTS, log_in, send_text
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),
-]
+pytestmark = BROWSER_TESTS
 
 LONG_ANSWER = "Counting sheep: " + " ".join(f"sheep{n}" for n in range(400))
 
@@ -31,29 +28,12 @@ def shared(fake_model_session: FakeModelServer, tmp_path_factory: pytest.TempPat
         yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
 @pytest.fixture
-def page(shared: WebGateway, fake_model: FakeModelServer, browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    opened = context.new_page()
-    opened.set_default_timeout(WAIT_MS)
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.errors = errors
-    opened.goto(f"{shared.url}/login?token={shared.token}")
-    opened.wait_for_url(f"{shared.url}/*")
+def page(shared: WebGateway, fake_model: FakeModelServer, open_page: Callable[..., Any]) -> Any:
+    opened = open_page()
+    log_in(opened, shared)
     opened.wait_for_selector("#conversation-list > *")  # the page has started
-    yield opened
-    context.close()
+    return opened
 
 
 def _new_conversation(page: Any) -> str:
@@ -64,7 +44,7 @@ def _new_conversation(page: Any) -> str:
 
 
 def _answered(page: Any, text: str, answer: str) -> None:
-    _send(page, text)
+    send_text(page, text)
     page.wait_for_selector(f".message.assistant:not(.streaming) >> text={answer}")
 
 
@@ -184,13 +164,13 @@ def test_stop_keeps_the_conversation_and_its_heartbeat_and_suspend_puts_it_aside
     fake_model.rule(contains="count sheep", reply=Reply.text(LONG_ANSWER, chunk_delay=0.05))
     fake_model.rule(contains="still there", reply="Still here.")
     conversation = _new_conversation(page)
-    _send(page, "/heartbeat every 1h say tick")
+    send_text(page, "/heartbeat every 1h say tick")
     page.locator("#heartbeat").wait_for(state="visible")
     streaming = "() => /sheep3/.test(document.querySelector('.message.assistant.streaming')?.textContent)"
 
-    _send(page, "count sheep please")
+    send_text(page, "count sheep please")
     page.wait_for_function(streaming)
-    _send(page, "/stop")
+    send_text(page, "/stop")
     page.wait_for_selector(".message.assistant .turn-cancelled")
     page.wait_for_selector(".notice.command >> text=Stopped the answer. The conversation and its heartbeat go on.")
     _answered(page, "are you still there?", "Still here.")
@@ -198,10 +178,10 @@ def test_stop_keeps_the_conversation_and_its_heartbeat_and_suspend_puts_it_aside
     assert shown["id"] == conversation and not shown["ended"] and shown["heartbeat"]["status"] == "active"
     assert page.locator("#heartbeat").is_visible()
 
-    _send(page, "count sheep again")
+    send_text(page, "count sheep again")
     page.wait_for_function("() => document.querySelectorAll('.message.assistant .turn-cancelled').length === 1"
                            " && /sheep3/.test(document.querySelector('.message.assistant.streaming')?.textContent)")
-    _send(page, "/suspend")
+    send_text(page, "/suspend")
     page.wait_for_selector(".notice >> text=This conversation was suspended")
     page.locator("#heartbeat").wait_for(state="hidden")
     assert page.locator(".message.assistant .turn-cancelled").count() == 2
@@ -224,10 +204,10 @@ def test_messages_waiting_behind_an_answer_are_numbered_and_one_is_removed_with_
     fake_model.rule(contains="run the tests", reply="All green.")
     fake_model.rule(contains="tidy up", reply="Tidied.")
     conversation = _new_conversation(page)
-    _send(page, "build slowly")
+    send_text(page, "build slowly")
     page.wait_for_selector(".message.assistant.streaming")
     for text in ("run the tests", "deploy", "tidy up"):
-        _send(page, text)
+        send_text(page, text)
     page.wait_for_function("() => document.querySelectorAll('.message.user.queued').length === 3")
     assert _waiting(page) == [("run the tests", "Queued #1"), ("deploy", "Queued #2"), ("tidy up", "Queued #3")]
     page.get_by_role("button", name="Remove waiting message 2: deploy").click()
@@ -253,9 +233,9 @@ def test_a_heartbeat_that_found_nothing_changed_is_one_quiet_line_that_opens(
     fake_model.rule(contains="check the deploy", reply="HEARTBEAT_OK", times=1)
     fake_model.rule(contains="check the deploy", reply="The deploy failed.")
     _new_conversation(page)
-    _send(page, "/heartbeat every 2s check the deploy")
+    send_text(page, "/heartbeat every 2s check the deploy")
     page.wait_for_selector(".message.assistant:not(.streaming) >> text=The deploy failed.")
-    _send(page, "/heartbeat clear")
+    send_text(page, "/heartbeat clear")
     page.locator("#heartbeat").wait_for(state="hidden")
 
     def shown() -> list[str]:
@@ -282,7 +262,7 @@ def test_a_background_tasks_answer_is_a_marked_note_not_an_answer(
 ) -> None:
     fake_model.rule(contains="capital of Peru", reply="Lima, on the **Pacific** coast.")
     conversation = _new_conversation(page)
-    _send(page, "/btw what is the capital of Peru?")
+    send_text(page, "/btw what is the capital of Peru?")
     note = page.locator("#messages > .background-note")
     note.wait_for()
     assert note.get_attribute("aria-label") == "Background task"
@@ -304,7 +284,7 @@ def test_retry_sends_an_answer_that_failed_again(shared: WebGateway, fake_model:
     fake_model.queue(Reply.error(400, "This model does not take messages about kites"))
     fake_model.rule(contains="kites", reply="Kites fly best in steady wind.")
     conversation = _new_conversation(page)
-    _send(page, "tell me about kites")
+    send_text(page, "tell me about kites")
     notice = page.locator(".reply-notice", has_text="The model refused this message")
     notice.wait_for()
     retry = notice.get_by_role("button", name="Retry: send the message again")

@@ -9,13 +9,10 @@ from typing import Any, Iterator
 import pytest
 
 from tests.gateway.adapters.web.conftest import WebGateway
-from tests.gateway.adapters.web.test_browser import CHROMIUM, WAIT_MS, _logged_in_new_conversation, _send, playwright_api
+from tests.gateway.adapters.web.browsing import BROWSER_TESTS, logged_in_new_conversation, send_text
 from vigil.testing.fake_model import FakeModelServer
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),
-]
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture
@@ -38,20 +35,12 @@ def modelless(fake_model: FakeModelServer, vigil_home: Path) -> Iterator[WebGate
             running.stop()
 
 
-def test_a_message_with_no_model_configured_is_told_how_to_set_one_up(modelless: WebGateway) -> None:
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            page: Any = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.set_default_timeout(WAIT_MS)
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            _logged_in_new_conversation(page, modelless)
-            _send(page, "hello, is anyone there?")
-            page.wait_for_function("() => document.getElementById('messages').innerText.includes('No model is configured')")
-            text = page.inner_text("#messages")
-            assert "vigil config set model" in text  # how to set one up
-            assert text.count("No model is configured") == 1  # said once, not as an error and a notice
-            assert errors == []
-        finally:
-            browser.close()
+def test_a_message_with_no_model_configured_is_told_how_to_set_one_up(modelless: WebGateway, browser_page: Any) -> None:
+    page = browser_page
+    logged_in_new_conversation(page, modelless)
+    send_text(page, "hello, is anyone there?")
+    page.wait_for_function("() => document.getElementById('messages').innerText.includes('No model is configured')")
+    text = page.inner_text("#messages")
+    assert "vigil config set model" in text  # how to set one up
+    assert text.count("No model is configured") == 1  # said once, not as an error and a notice
+    assert page.errors == []

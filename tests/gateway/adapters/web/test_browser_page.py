@@ -3,60 +3,35 @@ model: Stop, the heartbeat badge, a phone's width, dark mode. Skipped where eith
 
 from __future__ import annotations
 
-from typing import Any, Iterator
-
-import pytest
+from typing import Any, Callable
 
 from tests.gateway.process import history
 from tests.gateway.adapters.web.conftest import WebGateway
-from tests.gateway.adapters.web.test_browser import CHROMIUM, WAIT_MS, _logged_in_new_conversation, _send, playwright_api
+from tests.gateway.adapters.web.browsing import BROWSER_TESTS, logged_in_new_conversation, send_text
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),
-]
+pytestmark = BROWSER_TESTS
 
 LONG_ANSWER = "Counting sheep: " + " ".join(f"sheep{n}" for n in range(400))
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-def _page(browser: Any, **options: Any) -> Any:
-    options.setdefault("viewport", {"width": 1280, "height": 800})
-    page = browser.new_context(**options).new_page()
-    page.set_default_timeout(WAIT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.errors = errors
-    return page
-
-
 def test_stop_ends_a_streaming_answer_and_the_conversation_goes_on_with_its_heartbeat(
-    gateway: WebGateway, fake_model_env: FakeModelServer, browser: Any,
+    gateway: WebGateway, fake_model_env: FakeModelServer, open_page: Callable[..., Any],
 ) -> None:
-    page = _page(browser)
+    page = open_page()
     fake_model_env.rule(contains="count sheep", reply=Reply.text(LONG_ANSWER, chunk_delay=0.05))
     fake_model_env.rule(contains="after the stop", reply="Still here.")
-    conversation = _logged_in_new_conversation(page, gateway)
+    conversation = logged_in_new_conversation(page, gateway)
     heartbeat = page.locator("#heartbeat")
     assert not heartbeat.is_visible()  # no heartbeat: no badge at all
-    _send(page, "/heartbeat every 1h say tick")
+    send_text(page, "/heartbeat every 1h say tick")
     heartbeat.wait_for(state="visible")
     stop = page.get_by_role("button", name="Stop")
     assert not stop.is_visible()
 
-    _send(page, "count sheep please")
+    send_text(page, "count sheep please")
     page.wait_for_function("() => /sheep3/.test(document.querySelector('.message.assistant.streaming')?.textContent)")
     stop.click()
     page.wait_for_selector(".message.assistant:not(.streaming) .turn-cancelled")
@@ -65,12 +40,12 @@ def test_stop_ends_a_streaming_answer_and_the_conversation_goes_on_with_its_hear
     assert "sheep3" in shown and "sheep399" not in shown
 
     # Esc stops too.
-    _send(page, "count sheep again")
+    send_text(page, "count sheep again")
     page.wait_for_function("() => /sheep3/.test(document.querySelector('.message.assistant.streaming')?.textContent)")
     page.keyboard.press("Escape")
     page.wait_for_function("() => document.querySelectorAll('.turn-cancelled').length === 2")
 
-    _send(page, "after the stop")
+    send_text(page, "after the stop")
     page.wait_for_selector(".message.assistant:not(.streaming) >> text=Still here.")
     assert heartbeat.is_visible() and "paused" not in (heartbeat.get_attribute("class") or "")
     assert history(gateway.api(), conversation)["heartbeat"]["status"] == "active"
@@ -84,19 +59,19 @@ def test_stop_ends_a_streaming_answer_and_the_conversation_goes_on_with_its_hear
 
 
 def test_on_a_phone_nothing_scrolls_sideways_and_the_composer_stays_reachable(
-    gateway: WebGateway, fake_model_env: FakeModelServer, browser: Any,
+    gateway: WebGateway, fake_model_env: FakeModelServer, open_page: Callable[..., Any],
 ) -> None:
     wide = ("A long line: https://example.com/" + "very-long-path/" * 20 + "\n\n```bash\n"
             + "echo " + "x" * 300 + "\n```\n\n" + "word " * 300)
     fake_model_env.rule(contains="something wide", reply=wide)
-    page = _page(browser, viewport=PHONE, is_mobile=True, has_touch=True)
+    page = open_page(viewport=PHONE, is_mobile=True, has_touch=True)
     page.goto(f"{gateway.url}/login?token={gateway.token}")
     page.wait_for_url(f"{gateway.url}/")
     page.click("#new-chat")  # the list, and its button, hide behind ☰ on a phone
     page.wait_for_function("() => location.hash.length > 1")
-    _send(page, "/heartbeat every 30m check the mail and summarise anything urgent in two lines")
+    send_text(page, "/heartbeat every 30m check the mail and summarise anything urgent in two lines")
     page.locator("#heartbeat").wait_for(state="visible")
-    _send(page, "show me something wide " + "y" * 200)
+    send_text(page, "show me something wide " + "y" * 200)
     page.wait_for_selector(".message.assistant:not(.streaming) .code-block")
     sideways = page.evaluate("""() => ({
         page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
@@ -115,9 +90,9 @@ def test_on_a_phone_nothing_scrolls_sideways_and_the_composer_stays_reachable(
     assert page.errors == []
 
 
-def test_dark_mode_follows_the_system_and_the_toggle(gateway: WebGateway, browser: Any) -> None:
-    page = _page(browser, color_scheme="dark")
-    _logged_in_new_conversation(page, gateway)
+def test_dark_mode_follows_the_system_and_the_toggle(gateway: WebGateway, open_page: Callable[..., Any]) -> None:
+    page = open_page(color_scheme="dark")
+    logged_in_new_conversation(page, gateway)
     background = "() => getComputedStyle(document.body).backgroundColor"
     assert page.evaluate(background) == "rgb(22, 24, 28)"
     toggle = page.get_by_role("button", name="Dark mode")

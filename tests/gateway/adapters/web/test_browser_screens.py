@@ -11,12 +11,12 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable
 
 import pytest
 
 from tests.gateway.adapters.web.conftest import WebGateway
-from tests.gateway.adapters.web.test_browser import CHROMIUM, WAIT_MS, _send, playwright_api
+from tests.gateway.adapters.web.browsing import BROWSER_TESTS, send_text
 from vigil.schedule.heartbeat.text import ASK_FOR_SILENCE, heartbeat_header
 from vigil.store import NewMessage, ToolCall, open_store
 from vigil.testing.fake_model import FakeModelServer
@@ -24,8 +24,7 @@ from vigil.testing.scripting import Reply, ToolCallSpec
 
 AXE = Path(__file__).resolve().parents[4] / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),
+    *BROWSER_TESTS,
     pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed (npm ci in frontend/)"),
 ]
 
@@ -50,20 +49,9 @@ CI_PROMPT = "check the CI run of PR #1234 and tell me when it finishes"
 
 
 @pytest.fixture
-def page(gateway: WebGateway) -> Iterator[Any]:
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            # axe is injected as an inline script, which the page's policy would refuse
-            context = browser.new_context(viewport=SIZES["desktop"], bypass_csp=True)
-            opened = context.new_page()
-            opened.set_default_timeout(WAIT_MS)
-            errors: list[str] = []
-            opened.on("pageerror", lambda exc: errors.append(str(exc)))
-            opened.errors = errors
-            yield opened
-        finally:
-            browser.close()
+def page(gateway: WebGateway, open_page: Callable[..., Any]) -> Any:
+    # axe is injected as an inline script, which the page's policy would refuse
+    return open_page(viewport=SIZES["desktop"], bypass_csp=True)
 
 
 def _violations(page: Any) -> list[str]:
@@ -120,16 +108,16 @@ def test_the_main_screens_have_no_serious_accessibility_problems(
     )
     page.click("#new-conversation")
     page.wait_for_function("() => location.hash.length > 1")
-    _send(page, "/heartbeat every 2h look at the inbox and tell me what is urgent")
+    send_text(page, "/heartbeat every 2h look at the inbox and tell me what is urgent")
     page.wait_for_selector("#heartbeat:not([hidden])")
-    _send(page, "Write me a script that lists my text files with their sizes")
+    send_text(page, "Write me a script that lists my text files with their sizes")
     page.wait_for_selector(".message.assistant:not(.streaming) .code-block")
     page.wait_for_function("() => document.querySelectorAll('details.tool[data-done]').length === 2")
     page.click("details.tool summary")  # one card opened, to show its output
     _check(page, "conversation", problems)
 
     fake_model_env.queue(Reply.tool_calls(ToolCallSpec("terminal", {"command": "mkfs.ext4 /dev/sdz1"})), "Not done.")
-    _send(page, "format the spare disk")
+    send_text(page, "format the spare disk")
     page.wait_for_selector(".approval .approval-countdown")
     page.wait_for_function("() => document.querySelector('details.tool[data-state=waiting]')")
     _check(page, "approval", problems)
@@ -175,10 +163,10 @@ def _check_queue(page: Any, fake: FakeModelServer, problems: list[str]) -> None:
     fake.rule(contains="release notes", reply="Here is a draft of the release notes.")
     page.click("#new-conversation")
     page.wait_for_selector("#empty")
-    _send(page, "Summarize what changed in the release branch since Monday")
+    send_text(page, "Summarize what changed in the release branch since Monday")
     page.wait_for_selector(".message.assistant.streaming li")
-    _send(page, "Also look at the staging logs for errors")
-    _send(page, "Then draft the release notes")
+    send_text(page, "Also look at the staging logs for errors")
+    send_text(page, "Then draft the release notes")
     page.wait_for_function("() => document.querySelectorAll('.message.user.queued .queue-remove').length === 2")
     _check(page, "queue", problems)
     page.click("#stop")
@@ -216,7 +204,7 @@ def _check_folded_heartbeats(page: Any, gateway: WebGateway, problems: list[str]
         store.update_session(conversation, title="CI of PR #1234")
     finally:
         store.close()
-    _send(page, f"/heartbeat every 15m {CI_PROMPT}")
+    send_text(page, f"/heartbeat every 15m {CI_PROMPT}")
     page.wait_for_selector("#heartbeat:not([hidden])")
     page.reload()  # the history, without the command
     page.wait_for_function("() => document.querySelectorAll('.heartbeat-fold').length === 2")

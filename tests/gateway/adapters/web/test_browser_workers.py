@@ -5,15 +5,15 @@ Chromium, Playwright or a PostgreSQL server is missing."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from tests.gateway.process import new_conversation, send, share_store, wait_for
+from tests.gateway.adapters.web.browsing import BROWSER_TESTS, log_in, send_text
 from tests.gateway.adapters.web.conftest import WebGateway, answers
 from tests.gateway.adapters.web.page_probes import record_streaming
 from tests.store import conftest as store_fixtures
@@ -22,22 +22,12 @@ from vigil.schedule.heartbeat.lease import live_leases
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-playwright_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
-)
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.slow,
-    pytest.mark.timeout(180),
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),
-]
+pytestmark = [*BROWSER_TESTS, pytest.mark.postgres, pytest.mark.timeout(180)]
 
 # the per-test PostgreSQL schema, skipping with the reason when no server answers
 postgres_server, pg_schema, pg_url = store_fixtures.postgres_server, store_fixtures.pg_schema, store_fixtures.pg_url
 
 LEASE = 3.0
-WAIT_MS = 30_000
 FIRST_ANSWER = "First answer, from the worker that runs it."
 SECOND_ANSWER = "The second answer streams in **token by token** from the other worker."
 SECOND_RENDERED = "The second answer streams in token by token from the other worker."
@@ -67,35 +57,14 @@ def workers(vigil_home: Path, pg_url: str, fake_model: FakeModelServer, store: A
                 worker.stop(signal.SIGKILL)
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-def _open_page(browser: Any, worker: WebGateway, conversation: str) -> Any:
-    """A page of its own (own cookies) logged in at ``worker``, showing ``conversation``;
-    its uncaught errors are collected in ``page.errors``."""
-    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-    page.set_default_timeout(WAIT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.errors = errors
-    page.goto(f"{worker.url}/login?token={worker.token}")
-    page.wait_for_url(f"{worker.url}/**")
+def _open_page(open_page: Callable[..., Any], worker: WebGateway, conversation: str) -> Any:
+    """A page of its own (own cookies) logged in at ``worker``, showing ``conversation``."""
+    page = open_page()
+    log_in(page, worker)
     page.goto(f"{worker.url}/#{conversation}")
     page.wait_for_function("(id) => document.querySelector('#conversation-list .conversation.selected') && "
                            "location.hash.slice(1) === id", arg=conversation)
     return page
-
-
-def _send(page: Any, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
 
 
 def _rows(page: Any) -> list[tuple[str, str]]:
@@ -131,7 +100,7 @@ def _answered_in(worker: WebGateway, conversation: str) -> int:
 
 
 def test_a_page_on_one_worker_chats_in_a_conversation_the_other_runs(
-    workers: list[WebGateway], fake_model: FakeModelServer, store: Any, browser: Any,
+    workers: list[WebGateway], fake_model: FakeModelServer, store: Any, open_page: Callable[..., Any],
 ) -> None:
     worker_a, worker_b = workers
     fake_model.rule(contains="first question", reply=FIRST_ANSWER)
@@ -146,12 +115,12 @@ def test_a_page_on_one_worker_chats_in_a_conversation_the_other_runs(
     assert _owner(store, conversation) == worker_a.process.pid
 
     # A page at B and a page at A show it; B's page sends a message.
-    page_b = _open_page(browser, worker_b, conversation)
-    page_a = _open_page(browser, worker_a, conversation)
+    page_b = _open_page(open_page, worker_b, conversation)
+    page_a = _open_page(open_page, worker_a, conversation)
     for page in (page_a, page_b):
         _wait_for_answer(page, FIRST_ANSWER)
         record_streaming(page)
-    _send(page_b, "second question")
+    send_text(page_b, "second question")
 
     # Both pages see the answer grow token by token and end rendered; A ran the turn.
     for page in (page_b, page_a):
@@ -176,7 +145,7 @@ def test_a_page_on_one_worker_chats_in_a_conversation_the_other_runs(
     assert page_a.errors == []
     page_a.context.close()
     worker_a.kill()
-    _send(page_b, "third question")
+    send_text(page_b, "third question")
     _wait_for_answer(page_b, THIRD_ANSWER)
     page_b.wait_for_function("() => !document.querySelector('#messages .message.pending')")
     assert _rows(page_b) == expected + [("user", "third question"), ("assistant", THIRD_ANSWER)]
