@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -100,6 +101,19 @@ class GatewayProcess:
             time.sleep(0.05)
         raise AssertionError("the gateway did not come up")
 
+    def start_for_module(self, timeout: float = 60) -> "GatewayProcess":
+        """:meth:`start` a gateway that a module-scoped fixture stops itself (it is not killed
+        after each test, as the gateways the tests start are)."""
+        self.start(timeout)
+        assert self.process is not None
+        _STARTED.remove(self.process)
+        return self
+
+    def stop_if_running(self, sig: int = signal.SIGTERM) -> None:
+        """:meth:`stop` the process if one was started and still runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.stop(sig)
+
     def kill(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)
@@ -130,6 +144,19 @@ class GatewayProcess:
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+
+
+@contextmanager
+def module_model(server: FakeModelServer) -> Iterator[FakeModelServer]:
+    """The session's fake model for the gateway of a module-scoped fixture: running, its script,
+    log and cache emptied before the module's rules are added and again when the module ends."""
+    if not server.running:
+        server.start()
+    server.reset()
+    try:
+        yield server
+    finally:
+        server.reset()
 
 
 def new_conversation(client: httpx.Client) -> str:

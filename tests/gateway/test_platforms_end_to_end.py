@@ -32,8 +32,7 @@ pytest.importorskip("slack_sdk")  # pip install -e '.[slack,telegram]' to run it
 pytest.importorskip("telegram")
 
 from tests.cli.helpers import run_cli
-from tests.gateway import process as processes
-from tests.gateway.process import GatewayProcess, history, new_conversation, send, wait_for
+from tests.gateway.process import GatewayProcess, history, module_model, new_conversation, send, wait_for
 from vigil.gateway.adapters.slack.editing import WORKING
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
@@ -93,8 +92,7 @@ class Platforms:
             return int(count)
 
     def start(self) -> None:
-        self.gateway.start()
-        processes._STARTED.remove(self.gateway.process)  # this module stops it, not each test
+        self.gateway.start_for_module()
         self.sender.url = self.gateway.url + "/slack/events"
 
 
@@ -113,32 +111,28 @@ def platforms(fake_model_session: FakeModelServer, tmp_path_factory: pytest.Temp
         "telegram": {"enabled": True, "api_url": telegram.api_url, "token_env": TOKEN_ENV,
                      "allow": [str(OWNER), str(FRIEND)]},
     }))
-    model = fake_model_session
-    model.start() if not model.running else None
-    model.reset()
-    for slow in ("a slow slack question", "a slow telegram question"):  # slow the first time only
-        model.rule(contains=slow, reply=Reply.text("too late", delay=15.0), times=1)
-        model.rule(contains=slow, reply=f"answer to {slow}")
-    streaming = Reply.text(["Half of an answer"] + [" and more"] * 60, chunk_delay=0.25)  # cut off by the SIGKILL
-    model.rule(contains="a streamed question", reply=streaming, times=1)
-    model.rule(contains="a streamed question", reply="the whole answer")
-    for phrase, reply in REPLIES.items():
-        model.rule(contains=phrase, reply=reply)
-    model.set_default_reply("ok")
-    gateway = GatewayProcess(home, model, env={
-        "VIGIL_TEST_HEARTBEAT_MIN_SECONDS": "1", "SLACK_BOT_TOKEN": slack.bot_token,
-        "SLACK_SIGNING_SECRET": slack.signing_secret, TOKEN_ENV: telegram.token,
-    })
-    running = Platforms(gateway, slack, telegram, model)
-    try:
-        running.start()
-        yield running
-    finally:
-        if gateway.process is not None and gateway.process.poll() is None:
-            gateway.stop()
-        model.reset()
-        slack.stop()
-        telegram.stop()
+    with module_model(fake_model_session) as model:
+        for slow in ("a slow slack question", "a slow telegram question"):  # slow the first time only
+            model.rule(contains=slow, reply=Reply.text("too late", delay=15.0), times=1)
+            model.rule(contains=slow, reply=f"answer to {slow}")
+        streaming = Reply.text(["Half of an answer"] + [" and more"] * 60, chunk_delay=0.25)  # cut off by the SIGKILL
+        model.rule(contains="a streamed question", reply=streaming, times=1)
+        model.rule(contains="a streamed question", reply="the whole answer")
+        for phrase, reply in REPLIES.items():
+            model.rule(contains=phrase, reply=reply)
+        model.set_default_reply("ok")
+        gateway = GatewayProcess(home, model, env={
+            "VIGIL_TEST_HEARTBEAT_MIN_SECONDS": "1", "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_SIGNING_SECRET": slack.signing_secret, TOKEN_ENV: telegram.token,
+        })
+        running = Platforms(gateway, slack, telegram, model)
+        try:
+            running.start()
+            yield running
+        finally:
+            gateway.stop_if_running()
+            slack.stop()
+            telegram.stop()
 
 
 async def test_each_message_is_answered_in_its_own_chat_thread_and_topic(platforms: Platforms) -> None:

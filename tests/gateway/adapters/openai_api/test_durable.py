@@ -4,7 +4,6 @@ chat's next request continues there."""
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -14,7 +13,7 @@ import pytest
 
 from tests.gateway.adapters.openai_api.conftest import said
 from tests.gateway.process import wait_for
-from tests.gateway.adapters.web.conftest import WebGateway
+from tests.gateway.adapters.web.conftest import WebGateway, web_gateway
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
 
@@ -23,14 +22,9 @@ from vigil.testing.scripting import Reply
 def gateway(vigil_home: Path, fake_model_env: FakeModelServer) -> Iterator[WebGateway]:
     """A gateway of the test's own: a message it died under runs again 0.5 s after the restart
     (``gateway.retry_max_delay``), and a stop interrupts running turns after 0.2 s."""
-    vigil_home.mkdir(parents=True, exist_ok=True)
-    (vigil_home / "config.yaml").write_text(json.dumps({"gateway": {"retry_max_delay": 0.5, "stop_timeout": 0.2}}))
-    running = WebGateway(vigil_home, fake_model_env).start()
-    try:
+    with web_gateway(vigil_home, fake_model_env, config={"gateway": {"retry_max_delay": 0.5, "stop_timeout": 0.2}},
+                     env={}) as running:
         yield running
-    finally:
-        if running.process is not None and running.process.poll() is None:
-            running.stop()
 
 
 @pytest.fixture

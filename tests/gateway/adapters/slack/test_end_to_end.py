@@ -13,8 +13,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from tests.gateway import process as processes
-from tests.gateway.process import GatewayProcess
+from tests.gateway.process import GatewayProcess, module_model
 from tests.gateway.adapters.slack.conftest import ALICE, BOB
 from vigil.gateway.adapters.slack.editing import WORKING
 from vigil.testing.fake_model import FakeModelServer
@@ -38,8 +37,7 @@ class E2E:
 
     def restart(self) -> None:
         self.gateway.kill()
-        self.gateway.start()
-        processes._STARTED.remove(self.gateway.process)  # this module stops it, not each test
+        self.gateway.start_for_module()
         self.sender.url = self.gateway.url + "/slack/events"
 
     def stored(self, external_id: str) -> bool:
@@ -56,26 +54,21 @@ def e2e(fake_slack_session: FakeSlackServer, fake_model_session: FakeModelServer
     }}))
     fake_slack_session.start()
     fake_slack_session.state.reset()
-    model = fake_model_session
-    model.start() if not model.running else None
-    model.reset()
-    model.rule(contains="check the deploy", reply="deploy green")
-    model.rule(contains="slow question", reply=Reply.text("slow answer", delay=1.0))
-    model.rule(contains="ping", reply="pong")
-    model.set_default_reply("ok")
-    gateway = GatewayProcess(home, model, env={
-        "VIGIL_TEST_HEARTBEAT_MIN_SECONDS": "1", "SLACK_BOT_TOKEN": fake_slack_session.bot_token,
-        "SLACK_SIGNING_SECRET": fake_slack_session.signing_secret,
-    })
-    gateway.start()
-    processes._STARTED.remove(gateway.process)
-    try:
-        yield E2E(gateway, fake_slack_session, model)
-    finally:
-        if gateway.process is not None and gateway.process.poll() is None:
-            gateway.stop()
-        model.reset()
-        fake_slack_session.state.reset()
+    with module_model(fake_model_session) as model:
+        model.rule(contains="check the deploy", reply="deploy green")
+        model.rule(contains="slow question", reply=Reply.text("slow answer", delay=1.0))
+        model.rule(contains="ping", reply="pong")
+        model.set_default_reply("ok")
+        gateway = GatewayProcess(home, model, env={
+            "VIGIL_TEST_HEARTBEAT_MIN_SECONDS": "1", "SLACK_BOT_TOKEN": fake_slack_session.bot_token,
+            "SLACK_SIGNING_SECRET": fake_slack_session.signing_secret,
+        })
+        gateway.start_for_module()
+        try:
+            yield E2E(gateway, fake_slack_session, model)
+        finally:
+            gateway.stop_if_running()
+            fake_slack_session.state.reset()
 
 
 async def test_dms_and_channel_threads_are_answered_where_they_were_asked(e2e: E2E) -> None:

@@ -4,6 +4,7 @@ and helpers to talk to it as a browser or a script would."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,17 +52,34 @@ class WebGateway(GatewayProcess):
         for client in self.clients:
             client.close()
 
+    def close(self, sig: int = signal.SIGTERM) -> None:
+        """Close its clients and stop the process if it still runs."""
+        self.close_clients()
+        self.stop_if_running(sig)
+
+
+@contextmanager
+def web_gateway(home: Path, fake: FakeModelServer, *, config: dict[str, Any] | None = None,
+                env: dict[str, str] = HEARTBEAT_MINIMUM, for_module: bool = False) -> Iterator[WebGateway]:
+    """`vigil gateway run` on a free port with the fake model for the profile at ``home``
+    (``config`` written to its config.yaml first), closed when the block ends (``for_module``:
+    not killed after each test, as the gateways the tests start are)."""
+    if config is not None:
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "config.yaml").write_text(json.dumps(config))
+    running = WebGateway(home, fake, env=dict(env))
+    running.start_for_module() if for_module else running.start()
+    try:
+        yield running
+    finally:
+        running.close()
+
 
 @pytest.fixture
 def gateway(fake_model_env: FakeModelServer, vigil_home: Path) -> Iterator[WebGateway]:
     """`vigil gateway run` on a free port with the fake model (SIGTERM after the test)."""
-    running = WebGateway(vigil_home, fake_model_env, env=dict(HEARTBEAT_MINIMUM)).start()
-    try:
+    with web_gateway(vigil_home, fake_model_env) as running:
         yield running
-    finally:
-        running.close_clients()
-        if running.process is not None and running.process.poll() is None:
-            running.stop()
 
 
 @pytest.fixture(scope="module")
@@ -105,17 +123,8 @@ def browser_page(open_page: Callable[..., Any]) -> Any:
 def module_gateway(fake: FakeModelServer, factory: pytest.TempPathFactory, name: str) -> Iterator[WebGateway]:
     """One gateway for a whole test module, whose tests each add conversations of their own
     (stopped when the module ends, not after each test)."""
-    from tests.gateway import process
-
-    running = WebGateway(factory.mktemp(name) / "home", fake, env=dict(HEARTBEAT_MINIMUM)).start()
-    assert running.process is not None
-    process._STARTED.remove(running.process)  # lives for the module, not one test
-    try:
+    with web_gateway(factory.mktemp(name) / "home", fake, for_module=True) as running:
         yield running
-    finally:
-        running.close_clients()
-        if running.process.poll() is None:
-            running.stop()
 
 
 def post_message(client: httpx.Client, conversation: str, text: str, client_id: str) -> httpx.Response:

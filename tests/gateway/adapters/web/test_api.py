@@ -9,7 +9,7 @@ import pytest
 
 from tests.gateway.process import history, new_conversation, wait_for
 from tests.gateway.adapters.web.conftest import (
-    HEARTBEAT_MINIMUM, EventReader, WebGateway, answers, inbox_total, outbox_counts, post_message, user_texts,
+    EventReader, WebGateway, answers, inbox_total, outbox_counts, post_message, user_texts, web_gateway,
 )
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply, ToolCallSpec
@@ -156,10 +156,7 @@ def test_an_upload_lands_in_the_working_directory_with_a_safe_name(gateway: WebG
 def test_an_upload_over_the_configured_cap_is_413_and_leaves_no_file(
     fake_model_env: FakeModelServer, vigil_home: Path, tmp_path: Path,
 ) -> None:
-    vigil_home.mkdir(parents=True, exist_ok=True)
-    (vigil_home / "config.yaml").write_text("gateway:\n  upload_max_bytes: 1000\n")
-    running = WebGateway(vigil_home, fake_model_env, env=dict(HEARTBEAT_MINIMUM)).start()
-    try:
+    with web_gateway(vigil_home, fake_model_env, config={"gateway": {"upload_max_bytes": 1000}}) as running:
         api = running.api()
         conversation = new_conversation(api)
         too_big = api.post(f"/api/conversations/{conversation}/files", files={"file": ("big.bin", b"x" * 1001)})
@@ -167,9 +164,6 @@ def test_an_upload_over_the_configured_cap_is_413_and_leaves_no_file(
         assert not list(vigil_home.rglob("big.bin")) and not list(tmp_path.rglob("big.bin"))
         fits = api.post(f"/api/conversations/{conversation}/files", files={"file": ("big.bin", b"x" * 1000)})
         assert fits.status_code == 201 and Path(fits.json()["path"]).stat().st_size == 1000
-    finally:
-        running.close_clients()
-        running.stop()
 
 
 def test_the_list_has_every_conversation_and_searches_them(

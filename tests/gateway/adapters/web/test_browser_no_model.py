@@ -30,9 +30,7 @@ def modelless(fake_model: FakeModelServer, vigil_home: Path) -> Iterator[WebGate
     try:
         yield running
     finally:
-        running.close_clients()
-        if running.process is not None and running.process.poll() is None:
-            running.stop()
+        running.close()
 
 
 def test_a_message_with_no_model_configured_is_told_how_to_set_one_up(modelless: WebGateway, browser_page: Any) -> None:

@@ -52,9 +52,7 @@ def workers(vigil_home: Path, pg_url: str, fake_model: FakeModelServer, store: A
         yield started
     finally:
         for worker in started:
-            worker.close_clients()
-            if worker.process is not None and worker.process.poll() is None:
-                worker.stop(signal.SIGKILL)
+            worker.close(signal.SIGKILL)
 
 
 def _open_page(open_page: Callable[..., Any], worker: WebGateway, conversation: str) -> Any:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.gateway.process import history, new_conversation
-from tests.gateway.adapters.web.conftest import HEARTBEAT_MINIMUM, WebGateway, inbox_total
+from tests.gateway.adapters.web.conftest import WebGateway, inbox_total, web_gateway
 from vigil.testing.fake_model import FakeModelServer
 
 EVIL = "http://evil.example"
@@ -89,16 +89,11 @@ def test_a_request_for_another_host_name_reaches_no_route(gateway: WebGateway) -
 
 
 def test_a_name_in_allowed_hosts_is_served(fake_model_env: FakeModelServer, vigil_home: Path) -> None:
-    vigil_home.mkdir(parents=True, exist_ok=True)
-    (vigil_home / "config.yaml").write_text("gateway:\n  web:\n    allowed_hosts: [chat.example.org]\n")
-    running = WebGateway(vigil_home, fake_model_env, env=dict(HEARTBEAT_MINIMUM)).start()
-    try:
+    allowed = {"gateway": {"web": {"allowed_hosts": ["chat.example.org"]}}}
+    with web_gateway(vigil_home, fake_model_env, config=allowed) as running:
         client = running.http()
         assert client.get("/healthz", headers={"Host": "evil.example"}).status_code == 421
         assert client.get("/healthz", headers={"Host": "Chat.Example.org:443"}).status_code == 200
-    finally:
-        running.close_clients()
-        running.stop()
 
 
 def test_text_that_is_not_unicode_is_refused_with_a_reason(

@@ -23,8 +23,7 @@ import pytest
 import yaml
 
 from tests.cli.helpers import run_cli
-from tests.gateway import process as processes
-from tests.gateway.process import GatewayProcess, wait_for
+from tests.gateway.process import GatewayProcess, module_model, wait_for
 from tests.gateway.adapters.webhooks.conftest import SECRET, SECRET_ENV
 from tests.gateway.adapters.webhooks.receiver import Receiver, request
 from vigil.testing.fake_model import FakeModelServer
@@ -56,8 +55,7 @@ class Hooked:
                 "SELECT status FROM gateway_inbox WHERE adapter = 'webhooks' AND external_id = ?", (f"ha:{delivery}",))]
 
     def start(self) -> None:
-        self.gateway.start()
-        processes._STARTED.remove(self.gateway.process)  # this module stops it, not each test
+        self.gateway.start_for_module()
 
 
 @pytest.fixture(scope="module")
@@ -67,26 +65,22 @@ def hooked(fake_model_session: FakeModelServer, tmp_path_factory: pytest.TempPat
     (home / "config.yaml").write_text(yaml.safe_dump({"timezone": "UTC", "webhooks": {
         "enabled": True, "hooks": {"ha": {"secret_env": SECRET_ENV, "url": receiver.url}},
     }}))
-    model = fake_model_session
-    model.start() if not model.running else None
-    model.reset()
-    model.rule(contains="a slow question", reply=Reply.text("too late", delay=15.0), times=1)
-    model.rule(contains="a slow question", reply="the slow answer")
-    model.rule(contains="are the lights on", reply="they are on")
-    model.rule(contains="check the pumps", reply="pumps fine")
-    model.rule(contains="the nightly report", reply="Nightly report.")
-    model.rule(contains="after the restart", reply="still here")
-    model.set_default_reply("ok")
-    gateway = GatewayProcess(home, model, env={SECRET_ENV: SECRET, "VIGIL_TEST_HEARTBEAT_MIN_SECONDS": "1"})
-    hooked = Hooked(gateway, receiver, model)
-    try:
-        hooked.start()
-        yield hooked
-    finally:
-        if gateway.process is not None and gateway.process.poll() is None:
-            gateway.stop()
-        model.reset()
-        receiver.stop()
+    with module_model(fake_model_session) as model:
+        model.rule(contains="a slow question", reply=Reply.text("too late", delay=15.0), times=1)
+        model.rule(contains="a slow question", reply="the slow answer")
+        model.rule(contains="are the lights on", reply="they are on")
+        model.rule(contains="check the pumps", reply="pumps fine")
+        model.rule(contains="the nightly report", reply="Nightly report.")
+        model.rule(contains="after the restart", reply="still here")
+        model.set_default_reply("ok")
+        gateway = GatewayProcess(home, model, env={SECRET_ENV: SECRET, "VIGIL_TEST_HEARTBEAT_MIN_SECONDS": "1"})
+        hooked = Hooked(gateway, receiver, model)
+        try:
+            hooked.start()
+            yield hooked
+        finally:
+            gateway.stop_if_running()
+            receiver.stop()
 
 
 def test_a_signed_request_is_answered_at_the_url_and_a_redelivery_once(hooked: Hooked) -> None:
