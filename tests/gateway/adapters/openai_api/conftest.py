@@ -28,14 +28,16 @@ def gw(shared: WebGateway, fake_model: FakeModelServer) -> WebGateway:
     return shared
 
 
+def openai_sdk(gateway: WebGateway, timeout: float = 30) -> openai.OpenAI:
+    """The ``openai`` SDK pointed at ``gateway``, with the gateway token as its key (retrying nothing)."""
+    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=gateway.token, max_retries=0, timeout=timeout)
+
+
 @pytest.fixture
 def client(gw: WebGateway) -> Iterator[openai.OpenAI]:
-    """The ``openai`` SDK pointed at the gateway, with the gateway token as its key."""
-    sdk = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=gw.token, max_retries=0, timeout=30)
-    try:
+    """The ``openai`` SDK pointed at the module's gateway."""
+    with openai_sdk(gw) as sdk:
         yield sdk
-    finally:
-        sdk.close()
 
 
 def conversation(gw: WebGateway, session_id: str) -> dict[str, Any]:

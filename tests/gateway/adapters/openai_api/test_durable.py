@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import openai
 import pytest
 
-from tests.gateway.adapters.openai_api.conftest import said
+from tests.gateway.adapters.openai_api.conftest import openai_sdk, said
 from tests.gateway.process import wait_for
 from tests.gateway.adapters.web.conftest import WebGateway, web_gateway
 from vigil.testing.fake_model import FakeModelServer
@@ -29,11 +29,8 @@ def gateway(vigil_home: Path, fake_model_env: FakeModelServer) -> Iterator[WebGa
 
 @pytest.fixture
 def sdk(gateway: WebGateway) -> Iterator[openai.OpenAI]:
-    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=gateway.token, max_retries=0, timeout=60)
-    try:
+    with openai_sdk(gateway, timeout=60) as client:
         yield client
-    finally:
-        client.close()
 
 
 def test_a_message_the_gateway_died_under_is_answered_after_the_restart(

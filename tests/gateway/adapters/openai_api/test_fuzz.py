@@ -5,7 +5,8 @@ nothing; odd but valid text is answered."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import httpx
 import pytest
@@ -90,28 +91,33 @@ def _refused(response: httpx.Response, statuses: tuple[int, ...] = (400,)) -> No
     assert "Traceback" not in response.text
 
 
+@contextmanager
+def _nothing_stored(gw: WebGateway) -> Iterator[None]:
+    """The block adds no message to the gateway's inbox."""
+    before = inbox_total(gw.home)
+    yield
+    assert inbox_total(gw.home) == before
+
+
 @FUZZ
 @given(body=chat_refusals)
 def test_chat_completions_refuses_a_bad_request_clearly_and_stores_nothing(gw: WebGateway, api: httpx.Client, body: dict[str, Any]) -> None:
-    before = inbox_total(gw.home)
-    _refused(api.post("/v1/chat/completions", content=json.dumps(body)))
-    assert inbox_total(gw.home) == before
+    with _nothing_stored(gw):
+        _refused(api.post("/v1/chat/completions", content=json.dumps(body)))
 
 
 @FUZZ
 @given(body=responses_refusals)
 def test_responses_refuses_a_bad_request_clearly_and_stores_nothing(gw: WebGateway, api: httpx.Client, body: dict[str, Any]) -> None:
-    before = inbox_total(gw.home)
-    _refused(api.post("/v1/responses", content=json.dumps(body)))
-    assert inbox_total(gw.home) == before
+    with _nothing_stored(gw):
+        _refused(api.post("/v1/responses", content=json.dumps(body)))
 
 
 @FUZZ
 @given(raw=st.binary(max_size=300) | json_values.map(lambda v: json.dumps(v).encode()), endpoint=st.sampled_from(ENDPOINTS))
 def test_a_body_that_is_not_a_request_is_refused(gw: WebGateway, api: httpx.Client, raw: bytes, endpoint: str) -> None:
-    before = inbox_total(gw.home)
-    _refused(api.post(endpoint, content=raw))
-    assert inbox_total(gw.home) == before
+    with _nothing_stored(gw):
+        _refused(api.post(endpoint, content=raw))
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -131,16 +137,15 @@ def test_odd_but_valid_text_is_answered_and_stored_as_sent(gw: WebGateway, api: 
 
 
 def test_a_lone_surrogate_a_huge_message_and_a_huge_body_are_refused(gw: WebGateway, api: httpx.Client) -> None:
-    before = inbox_total(gw.home)
     surrogate = '{"model": "vigil", "messages": [{"role": "user", "content": "\\ud800"}]}'
-    _refused(api.post("/v1/chat/completions", content=surrogate))
     long = {"model": "vigil", "messages": [{"role": "user", "content": "x" * 100_001}]}
-    _refused(api.post("/v1/chat/completions", content=json.dumps(long)))
     huge = {"model": "vigil", "input": "y" * (9 * 1024 * 1024)}
-    _refused(api.post("/v1/responses", content=json.dumps(huge)), (413,))
     deep = "[" * 100_000 + "]" * 100_000
-    _refused(api.post("/v1/chat/completions", content=deep))
-    assert inbox_total(gw.home) == before
+    with _nothing_stored(gw):
+        _refused(api.post("/v1/chat/completions", content=surrogate))
+        _refused(api.post("/v1/chat/completions", content=json.dumps(long)))
+        _refused(api.post("/v1/responses", content=json.dumps(huge)), (413,))
+        _refused(api.post("/v1/chat/completions", content=deep))
 
 
 def test_unknown_paths_and_methods_are_openai_errors(gw: WebGateway, api: httpx.Client) -> None:
