@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import email.utils
 import re
+from typing import Iterator
 
 import pytest
 
-from tests.gateway.adapters.email.conftest import AGENT, ME, StartGateway, email_settings
+from tests.gateway.adapters.email.conftest import AGENT, ME, PASSWORD_ENV, StartGateway, email_settings
 from tests.gateway.adapters.email.smtp_server import SmtpServer
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.waiting import eventually
 
 pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 
+LOGIN = "app-password-1"
 ANSWER = "Deploy is **green**.\n\n| service | state |\n|---|---|\n| api | up |\n\n<script>alert(1)</script>"
 
 
@@ -71,42 +73,44 @@ async def test_a_mail_refused_with_550_fails_the_run_with_the_servers_reason(
     assert smtp.tries == 1 and smtp.mails == []
 
 
-async def test_the_login_uses_the_password_from_the_environment(
-    email_gateway: StartGateway, fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    server = SmtpServer(password="app-password-1").start()
+@pytest.fixture
+def smtp_login() -> Iterator[SmtpServer]:
+    """An SMTP server that takes mail only after a login with the password ``LOGIN``."""
+    server = SmtpServer(password=LOGIN).start()
     try:
-        monkeypatch.setenv("VIGIL_TEST_EMAIL_PASSWORD", "app-password-1")
-        running = await email_gateway(email_settings(fake_model, server.url, password_env="VIGIL_TEST_EMAIL_PASSWORD"))
-        await eventually(lambda: running.adapter.health().ok, what="email connected")
-        await running.cron_mail("secret", "Logged in.")
-        await eventually(lambda: server.mails, what="the mail")
-        assert server.logins and all(login == (AGENT, True) for login in server.logins)
+        yield server
     finally:
         server.stop()
+
+
+async def test_the_login_uses_the_password_from_the_environment(
+    email_gateway: StartGateway, smtp_login: SmtpServer, fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PASSWORD_ENV, LOGIN)
+    running = await email_gateway(email_settings(fake_model, smtp_login.url, password_env=PASSWORD_ENV))
+    await eventually(lambda: running.adapter.health().ok, what="email connected")
+    await running.cron_mail("secret", "Logged in.")
+    await eventually(lambda: smtp_login.mails, what="the mail")
+    assert smtp_login.logins and all(login == (AGENT, True) for login in smtp_login.logins)
 
 
 async def test_a_wrong_password_is_shown_and_nothing_is_sent(
-    email_gateway: StartGateway, fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+    email_gateway: StartGateway, smtp_login: SmtpServer, fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server = SmtpServer(password="the-right-one").start()
-    try:
-        monkeypatch.setenv("VIGIL_TEST_EMAIL_PASSWORD", "a-wrong-one")
-        running = await email_gateway(email_settings(fake_model, server.url, password_env="VIGIL_TEST_EMAIL_PASSWORD"))
-        health = await eventually(lambda: (h := running.adapter.health()).last_error and h, what="the login's failure")
-        assert not health.ok and health.state == "retrying"
-        assert "the server refused the login: 535" in health.last_error
-        assert "a-wrong-one" not in " ".join(running.lines) + str(health)
-        assert server.mails == []
-    finally:
-        server.stop()
+    monkeypatch.setenv(PASSWORD_ENV, "a-wrong-one")
+    running = await email_gateway(email_settings(fake_model, smtp_login.url, password_env=PASSWORD_ENV))
+    health = await eventually(lambda: (h := running.adapter.health()).last_error and h, what="the login's failure")
+    assert not health.ok and health.state == "retrying"
+    assert "the server refused the login: 535" in health.last_error
+    assert "a-wrong-one" not in " ".join(running.lines) + str(health)
+    assert smtp_login.mails == []
 
 
 async def test_without_its_password_variable_email_is_misconfigured(
     email_gateway: StartGateway, smtp: SmtpServer, fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("VIGIL_TEST_EMAIL_PASSWORD", raising=False)
-    running = await email_gateway(email_settings(fake_model, smtp.url, password_env="VIGIL_TEST_EMAIL_PASSWORD"))
+    monkeypatch.delenv(PASSWORD_ENV, raising=False)
+    running = await email_gateway(email_settings(fake_model, smtp.url, password_env=PASSWORD_ENV))
     health = running.adapter.health()
     assert (health.ok, health.state) == (False, "misconfigured")
     assert "VIGIL_TEST_EMAIL_PASSWORD" in health.detail
