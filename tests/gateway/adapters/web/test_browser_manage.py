@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.gateway.process import history, wait_for
-from tests.gateway.adapters.web.conftest import WebGateway, module_gateway
+from tests.gateway.adapters.web.conftest import WebGateway, module_gateway, user_texts
 from tests.gateway.adapters.web.browsing import BROWSER_TESTS, log_in, send_text
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
@@ -43,9 +43,13 @@ def _new_conversation(page: Any) -> str:
     return page.evaluate("() => decodeURIComponent(location.hash.slice(1))")
 
 
+def _answer_shown(page: Any, answer: str) -> None:
+    page.wait_for_selector(f".message.assistant:not(.streaming) >> text={answer}")
+
+
 def _answered(page: Any, text: str, answer: str) -> None:
     send_text(page, text)
-    page.wait_for_selector(f".message.assistant:not(.streaming) >> text={answer}")
+    _answer_shown(page, answer)
 
 
 def _list_item(page: Any, conversation: str) -> Any:
@@ -220,9 +224,9 @@ def test_messages_waiting_behind_an_answer_are_numbered_and_one_is_removed_with_
     page.wait_for_function("() => document.querySelectorAll('.message.user.queued').length === 2")
     assert _waiting(page) == [("run the tests", "Queued #1"), ("tidy up", "Queued #2")]
     page.click("#stop")
-    page.wait_for_selector(".message.assistant:not(.streaming) >> text=Tidied.")
+    _answer_shown(page, "Tidied.")
     assert _waiting(page) == []
-    users = [m["content"] for m in history(api, conversation)["messages"] if m["role"] == "user"]
+    users = user_texts(api, conversation)
     assert users == ["build slowly", "run the tests", "tidy up"]
     assert page.errors == []
 
@@ -234,7 +238,7 @@ def test_a_heartbeat_that_found_nothing_changed_is_one_quiet_line_that_opens(
     fake_model.rule(contains="check the deploy", reply="The deploy failed.")
     _new_conversation(page)
     send_text(page, "/heartbeat every 2s check the deploy")
-    page.wait_for_selector(".message.assistant:not(.streaming) >> text=The deploy failed.")
+    _answer_shown(page, "The deploy failed.")
     send_text(page, "/heartbeat clear")
     page.locator("#heartbeat").wait_for(state="hidden")
 
@@ -289,9 +293,9 @@ def test_retry_sends_an_answer_that_failed_again(shared: WebGateway, fake_model:
     notice.wait_for()
     retry = notice.get_by_role("button", name="Retry: send the message again")
     retry.click()
-    page.wait_for_selector(".message.assistant:not(.streaming) >> text=Kites fly best in steady wind.")
+    _answer_shown(page, "Kites fly best in steady wind.")
     assert retry.is_disabled()
-    users = [m["content"] for m in history(api, conversation)["messages"] if m["role"] == "user"]
+    users = user_texts(api, conversation)
     assert users == ["tell me about kites", "tell me about kites"]
     assert page.errors == []
 
@@ -308,8 +312,8 @@ def test_keyboard_ctrl_k_searches_enter_sends_and_shift_enter_breaks_the_line(
     page.keyboard.type("second line")
     assert page.input_value("#input") == "first line\nsecond line"
     page.keyboard.press("Enter")
-    page.wait_for_selector(".message.assistant:not(.streaming) >> text=Two lines received.")
-    assert [m["content"] for m in history(api, conversation)["messages"] if m["role"] == "user"] == ["first line\nsecond line"]
+    _answer_shown(page, "Two lines received.")
+    assert user_texts(api, conversation) == ["first line\nsecond line"]
     page.keyboard.press("Control+k")
     assert page.evaluate("() => document.activeElement.id") == "search"
     page.focus("#input")
