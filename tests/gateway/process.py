@@ -13,10 +13,12 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
+import pytest
 
 from tests.gateway.settling import settled_at
 from vigil.testing.fake_model import FakeModelServer
@@ -157,6 +159,22 @@ def module_model(server: FakeModelServer) -> Iterator[FakeModelServer]:
         yield server
     finally:
         server.reset()
+
+
+def add_overdue_job(home: Path, name: str, prompt: str, deliver: str) -> None:
+    """``vigil cron add`` on the profile at ``home`` of a one-shot job whose time passed 30 s ago
+    (added on a clock a minute back, so ``cron add`` takes it): a gateway that starts there runs
+    it at once, inside its 2-minute grace. ``deliver``'s platform must be configured there."""
+    from tests.cli.helpers import run_cli
+
+    now = time.time()
+    at = datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("VIGIL_HOME", str(home))
+        env.setenv("VIGIL_CRON_NOW", str(now - 60))
+        added = run_cli("cron", "add", name, "-s", at, "--prompt", prompt, "--deliver", deliver)
+    assert added.exit_code == 0, added.output
+    assert "not configured" not in added.output
 
 
 def new_conversation(client: httpx.Client) -> str:

@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -32,7 +30,9 @@ pytest.importorskip("slack_sdk")  # pip install -e '.[slack,telegram]' to run it
 pytest.importorskip("telegram")
 
 from tests.cli.helpers import run_cli
-from tests.gateway.process import GatewayProcess, history, module_model, new_conversation, send, wait_for
+from tests.gateway.process import (
+    GatewayProcess, add_overdue_job, history, module_model, new_conversation, send, wait_for,
+)
 from vigil.gateway.adapters.slack.editing import WORKING
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.scripting import Reply
@@ -178,19 +178,6 @@ async def test_the_slack_slash_command_heartbeat_fires_into_the_thread(platforms
     assert p.slack_answers(CHANNEL) == [] and "deploy green" not in p.slack_answers(DM)
 
 
-def _add_due_job(name: str, prompt: str, deliver: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A one-shot job whose time passed 30 s ago (added on a clock a minute back, so ``cron add``
-    takes it): the gateway runs it as soon as it starts, inside its 2-minute grace."""
-    now = time.time()
-    at = datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    with monkeypatch.context() as env:
-        env.setenv("VIGIL_HOME", str(home))
-        env.setenv("VIGIL_CRON_NOW", str(now - 60))
-        added = run_cli("cron", "add", name, "-s", at, "--prompt", prompt, "--deliver", deliver)
-    assert added.exit_code == 0, added.output
-    assert "not configured" not in added.output  # both adapters are
-
-
 async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_answered_once_and_cron_delivers(
     platforms: Platforms, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,8 +201,8 @@ async def test_after_a_sigkill_the_heartbeat_fires_again_pending_messages_are_an
     fires = p.fires()
     assert p.slack_answers(LATE_DM) == [] and p.telegram.texts(FRIEND) == []  # not answered yet
 
-    _add_due_job("tg-report", "telegram cron report", f"telegram:{OWNER}", p.gateway.home, monkeypatch)
-    _add_due_job("slack-report", "slack cron report", f"slack:{CHANNEL}:{p.thread}", p.gateway.home, monkeypatch)
+    add_overdue_job(p.gateway.home, "tg-report", "telegram cron report", f"telegram:{OWNER}")
+    add_overdue_job(p.gateway.home, "slack-report", "slack cron report", f"slack:{CHANNEL}:{p.thread}")
     p.start()  # and no new message in any conversation until the heartbeat has fired again
 
     settled(lambda: p.fires() > fires, "a heartbeat fire after the restart")

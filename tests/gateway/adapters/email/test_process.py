@@ -6,8 +6,6 @@ connected, ``vigil cron runs`` shows the run delivered, and the password is in n
 from __future__ import annotations
 
 import json
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -17,7 +15,7 @@ import yaml
 from tests.cli.helpers import run_cli
 from tests.gateway.adapters.email.conftest import AGENT, ME
 from tests.gateway.adapters.email.smtp_server import SmtpServer
-from tests.gateway.process import GatewayProcess, wait_for
+from tests.gateway.process import GatewayProcess, add_overdue_job, wait_for
 from vigil.testing.fake_model import FakeModelServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")]
@@ -46,13 +44,7 @@ def test_a_cron_job_delivers_its_answer_as_a_mail_from_the_running_gateway(
     }))
     fake_model.rule(contains="morning summary", reply="Good morning: **3** meetings today.")
     monkeypatch.setenv("VIGIL_HOME", str(home))
-    now = time.time()
-    at = datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    monkeypatch.setenv("VIGIL_CRON_NOW", str(now - 60))  # due 30 s ago: the gateway runs it at start
-    added = run_cli("cron", "add", "morning", "-s", at, "--prompt", "the morning summary", "--deliver", f"email:{ME}")
-    monkeypatch.delenv("VIGIL_CRON_NOW")
-    assert added.exit_code == 0, added.output
-    assert "not configured" not in added.output
+    add_overdue_job(home, "morning", "the morning summary", f"email:{ME}")  # the gateway runs it at start
 
     gateway = GatewayProcess(home, fake_model, env={PASSWORD_ENV: PASSWORD}).start()
     try:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ import yaml
 
 from tests.cli.helpers import run_cli
 from tests.gateway.adapters.matrix.conftest import ALICE, STRANGER
-from tests.gateway.process import GatewayProcess, wait_for
+from tests.gateway.process import GatewayProcess, add_overdue_job, wait_for
 from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.matrix_api import FakeMatrixServer
 from vigil.testing.scripting import Reply
@@ -78,13 +76,8 @@ def test_the_gateway_process_answers_matrix_and_survives_a_sigkill(
         fires = state.texts(room, bot, thread=root).count("deploy green")
         assert state.texts(dm, bot) == ["Hello from vigil."]
 
-        now = time.time()
-        at = datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
         monkeypatch.setenv("VIGIL_HOME", str(home))
-        monkeypatch.setenv("VIGIL_CRON_NOW", str(now - 60))
-        added = run_cli("cron", "add", "report", "-s", at, "--prompt", "the matrix cron report", "--deliver", f"matrix:{room}")
-        monkeypatch.delenv("VIGIL_CRON_NOW")
-        assert added.exit_code == 0 and "not configured" not in added.output, added.output
+        add_overdue_job(home, "report", "the matrix cron report", f"matrix:{room}")
 
         gateway.start()
         wait_for(lambda: "the answer, once" in state.texts(dm, bot), timeout=40, what="the slow answer after the restart")

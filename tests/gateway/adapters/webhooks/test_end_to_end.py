@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,7 +21,7 @@ import pytest
 import yaml
 
 from tests.cli.helpers import run_cli
-from tests.gateway.process import GatewayProcess, module_model, wait_for
+from tests.gateway.process import GatewayProcess, add_overdue_job, module_model, wait_for
 from tests.gateway.adapters.webhooks.conftest import SECRET, SECRET_ENV
 from tests.gateway.adapters.webhooks.receiver import Receiver, request
 from vigil.testing.fake_model import FakeModelServer
@@ -121,19 +119,6 @@ def test_a_heartbeat_set_through_the_hook_fires_at_the_url(hooked: Hooked) -> No
     wait_for(lambda: "pumps fine" in h.answers("pumps", "heartbeat"), what="a heartbeat fire at the url")
 
 
-def _add_due_job(name: str, prompt: str, deliver: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A one-shot job whose time passed 30 s ago (added on a clock a minute back, so ``cron
-    add`` takes it): the gateway runs it as soon as it starts, inside its 2-minute grace."""
-    now = time.time()
-    at = datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    with monkeypatch.context() as env:
-        env.setenv("VIGIL_HOME", str(home))
-        env.setenv("VIGIL_CRON_NOW", str(now - 60))
-        added = run_cli("cron", "add", name, "-s", at, "--prompt", prompt, "--deliver", deliver)
-    assert added.exit_code == 0, added.output
-    assert "not configured" not in added.output
-
-
 def test_after_a_sigkill_the_heartbeat_fires_again_the_pending_message_is_answered_once_and_cron_delivers(
     hooked: Hooked, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,7 +128,7 @@ def test_after_a_sigkill_the_heartbeat_fires_again_the_pending_message_is_answer
     wait_for(lambda: h.asked("a slow question") and h.stored("msg_slow") == ["running"], what="the slow turn under way")
     h.gateway.kill()
     fires = len(h.answers("pumps", "heartbeat"))
-    _add_due_job("nightly", "the nightly report", "webhooks:ha:reports", h.gateway.home, monkeypatch)
+    add_overdue_job(h.gateway.home, "nightly", "the nightly report", "webhooks:ha:reports")
     h.start()
 
     wait_for(lambda: len(h.answers("pumps", "heartbeat")) > fires, what="a heartbeat fire after the restart")
