@@ -1,7 +1,6 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { ConversationView } from "../src/conversation.js";
-
-const SID = "s1";
+import { SID, frame, newView } from "./view.js";
 
 function rows(box) {
   return [...box.children].filter((r) => r.classList.contains("message")).map((r) => {
@@ -10,30 +9,23 @@ function rows(box) {
   });
 }
 
-function flushFrames() {
-  return new Promise((resolve) => requestAnimationFrame(() => resolve()));
-}
-
 describe("ConversationView", () => {
   let box;
   let view;
+  let event;
   let statuses;
 
   beforeEach(() => {
-    box = document.createElement("section");
-    document.body.replaceChildren(box);
     statuses = [];
-    view = new ConversationView(box, { onStatus: (busy, queued) => statuses.push([busy, queued]) });
+    ({ box, view, event } = newView({ onStatus: (busy, queued) => statuses.push([busy, queued]) }));
   });
-
-  const event = (type, fields = {}) => view.handle({ type, session_id: SID, ...fields });
 
   it("streams an answer token by token and ends it rendered, with a copy button", async () => {
     view.addPending("hi", "c1");
     event("message_accepted", { client_id: "c1", inbox_id: 1, text: "hi" });
     event("turn_began", { kind: "user", text: "hi" });
     event("delta", { text: "Hello **wor" });
-    await flushFrames();
+    await frame();
     const streaming = box.querySelector(".message.assistant.streaming");
     expect(streaming.textContent).toContain("Hello");
     event("delta", { text: "ld**" });

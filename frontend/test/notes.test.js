@@ -1,7 +1,6 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import { ConversationView } from "../src/conversation.js";
+import { newView } from "./view.js";
 
-const SID = "s1";
 const PERU = "↳ background: “what is the capital of Peru?”\n\nLima, on the **Pacific** coast.";
 const FAILED = "↳ background: “summarize the logs” failed (session 0a1b2c3d): the model refused it";
 const ENDED = "♥ Heartbeat ended (every 15m, fired 3 times): it was set to run until then, so it is cleared. Prompt: check CI";
@@ -22,14 +21,11 @@ function rows(box) {
 describe("notes in a conversation", () => {
   let box;
   let view;
+  let event;
 
   beforeEach(() => {
-    box = document.createElement("section");
-    document.body.replaceChildren(box);
-    view = new ConversationView(box);
+    ({ box, view, event } = newView());
   });
-
-  const event = (type, fields = {}) => view.handle({ type, session_id: SID, ...fields });
 
   it("show a background task's answer live as a marked note, once, with its own Copy", () => {
     event("note", { text: PERU, reason: "background", status: "answered", child_id: "c1", prompt: "what is the capital of Peru?" });

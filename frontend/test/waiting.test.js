@@ -1,8 +1,5 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { ConversationView } from "../src/conversation.js";
-
-const SID = "s1";
-const frame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+import { frame, newView } from "./view.js";
 
 // (kind, text, waiting label) of each top-level row, as the page shows them.
 function rows(box) {
@@ -18,18 +15,15 @@ function rows(box) {
 describe("the messages waiting behind the running turn", () => {
   let box;
   let view;
+  let event;
   let withdraw;
   let statuses;
 
   beforeEach(() => {
-    box = document.createElement("section");
-    document.body.replaceChildren(box);
     withdraw = vi.fn(async () => true);
     statuses = [];
-    view = new ConversationView(box, { withdraw, onStatus: (busy, queued) => statuses.push([busy, queued]) });
+    ({ box, view, event } = newView({ withdraw, onStatus: (busy, queued) => statuses.push([busy, queued]) }));
   });
-
-  const event = (type, fields = {}) => view.handle({ type, session_id: SID, ...fields });
   const sent = (text, clientId, inbox) => {
     view.addPending(text, clientId);
     event("message_accepted", { client_id: clientId, inbox_id: inbox, text });
@@ -113,14 +107,11 @@ describe("the messages waiting behind the running turn", () => {
 describe("a heartbeat that found nothing changed", () => {
   let box;
   let view;
+  let event;
 
   beforeEach(() => {
-    box = document.createElement("section");
-    document.body.replaceChildren(box);
-    view = new ConversationView(box);
+    ({ box, view, event } = newView());
   });
-
-  const event = (type, fields = {}) => view.handle({ type, session_id: SID, ...fields });
   const HEADER = "[Heartbeat — recurring instruction, fires every 15m]";
   const PROMPT = `${HEADER}\ncheck the deploy\n\n(This is an automatic heartbeat. Answer exactly HEARTBEAT_OK when nothing changed.)`;
 
