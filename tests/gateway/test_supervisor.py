@@ -17,14 +17,13 @@ import pytest
 
 from tests.cli.helpers import run_cli
 from tests.gateway.conftest import RecordingAdapter, eventually
-from vigil.config.settings import ModelSettings, Settings
+from tests.gateway.adapters.harness import Gateways, settings_for
+from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import AdapterHealth, GatewayPort, Inbound
 from vigil.gateway.lock import acquire
-from vigil.gateway.run import GatewayConfig, GatewayRun, _snapshot, serve
+from vigil.gateway.run import GatewayConfig, GatewayRun, _snapshot
 from vigil.gateway.status import STATUS_KEY, adapter_entry
 from vigil.gateway.supervisor import delay, missing_secrets
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import RouteKey
@@ -62,10 +61,6 @@ class Flaky(RecordingAdapter):
         return AdapterHealth(False, "not receiving", "stopped", None, self.errors[-1] if self.errors else None)
 
 
-async def _no_sleep(_seconds: float) -> None:
-    return None
-
-
 Start = Callable[..., Awaitable[tuple[GatewayRun, list[str]]]]
 
 
@@ -75,37 +70,22 @@ async def start_gateway(
 ) -> AsyncIterator[Start]:
     profile = Profile("default", vigil_home).ensure()
     store = SQLiteStore(profile.state_db)
-    running: list[tuple[asyncio.Event, asyncio.Task]] = []
-    clients = []
+    gateways = Gateways()
     lock = acquire(profile)  # as `vigil gateway run` holds it: status believes the record
 
     async def start(adapters: dict[str, Any], settings: Settings | None = None) -> tuple[GatewayRun, list[str]]:
-        model = ModelSettings.from_data({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-                                              "api_key": fake_model.api_key, "timeout": 10})
-        settings = (settings or Settings()).copy_with(update={"model": model})
+        settings = settings_for(fake_model, base=settings)
         settings = settings.copy_with(update={  # the senders these tests use are allowed
             "slack": settings.slack.copy_with(update={"allow": ["U1"]}),
             "telegram": settings.telegram.copy_with(update={"allow": ["7"]}),
         })
-        client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-        clients.append(client)
-        stop, lines = asyncio.Event(), []
-        started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(serve(
-            store=store, profile=profile, settings=settings, client=client, stop=stop, announce=lines.append,
-            config=GatewayConfig(poll_interval=0, stop_grace=2, serve_http=False, adapters=adapters,
-                                 adapter_backoff=(0.02, 0.08), adapter_watch=0.02),
-            on_started=started.set_result,
-        ))
-        running.append((stop, task))
-        return await asyncio.wait_for(started, 20), lines
+        serving = await gateways.serve(profile, settings, store=store, config=GatewayConfig(
+            poll_interval=0, stop_grace=2, serve_http=False, adapters=adapters, adapter_backoff=(0.02, 0.08),
+            adapter_watch=0.02))
+        return serving.run, serving.lines
 
     yield start
-    for stop, task in running:
-        stop.set()
-        await asyncio.wait_for(task, 20)
-    for client in clients:
-        await client.aclose()
+    await gateways.close()
     lock.release()
     store.close()
 

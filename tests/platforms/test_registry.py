@@ -16,15 +16,13 @@ from typing import Any, AsyncIterator, Iterator
 import pytest
 
 from tests.cli.helpers import run_cli
+from tests.gateway.adapters.harness import Gateways, settings_for
 from tests.gateway.conftest import RecordingAdapter
 import vigil
 from vigil import platforms as registry
-from vigil.config.settings import ModelSettings, Settings
 from vigil.gateway.adapters.base import Inbound
 from vigil.gateway.lock import acquire
-from vigil.gateway.run import GatewayConfig, GatewayRun, serve
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
+from vigil.gateway.run import GatewayConfig, GatewayRun
 from vigil.platforms import Capabilities, Platform, TargetForm
 from vigil.profiles import Profile
 from vigil.store import SQLiteStore
@@ -81,10 +79,6 @@ def test_cron_offers_and_checks_the_declared_target(pigeon: Platform, vigil_home
     assert [job["name"] for job in json.loads(run_cli("cron", "list", "--json").output)] == ["news"]
 
 
-async def _no_sleep(_seconds: float) -> None:
-    return None
-
-
 @pytest.fixture
 async def gateway(
     pigeon: Platform, fake_model: FakeModelServer, vigil_home: Any, monkeypatch: pytest.MonkeyPatch
@@ -94,23 +88,13 @@ async def gateway(
     profile = Profile("default", vigil_home).ensure()
     store = SQLiteStore(profile.state_db)
     lock = acquire(profile)
-    model = ModelSettings.from_data({"provider": "openai", "name": "fake-model", "base_url": fake_model.base_url,
-                                          "api_key": fake_model.api_key, "timeout": 10})
-    settings = Settings().copy_with(update={"model": model})
-    client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-    stop = asyncio.Event()
-    started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(serve(
-        store=store, profile=profile, settings=settings, client=client, stop=stop, announce=lambda line: None,
-        config=GatewayConfig(poll_interval=0, stop_grace=2, serve_http=False, adapter_watch=0.02),
-        on_started=started.set_result,
-    ))
+    gateways = Gateways()
     try:
-        yield await asyncio.wait_for(started, 20)
+        serving = await gateways.serve(profile, settings_for(fake_model), store=store, config=GatewayConfig(
+            poll_interval=0, stop_grace=2, serve_http=False, adapter_watch=0.02))
+        yield serving.run
     finally:
-        stop.set()
-        await asyncio.wait_for(task, 20)
-        await client.aclose()
+        await gateways.close()
         lock.release()
         store.close()
 

@@ -16,13 +16,11 @@ from typing import AsyncIterator, Awaitable, Callable
 import pytest
 
 from tests.cli.helpers import run_cli
-from tests.schedule.cron.conftest import model_settings
+from tests.gateway.adapters.harness import Gateways, settings_for
 from tests.gateway.conftest import RecordingAdapter, eventually
 from vigil.clock import SystemClock
 from vigil.config.settings import Settings
-from vigil.gateway.run import GatewayConfig, GatewayRun, serve
-from vigil.models.factory import build_client
-from vigil.models.retry import RetryPolicy
+from vigil.gateway.run import GatewayConfig, GatewayRun
 from vigil.profiles import Profile
 from vigil.schedule.cron.jobs import JobSpec, new_job
 from vigil.schedule.cron.repo import CronRepo
@@ -30,10 +28,6 @@ from vigil.schedule.cron.runs import RunRecord
 from vigil.store import SQLiteStore
 from vigil.store.gateway.gateway_tables import RouteKey
 from vigil.testing.fake_model import FakeModelServer
-
-
-async def _no_sleep(_seconds: float) -> None:
-    return None
 
 
 @dataclass
@@ -71,36 +65,20 @@ def add_job(repo: CronRepo, name: str, deliver: str, schedule: str, *, now: floa
 
 @pytest.fixture
 async def gateway(fake_model: FakeModelServer, store: SQLiteStore, profile: Profile) -> AsyncIterator[StartGateway]:
-    stops: list[tuple[asyncio.Event, asyncio.Task]] = []
-    clients = []
+    gateways = Gateways()
 
     async def start(*, attempts: int = 8, web: bool = False, before: Callable[[CronRepo], None] | None = None) -> Running:
         if before is not None:
             before(CronRepo(store, SystemClock()))
-        settings = Settings(timezone="UTC").copy_with(update={"model": model_settings(fake_model)})
-        settings = settings.copy_with(update={"gateway": settings.gateway.copy_with(update={"outbox_attempts": attempts})})
-        client = await build_client(settings.model, {}, retry=RetryPolicy(max_retries=0, sleep=_no_sleep))
-        clients.append(client)
+        settings = settings_for(fake_model, base=Settings(timezone="UTC"), gateway={"outbox_attempts": attempts})
         slack, telegram, page = RecordingAdapter("slack"), RecordingAdapter("telegram"), RecordingAdapter("web")
         adapters = {"slack": slack, "telegram": telegram, **({"web": page} if web else {})}
-        started: asyncio.Future[GatewayRun] = asyncio.get_running_loop().create_future()
-        stop, lines = asyncio.Event(), []
-        task = asyncio.create_task(serve(
-            store=store, profile=profile, settings=settings, client=client, stop=stop, announce=lines.append,
-            config=GatewayConfig(poll_interval=0, stop_grace=2, serve_http=False,
-                                 adapters=adapters),
-            on_started=started.set_result,
-        ))
-        stops.append((stop, task))
-        run = await asyncio.wait_for(started, 20)
-        return Running(run, slack, telegram, page, CronRepo(store, SystemClock()), lines)
+        serving = await gateways.serve(profile, settings, store=store, config=GatewayConfig(
+            poll_interval=0, stop_grace=2, serve_http=False, adapters=adapters))
+        return Running(serving.run, slack, telegram, page, CronRepo(store, SystemClock()), serving.lines)
 
     yield start
-    for stop, task in stops:
-        stop.set()
-        await asyncio.wait_for(task, 20)
-    for client in clients:
-        await client.aclose()
+    await gateways.close()
 
 
 async def test_a_cron_job_delivers_to_a_telegram_topic_and_to_a_slack_thread(
