@@ -162,6 +162,13 @@ class ServedHarness:
     def url(self) -> str:
         return self.serving.url
 
+    def supervised(self, name: str, kind: type) -> Any:
+        """The adapter ``name`` as the gateway runs it: inside its supervisor, which passes the
+        adapter's own attributes through (checked to be a ``kind``)."""
+        adapter = self.gateway.adapters[name]
+        assert isinstance(getattr(adapter, "inner", adapter), kind)
+        return adapter
+
     async def sighup(self) -> None:
         """Do what SIGHUP does (reload the settings and the token); back once the reload is done."""
         reloads = self.run.reloads

@@ -52,10 +52,7 @@ class DiscordHarness(ServedHarness):
 
     @property
     def adapter(self) -> Any:
-        """The Discord adapter as the gateway runs it (inside its supervisor)."""
-        adapter = self.run.gateway.adapters["discord"]
-        assert isinstance(getattr(adapter, "inner", adapter), DiscordAdapter)
-        return adapter
+        return self.supervised("discord", DiscordAdapter)
 
     def stored(self, external_id: str) -> InboxEntry | None:
         """The inbox entry of ``external_id``, as another connection to the file sees it."""

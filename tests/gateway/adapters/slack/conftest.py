@@ -55,11 +55,7 @@ class SlackHarness(ServedHarness):
 
     @property
     def adapter(self) -> Any:
-        """The Slack adapter as the gateway runs it (inside its supervisor, which passes the
-        adapter's own attributes through)."""
-        adapter = self.run.gateway.adapters["slack"]
-        assert isinstance(getattr(adapter, "inner", adapter), SlackAdapter)
-        return adapter
+        return self.supervised("slack", SlackAdapter)
 
     def stored(self, external_id: str) -> InboxEntry | None:
         """The inbox entry of ``external_id``, as another connection to the file sees it."""
