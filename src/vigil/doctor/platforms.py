@@ -41,7 +41,7 @@ def _secrets(platform: str, names: list[str], env: Mapping[str, str]) -> CheckRe
             f"{platform} secrets",
             f"{platform} is enabled but {', '.join(missing)} {verb} not set in the environment",
             "; ".join(f"export {name}=..." for name in missing)
-            + " (in the gateway's environment too: `vigil gateway install` writes it into the service)",
+            + " (for the gateway's service too: `vigil gateway install --env-file` writes it into gateway.env)",
         )
     if not names:
         return ok(AREA, f"{platform} secrets", "none needed")
