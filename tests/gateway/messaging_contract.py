@@ -5,7 +5,9 @@ retryable one retried through the outbox, a permanent one ending the entry, said
 
 A harness opts in per part by having the members that part drives (see
 :class:`MessagingHarness`); a platform that declares a capability its harness cannot drive
-is skipped with a reason that names what is missing. Each test starts from a fresh
+is skipped with a reason that names what is missing. A part that does not apply to a
+platform at all (the web chat has no delivery to refuse: its pages pull their answers) is
+named in the harness's ``not_driven`` with why, in words, and skipped with that. Each test starts from a fresh
 conversation; together they take a few seconds per platform (the pace of edits is the
 platform's, so a one-second pace is most of it).
 """
@@ -17,7 +19,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 import pytest
 
@@ -54,6 +56,9 @@ class MessagingHarness(Protocol):
     """The fake model (:class:`vigil.testing.fake_model.FakeModelServer`) the gateway talks to."""
     lines: list[str]
     """What the gateway said (its ``say`` lines)."""
+    not_driven: Mapping[str, str]
+    """Parts (as :func:`needs` names them: ``edits``, ``files``, ``delivery errors`` …) that do
+    not apply to this platform or this harness's set-up, each with why, in words; optional."""
 
     async def messages(self, ack: Any) -> list[Shown]:
         """The bot's messages in the conversation of a delivered message, oldest first."""
@@ -90,6 +95,7 @@ class _Probe:
     name: str
     capabilities: Capabilities
     members: frozenset[str]
+    not_driven: Mapping[str, str]
 
 
 def needs(what: str, *members: str) -> Any:
@@ -154,10 +160,14 @@ class MessagingContract:
         if probe is None:
             contract = request.getfixturevalue("contract")
             probe = _Probe(contract.adapter.name, capabilities(contract),
-                           frozenset(m for m in MEMBERS if hasattr(contract, m)))
+                           frozenset(m for m in MEMBERS if hasattr(contract, m)),
+                           dict(getattr(contract, "not_driven", {})))
             owner._messaging_probe = probe
+        why = probe.not_driven.get(what)
         if not _declared(probe.capabilities, what):
-            pytest.skip(f"{probe.name} does not declare {what}")
+            pytest.skip(f"{probe.name} does not declare {what}" + (f": {why}" if why else ""))
+        if why:
+            pytest.skip(f"{probe.name} ({what}): {why}")
         missing = [m for m in members if m not in probe.members]
         if missing:
             pytest.skip(f"the contract harness of {probe.name} cannot drive {what} yet: it has no "
@@ -215,8 +225,11 @@ class MessagingContract:
         entry = contract.stored(key)
         assert entry is not None and entry.session_id is not None
         assert (contract.gateway.workdir(entry.session_id) / "notes.txt").read_bytes() == data
-        files = [m.file for m in await contract.messages(ack) if m.file is not None]
-        assert files == [("back.txt", data)]
+
+        async def sent_back() -> list[tuple[str, bytes]]:  # it may follow the answer a moment later
+            return [m.file for m in await contract.messages(ack) if m.file is not None]
+
+        assert await eventually(sent_back, what="the file sent back") == [("back.txt", data)]
 
     @needs("a message limit", "model", "messages")
     async def test_a_long_answer_is_split_at_the_limit_in_order(self, messaging: Any) -> None:

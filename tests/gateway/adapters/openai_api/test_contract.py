@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Mapping
 
 import httpx
 import pytest
@@ -25,6 +25,10 @@ from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
 class ApiHarness:
     web: WebHarness
     refuses_unknown_conversation: bool = False
+    not_driven: ClassVar[Mapping[str, str]] = {
+        "delivery errors": "a client is answered in the response to its own request, and the conversation's "
+                           "history keeps the answer when it went away; there is no delivery to refuse",
+    }
 
     @property
     def adapter(self) -> Adapter:
