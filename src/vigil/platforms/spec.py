@@ -40,7 +40,8 @@ class Capabilities:
     """Longest message the platform takes (longer answers are split); ``None``: no limit."""
     edit_interval: float = 1.0
     """Seconds between two edits of a streamed message in one chat, at least (the
-    platform's rate limit for edits; :mod:`vigil.gateway.adapters.streaming` keeps it)."""
+    platform's rate limit for edits; :mod:`vigil.gateway.adapters.streaming` keeps it);
+    ``0``: none, each piece is shown as it is written (the web chat's pages)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,5 +11,7 @@ WEB = Platform(
     enabled=lambda settings: bool(settings.gateway.web.enabled),
     how_to_enable="gateway.web.enabled is false",
     target=TargetForm(usage="web"),
-    capabilities=Capabilities(edits=True, buttons=True, files=True),
+    # A page shows the answer growing in one message, each piece as it is written (the live
+    # events): no pace to keep, and no length limit.
+    capabilities=Capabilities(edits=True, buttons=True, files=True, edit_interval=0.0),
 )

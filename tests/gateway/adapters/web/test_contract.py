@@ -1,19 +1,24 @@
 """The adapter contract on the real web chat adapter, inside a real gateway (``serve``: the
 core, the HTTP server on a loopback port, a SQLite store file) with the fake model over HTTP;
-the platform side is an HTTP client of the web API."""
+the platform side is an HTTP client of the web API. For the messaging part a page is open on
+the conversation before anything is sent (:mod:`.live_page`): the bot's messages are what it
+draws from the live events, an approval is answered as its Approve/Deny buttons do, and a
+file is uploaded and named in the message as the page's composer does."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, ClassVar, Mapping
 
 import httpx
 import pytest
 
 from tests.gateway.adapter_contract import Ack, AdapterContract, ContractHarness
 from tests.gateway.adapters.harness import Gateways, ServedHarness, outbox_to, settings_for
+from tests.gateway.adapters.web.live_page import APPROVE, LivePage, uploaded
+from tests.gateway.messaging_contract import Shown
 from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import Adapter
 from vigil.gateway.token import token_path
@@ -28,6 +33,11 @@ class WebHarness(ServedHarness):
     token: str = ""
     session_id: str = ""
     refuses_unknown_conversation: bool = False
+    not_driven: ClassVar[Mapping[str, str]] = {
+        "delivery errors": "answers reach pages by the event stream and the history; there is no delivery to refuse",
+        "a message limit": "a page shows an answer whole in one message, however long",
+    }
+    page: LivePage | None = None
     _acks: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -40,6 +50,9 @@ class WebHarness(ServedHarness):
         )
 
     async def deliver(self, text: str, external_id: str) -> Ack:
+        if self.page is None:
+            self.page = LivePage(self.client(), self.session_id)
+        await self.page.ensure_open()  # the person's page: open before they send
         async with self.client() as client:
             response = await client.post(
                 f"/api/conversations/{self.session_id}/messages", json={"text": text, "client_id": external_id}
@@ -91,6 +104,23 @@ class WebHarness(ServedHarness):
             view = (await client.get(f"/api/conversations/{self.session_id}")).json()
         return [m["content"] for m in view["messages"] if m["role"] == "assistant" and not m["tool_calls"]]
 
+    # -- the messaging part (tests/gateway/messaging_contract.py) ---------------------------
+    async def messages(self, ack: Ack) -> list[Shown]:
+        """The bot's messages on the page of the harness's conversation (where every delivery goes)."""
+        assert self.page is not None, "nothing was delivered"
+        return await self.page.messages()
+
+    async def press(self, message: Shown, label: str) -> None:
+        async with self.client() as client:
+            response = await client.post(f"/api/approvals/{message.ref}", json={"approve": label == APPROVE})
+        assert response.status_code == 200, response.text
+
+    async def deliver_file(self, name: str, data: bytes, caption: str, external_id: str) -> Ack:
+        async with self.client() as client:
+            saved = await client.post(f"/api/conversations/{self.session_id}/files", files={"file": (name, data)})
+        assert saved.status_code == 201, saved.text
+        return await self.deliver(uploaded(caption, saved.json()), external_id)
+
 
 @pytest.fixture
 async def web_gateway(fake_model: FakeModelServer, tmp_path: Path) -> AsyncIterator[WebHarness]:
@@ -105,6 +135,8 @@ async def web_gateway(fake_model: FakeModelServer, tmp_path: Path) -> AsyncItera
             harness.session_id = created.json()["id"]
         yield harness
     finally:
+        if harness.page is not None:
+            await harness.page.close()
         await gateways.close()
 
 
