@@ -189,5 +189,8 @@ EMAIL = sectioned(
     ),
     # Not a single receiver: workers reading one mailbox store a mail once (its Message-ID is
     # the inbox's key), so it is answered once whoever reads it first.
-    capabilities=Capabilities(pairing=True),
+    # Files both ways: an allowed sender's attachments are saved into the conversation's working
+    # directory, and send_file mails a file as an attachment. No message limit: a mail holds the
+    # whole answer.
+    capabilities=Capabilities(pairing=True, files=True),
 )

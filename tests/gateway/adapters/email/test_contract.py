@@ -3,6 +3,11 @@ platform side: Dovecot (IMAP) holds the agent's mailbox and aiosmtpd (SMTP) take
 delivery is a mail put into the mailbox, acknowledged when the adapter flags it read (only
 once it is stored); a redelivery is a copy with the same Message-ID.
 
+For the messaging part the bot's messages are the mails in the thread of a delivered mail
+(an answer, or a file ``send_file`` attached to one); a file goes in attached to a mail whose
+text is its caption, and aiosmtpd answers the next mail 451 (put off: retried) or 550 (refused
+for good). Email declares no edits, buttons or message limit (a mail holds an answer whole).
+
 Send-only (no ``email.imap_url``), the contract's parts about receiving are skipped with that
 reason; starting, stopping, reloading, routes and sending are held to it all the same."""
 
@@ -10,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field, replace
+from email.message import EmailMessage
+from typing import ClassVar, Mapping
 
 import pytest
 
@@ -18,6 +25,7 @@ from tests.gateway.adapters.email.conftest import AGENT, ME, Reading, StartGatew
 from tests.gateway.adapters.email.imap_server import ImapServer, mail
 from tests.gateway.adapters.email.smtp_server import SmtpServer
 from tests.gateway.adapters.harness import inbox_entry, outbox_to
+from tests.gateway.messaging_contract import Shown
 from vigil.config.settings import Settings
 from vigil.gateway.adapters.base import Adapter, GatewayPort
 from vigil.store.gateway.gateway_tables import InboxEntry, OutboxEntry, RouteKey
@@ -25,6 +33,7 @@ from vigil.testing.fake_model import FakeModelServer
 from vigil.testing.waiting import eventually
 
 SEND_ONLY = "send-only (no email.imap_url): the adapter receives no messages to deliver"
+NO_LIMIT = "a mail holds an answer whole, however long"
 
 
 @dataclass
@@ -33,6 +42,8 @@ class EmailContract:
     gateway: GatewayPort
     settings: Settings
     refuses_unknown_conversation: bool = True
+    not_driven: ClassVar[Mapping[str, str]] = {"a message limit": NO_LIMIT, "files": SEND_ONLY,
+                                               "delivery errors": SEND_ONLY}
 
     async def deliver(self, text: str, external_id: str) -> Ack:
         pytest.skip(SEND_ONLY)
@@ -62,6 +73,10 @@ class ReceivingContract(EmailContract):
     imap: ImapServer | None = None
     smtp: SmtpServer | None = None
     state_db: str = ""
+    model: FakeModelServer | None = None
+    lines: list[str] = field(default_factory=list)
+    """What the gateway said."""
+    not_driven: ClassVar[Mapping[str, str]] = {"a message limit": NO_LIMIT}
     _delivered: set[str] = field(default_factory=set)
 
     @staticmethod
@@ -69,10 +84,13 @@ class ReceivingContract(EmailContract):
         return f"<{external_id}@contract.example.com>"
 
     async def deliver(self, text: str, external_id: str) -> Ack:
+        return await self._put(mail(ME, AGENT, "Contract", text, self.message_id(external_id)), external_id)
+
+    async def _put(self, raw: bytes, external_id: str) -> Ack:
+        """Put ``raw`` into the mailbox; back once the adapter flagged it read (it is stored)."""
         assert self.imap is not None
         duplicate = external_id in self._delivered
         self._delivered.add(external_id)
-        raw = mail(ME, AGENT, "Contract", text, self.message_id(external_id))
         uid = await asyncio.to_thread(self.imap.append, raw)
         await eventually(lambda: asyncio.to_thread(self.imap.seen, uid), what="the mail flagged read")  # type: ignore[union-attr]
         entry = self.stored(external_id)
@@ -87,13 +105,41 @@ class ReceivingContract(EmailContract):
         wanted = ack.external_id.removeprefix("mid:")
         return [m.part("text/plain") for m in self.smtp.mails if m.mail["In-Reply-To"] == wanted]
 
+    # -- the messaging part (tests/gateway/messaging_contract.py): files, delivery errors ----
+    async def messages(self, ack: Ack) -> list[Shown]:
+        """The mails in the thread of the delivered mail, as a mail client shows them: the text
+        (without the line break ending every mail) and the file attached, if any."""
+        assert self.smtp is not None
+        wanted = ack.external_id.removeprefix("mid:")
+        shown = []
+        for received in self.smtp.mails:
+            if received.mail["In-Reply-To"] == wanted:
+                text = received.part("text/plain").removesuffix("\n")
+                files = [(str(part.get_filename()), part.get_payload(decode=True))
+                         for part in received.mail.iter_attachments()]
+                shown.append(Shown(text, [text], file=files[0] if files else None, ref=received))
+        return shown
+
+    async def deliver_file(self, name: str, data: bytes, caption: str, external_id: str) -> Ack:
+        message = EmailMessage()
+        message["From"], message["To"], message["Subject"] = ME, AGENT, "A file"
+        message["Message-ID"] = self.message_id(external_id)
+        message.set_content(caption)
+        message.add_attachment(data, maintype="text", subtype="plain", filename=name)
+        return await self._put(message.as_bytes(), external_id)
+
+    async def fail_next_answer(self, ack: Ack, *, permanent: bool) -> None:
+        """The SMTP server answers the next mail 550 (refused for good) or 451 (put off)."""
+        assert self.smtp is not None
+        self.smtp.answer("550 5.1.1 No such user here" if permanent else "451 4.7.1 Try again later")
+
 
 class TestEmailAdapterContract(AdapterContract):
     @pytest.fixture
     async def contract(self, reading: Reading, smtp: SmtpServer, imap: ImapServer) -> ContractHarness:
         running = await reading()
         return ReceivingContract(running.adapter.inner, running.run.gateway, running.settings, imap=imap, smtp=smtp,
-                                 state_db=str(running.profile.state_db))
+                                 state_db=str(running.profile.state_db), model=running.model, lines=running.lines)
 
 
 class TestSendOnlyEmailAdapterContract(AdapterContract):

@@ -2,8 +2,9 @@
 ``email.imap_url``, receiving over IMAP.
 
 Answers, cron answers (``--deliver email:ADDRESS``) and heartbeats leave the gateway's outbox
-as mails to the route's address (:mod:`.compose`, :mod:`.smtp`); the outbox retries a try the
-server put off (4xx, a broken connection) and gives up on a refusal (5xx). An answer to a
+as mails to the route's address (:mod:`.compose`, :mod:`.smtp`), a file (``send_file``) attached
+to one (:mod:`.attachments`); the outbox retries a try the server put off (4xx, a broken
+connection) and gives up on a refusal (5xx). An answer to a
 received mail is a reply in its thread (``In-Reply-To``, ``References``, ``Re:``). Received
 mail comes from :mod:`.receiver`; without ``imap_url`` the adapter is send-only.
 
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from vigil.gateway.adapters.base import AdapterHealth, DeliveryError, GatewayPort
 from vigil.gateway.adapters.health import CONNECTED, MISCONFIGURED, STOPPED, HealthState
 from vigil.gateway.adapters.email import smtp
+from vigil.gateway.adapters.email.attachments import outgoing
 from vigil.gateway.adapters.email.compose import compose
 from vigil.gateway.adapters.email.receiver import Receiver
 from vigil.platforms.email import ADDRESS, Endpoint, endpoint
@@ -154,14 +156,13 @@ class EmailAdapter:
         """Mail ``message`` to its route's address; :class:`DeliveryError` as :mod:`.smtp` says."""
         if not ADDRESS.fullmatch(message.route.chat):
             raise DeliveryError(f"'{message.route.chat[:80]}' is not a mail address", retryable=False)
-        if message.kind == "file":
-            raise DeliveryError("files are not sent by mail yet", retryable=False)
+        attachment = await asyncio.to_thread(outgoing, message) if message.kind == "file" else None
         server, login, sender = self._server, self._login, self.settings.address if self.gateway else None
         if server is None or login is None or not sender:
             raise DeliveryError(f"email is not ready ({self.health_state.detail})", retry_after=MISCONFIGURED_RETRY)
         subject, thread = await self._thread(message)
         mail = compose(message, sender=sender, subject=subject or await self._subject(message), now=time.time(),
-                       thread=thread)
+                       thread=thread, attachment=attachment)
         try:
             await asyncio.to_thread(smtp.send, server, login, mail, timeout=self.timeout)
         except DeliveryError as exc:

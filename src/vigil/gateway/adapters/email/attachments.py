@@ -3,6 +3,9 @@ at most ``gateway.upload_max_bytes``) and named in the message, so the agent can
 
 Only an allowed sender's files are saved (anyone else makes the gateway write nothing). A file
 that cannot be saved is named with the reason, so the agent can tell the person.
+
+The other way, the file a ``send_file`` outbox entry names is read to go out attached to a mail
+(:func:`outgoing`); one that is gone fails the entry for good.
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from email.message import EmailMessage
+from pathlib import Path
 
-from vigil.gateway.adapters.base import GatewayPort
+from vigil.gateway.adapters.base import DeliveryError, GatewayPort
 from vigil.gateway.adapters.saved_files import conversation_directory, safe_name, save_new
-from vigil.store.gateway.gateway_tables import RouteKey
+from vigil.store.gateway.gateway_tables import OutboxEntry, RouteKey
 
 log = logging.getLogger(__name__)
 
@@ -56,3 +60,17 @@ async def save_files(gateway: GatewayPort, route: RouteKey, files: list[tuple[st
                 continue
             notes.append(f"[The user attached a file, saved as {path} ({len(content)} bytes)]")
     return "\n".join(notes)
+
+
+def outgoing(entry: OutboxEntry) -> tuple[str, bytes]:
+    """The name and content of the file an outbox entry of kind ``file`` sends (blocking: read
+    in a thread); :class:`DeliveryError`, not to be retried, when it is not there any more."""
+    raw = entry.meta.get("path")
+    path = Path(raw) if isinstance(raw, str) and raw else None
+    if path is None or not path.is_absolute() or not path.is_file():
+        raise DeliveryError(f"the file {raw} is not there any more", retryable=False)
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        raise DeliveryError(f"the file {path.name} cannot be read: {exc}", retryable=False) from None
+    return safe_name(str(entry.meta.get("name") or path.name)), content

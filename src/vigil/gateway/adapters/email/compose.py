@@ -1,5 +1,6 @@
 """One outbox entry as a mail: the answer as plain text with a Markdown-rendered HTML
-alternative, and the headers a mail client expects (Message-ID, Date, From, To, Subject).
+alternative, and the headers a mail client expects (Message-ID, Date, From, To, Subject). A
+file (``send_file``) is attached to a mail whose text is its caption.
 
 The Message-ID is derived from the entry, so a retried entry (the server took it but the
 connection broke before it said so) goes out with the same id and a client shows it once.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import mimetypes
 from datetime import datetime, timezone
 from email.message import EmailMessage
 from email.policy import SMTP
@@ -61,9 +63,11 @@ def reply_subject(subject: str) -> str:
 
 
 def compose(entry: OutboxEntry, *, sender: str, subject: str, now: float,
-            thread: list[str] | None = None) -> EmailMessage:
+            thread: list[str] | None = None, attachment: tuple[str, bytes] | None = None) -> EmailMessage:
     """The mail carrying ``entry`` to ``entry.route.chat`` from ``sender``; ``thread``: the
-    Message-IDs of the mail thread it answers, oldest first (``In-Reply-To`` the last)."""
+    Message-IDs of the mail thread it answers, oldest first (``In-Reply-To`` the last);
+    ``attachment``: the name and content of a file it carries (the text then is its caption,
+    or says the file is attached)."""
     mail = EmailMessage(policy=SMTP)
     mail["From"] = sender
     mail["To"] = entry.route.chat
@@ -75,7 +79,12 @@ def compose(entry: OutboxEntry, *, sender: str, subject: str, now: float,
         mail["References"] = " ".join(thread[-20:])
     if entry.kind in AUTOMATIC_KINDS:
         mail["Auto-Submitted"] = "auto-generated"
-    text = entry.text if entry.text.endswith("\n") else entry.text + "\n"
+    words = entry.text if entry.text.strip() or attachment is None else f"{attachment[0]} is attached."
+    text = words if words.endswith("\n") else words + "\n"
     mail.set_content(text, subtype="plain", charset="utf-8")
-    mail.add_alternative(render_html(entry.text, mail["Subject"]), subtype="html", charset="utf-8")
+    mail.add_alternative(render_html(words, mail["Subject"]), subtype="html", charset="utf-8")
+    if attachment is not None:
+        name, content = attachment
+        kind = (mimetypes.guess_type(name)[0] or "application/octet-stream").split("/", 1)
+        mail.add_attachment(content, maintype=kind[0], subtype=kind[1], filename=name)
     return mail
