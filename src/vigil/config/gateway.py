@@ -108,6 +108,14 @@ class GatewaySettings(Section):
             "process died under also waits this long (at most 5 s) after a restart before it runs again"
         ),
     )
+    keep_days: int = setting(
+        30, ge=1, le=3_650,
+        description=(
+            "days the gateway keeps answered messages and sent replies in its inbox and outbox "
+            "(to know a platform's redelivery, to answer a resent request again) before deleting them; "
+            "conversations themselves are never deleted by it"
+        ),
+    )
     lease_seconds: float = setting(
         30.0, ge=1, le=600, allow_inf_nan=False,
         description=(

@@ -6,14 +6,12 @@ acknowledge the platform. Under the route's lock — so messages of one chat ent
 the order they arrived — the message is routed to its conversation and submitted to the
 conversation's runtime queue, marked with its inbox id. When the turn (or slash command) ends,
 the inbox entry is finished and its reply queued in the outbox in one transaction; the outbox
-sender delivers it. A crash leaves unfinished entries: :mod:`vigil.gateway.recovery` answers
-them once at the next start.
+sender delivers it. A crash leaves unfinished entries: :mod:`.recovery` answers them at the next start.
 
-A route leads to its live conversation while that runs (:attr:`Gateway.by_route`), whatever
-the stored route says meanwhile, so messages sent right after ``/new`` or ``/suspend`` follow the
-conversation's queue; conversation moves are in :mod:`vigil.gateway.moves`, the fan-out of
-live events in :mod:`vigil.gateway.fanout`, closing idle ones in :mod:`vigil.gateway.idle`,
-starting and stopping in :mod:`vigil.gateway.lifecycle`.
+A route leads to its live conversation while that runs (:attr:`Gateway.by_route`), so messages
+sent right after ``/new`` or ``/suspend`` follow its queue. Moves are in :mod:`.moves`, live
+events' fan-out in :mod:`.fanout`, idle closing in :mod:`.idle`, old records' pruning in
+:mod:`.housekeeping`, starting and stopping in :mod:`.lifecycle`.
 """
 
 from __future__ import annotations
@@ -44,6 +42,7 @@ from vigil.gateway.cluster.workers import is_shared
 from vigil.gateway.routing import Router
 from vigil.gateway import fanout, lifecycle, manage, settle, views
 from vigil.gateway.fanout import describe_route
+from vigil.gateway.housekeeping import Pruner
 from vigil.gateway.idle import IDLE_CLOSE, IdleCloser
 from vigil.models.base import ModelClient
 from vigil.profiles import Profile
@@ -127,6 +126,7 @@ class Gateway(manage.ConversationManagement):
         conversation while it runs, whatever the stored route says meanwhile: right after
         ``/new`` or ``/suspend`` the route is re-pointed only once the command has settled."""
         self.idle = IdleCloser(self, idle_close)
+        self.pruner = Pruner(self)
         self.patience = Patience(self)
         """The turns that wait for the model (or the store) to try again."""
         self.suspects = SuspectGate(self.clock, min(SUSPECT_HOLD, settings.gateway.retry_max_delay))

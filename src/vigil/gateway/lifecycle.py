@@ -1,7 +1,8 @@
 """Starting and stopping a gateway: the order its parts come up in, and go down in.
 
 Up: heartbeats re-armed from the store, the relay of live events, input taken, what a crash
-left unanswered answered, then the outbox, idle closing, the hand-over sweep and the adapters.
+left unanswered answered, then the outbox, the pruning of old delivery records, idle closing,
+the hand-over sweep and the adapters.
 Down, once no input is taken: adapters, heartbeats, running turns given their grace, the
 turns that finished settled, conversations closed, the outbox drained, leases released.
 """
@@ -47,6 +48,7 @@ async def start(gateway: LifecycleHost) -> None:
     await recover(gateway)
     await background_notes.sweep(gateway)  # /background tasks a dead process of this machine left
     gateway.outbox.start()
+    gateway.pruner.start()
     gateway.idle.start()
     gateway.handover.start()
     for adapter in gateway.adapters.values():
@@ -56,6 +58,7 @@ async def start(gateway: LifecycleHost) -> None:
 async def stop(gateway: LifecycleHost, grace: float) -> None:
     """Take ``gateway`` down; it no longer takes input. Running turns get ``grace`` seconds."""
     await gateway.idle.stop()
+    await gateway.pruner.stop()
     for adapter in gateway.adapters.values():
         try:
             await adapter.stop()

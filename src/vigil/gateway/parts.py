@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from vigil.gateway.bus import EventBus
     from vigil.gateway.cluster.claims import Claims
     from vigil.gateway.cluster.handover import Handover
+    from vigil.gateway.housekeeping import Pruner
     from vigil.gateway.idle import IdleCloser
     from vigil.gateway.live import LiveConversation
     from vigil.gateway.outbox import OutboxSender
@@ -175,6 +176,7 @@ class LifecycleHost(Services, Conversations, Protocol):
     handover: Handover
     heartbeats: HeartbeatScheduler
     idle: IdleCloser
+    pruner: Pruner
     outbox: OutboxSender
     ownership: Ownership
     relay: EventRelay
