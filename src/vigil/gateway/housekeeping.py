@@ -3,7 +3,7 @@ than ``gateway.keep_days`` leave the inbox and the outbox, at start and every fe
 
 Only the gateway's delivery records go (:meth:`GatewayTables.prune`): the conversations, their
 messages and everything still pending, running, set aside or failed stay. An entry is kept that
-long because a platform may deliver a message again (Slack retries for hours) and an API client
+long because a platform may deliver a message again (some retry for hours) and an API client
 may resend a request with its idempotency key; after ``keep_days`` such a redelivery is taken as
 new, and the key is answered with a clear 409.
 """
