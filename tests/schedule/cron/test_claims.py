@@ -216,6 +216,22 @@ def test_manual_run_leaves_the_schedule_alone(repo: CronRepo, add_job: AddJob, c
     assert (after.last_status, after.last_run_at) == ("failed", START + 600)
 
 
+def test_a_manual_run_a_dead_process_left_is_recorded_interrupted_when_the_next_one_starts(
+    store: SQLiteStore, add_job: AddJob, clock: FakeClock
+) -> None:
+    dead = CronRepo(store, clock, owner="elsewhere:1:dead", alive=lambda owner: owner != "elsewhere:1:dead")
+    add_job("j", "every 1h")
+    clock.set_sync(START + 600)
+    first = dead.claim_manual("j")  # its process dies before the run ends: never finished
+    second = dead.claim_manual("j")  # in the same second: a stamp of its own
+    assert second.record.stamp != first.record.stamp and second.record.stamp.startswith(first.record.stamp)
+    records = {record.stamp: record for record in dead.runs.list("j")}
+    assert records[first.record.stamp].status == "interrupted"
+    assert records[first.record.stamp].error == "the process running it stopped"
+    assert records[second.record.stamp].status == "running"
+    assert dead.get("j").running.run_key == second.record.stamp
+
+
 def test_refund_restores_the_claim(repo: CronRepo, add_job: AddJob, clock: FakeClock) -> None:
     add_job("j", "every 1h")
     clock.set_sync(START + 3600)

@@ -288,31 +288,49 @@ class CronRepo:
         return lost
 
     def claim_manual(self, name: str) -> Claim:
-        """Claim a run of ``name`` now, outside the schedule; :class:`JobBusy` if it is running."""
-        now = self.clock.now()
-        record = self.runs.create_unique(
-            RunRecord(name, f"{stamp_of(now)}-manual", "manual", RUNNING, None, now, owner=self.owner)
-        )
-        result: list[RunRecord] = []
+        """Claim a run of ``name`` now, outside the schedule; :class:`JobBusy` if it is running.
 
-        def change(job: CronJob) -> CronJob:
-            if job.running is not None and not cron_plan.is_abandoned(job.running, now, self.alive):
-                raise JobBusy(
-                    f"the cron job '{name}' is running (since {stamp_of(job.running.claimed_at)}); "
-                    "wait for that run to end"
-                )
-            claimed, rec = cron_plan.claim_manual(job, now, owner=self.owner, stamp=record.stamp)
-            result[:] = [rec]
-            return claimed
+        The job's claim and the run's record are written in one transaction, so a process dying
+        in between leaves neither (a record alone would show ``running`` for ever); a run that a
+        dead process left behind is recorded as interrupted in the same transaction."""
+        key = job_key(name)
+        for _ in range(_ATTEMPTS):
+            now = self.clock.now()
+            entry = self.store.get_meta(key)
+            if entry is None:
+                raise JobNotFound(name)
+            job = CronJob.from_json(entry.value)
+            left_behind: RunRecord | None = None
+            if job.running is not None:
+                if not cron_plan.is_abandoned(job.running, now, self.alive):
+                    raise JobBusy(
+                        f"the cron job '{name}' is running (since {stamp_of(job.running.claimed_at)}); "
+                        "wait for that run to end"
+                    )
+                record = self.runs.get(name, job.running.run_key)
+                if record is not None and record.status == RUNNING:
+                    left_behind = record.finished(INTERRUPTED, now, error="the process running it stopped")
+            stamp = self._free_stamp(name, f"{stamp_of(now)}-manual")
+            claimed, record = cron_plan.claim_manual(job, now, owner=self.owner, stamp=stamp)
+            writes = [(record.key, record.to_json())]
+            if left_behind is not None:
+                writes.append((left_behind.key, left_behind.to_json()))
+            if self.store.compare_and_set_many([MetaSwap(key, entry.value, claimed.to_json(), tuple(writes))])[0]:
+                if left_behind is not None and left_behind.session_id is not None:
+                    with contextlib.suppress(SessionNotFound):
+                        self.store.end_session(left_behind.session_id, INTERRUPTED, ended_at=now)
+                assert claimed.running is not None
+                return Claim(claimed, claimed.running, record)
+        raise CronError(f"the cron job '{name}' keeps changing; try again")
 
-        try:
-            job = self._update(name, change)
-        except BaseException:
-            self.runs.delete(name, record.stamp)
-            raise
-        self.runs.put(result[0])
-        assert job.running is not None
-        return Claim(job, job.running, result[0])
+    def _free_stamp(self, name: str, stamp: str) -> str:
+        """``stamp``, or ``stamp-2``, ``-3`` …: the first no run record of ``name`` has (manual
+        runs in the same second). Two processes cannot both take one: the job's swap admits one."""
+        candidate, number = stamp, 1
+        while self.runs.get(name, candidate) is not None:
+            number += 1
+            candidate = f"{stamp}-{number}"
+        return candidate
 
     def finish(self, claim: Claim, record: RunRecord, *, error: str | None = None) -> CronJob | None:
         """Record how the run ended (``record`` is its final run-log entry) and update the job."""

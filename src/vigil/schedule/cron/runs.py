@@ -120,14 +120,6 @@ class RunLog:
     def put(self, record: RunRecord) -> None:
         self.store.set_meta(record.key, record.to_json())
 
-    def create_unique(self, record: RunRecord) -> RunRecord:
-        """Store ``record`` under a stamp no other record has (manual runs in the same second)."""
-        candidate, number = record, 1
-        while not self.store.compare_and_set_meta(candidate.key, None, candidate.to_json()):
-            number += 1
-            candidate = replace(record, stamp=f"{record.stamp}-{number}")
-        return candidate
-
     def get(self, job: str, stamp: str) -> RunRecord | None:
         entry = self.store.get_meta(run_key(job, stamp))
         return None if entry is None else RunRecord.from_json(entry.value)
