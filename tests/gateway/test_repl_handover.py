@@ -63,8 +63,8 @@ def test_a_repl_heartbeat_moves_to_the_gateway_and_back(fake_model: FakeModelSer
         expect_in_terminal(child, "you ›")
         child.sendline("hello")
         expect_in_terminal(child, "you ›")
-        child.sendline("/hb every 1s check the CI run")
-        expect_in_terminal(child, r"♥ Heartbeat set \(every 1s\)")
+        child.sendline("/hb every 2s check the CI run")
+        expect_in_terminal(child, r"♥ Heartbeat set \(every 2s\)")
         expect_in_terminal(child, "Nothing new.")  # the REPL has it open: the REPL fires it
         assert _gateway_fires(gateway) == 0
         child.sendline("/quit")
