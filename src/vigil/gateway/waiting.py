@@ -44,8 +44,10 @@ def waiting_view(live: "LiveConversation | None") -> list[dict[str, Any]]:
 def publish_soon(bus: "EventBus", live: "LiveConversation") -> None:
     """Tell the pages the waiting list of ``live`` once what happens now has happened: a
     message handed to an idle conversation is taken from its queue within this turn of the
-    event loop, so it never shows as waiting. Several changes in a row are told once."""
-    if live in _SOON:
+    event loop, so it never shows as waiting. Several changes in a row are told once. Nobody
+    to tell (no page open here, no other worker to relay to): nothing is done, on every
+    message of a platform's conversation; a page opened later reads the list in the view."""
+    if live in _SOON or (bus.relay is None and not (live.session_id and bus.watched(live.session_id))):
         return
     _SOON.add(live)
     asyncio.get_running_loop().call_soon(_publish, bus, live)
